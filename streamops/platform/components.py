@@ -1,0 +1,182 @@
+"""What the embedded platform runs: one ``Component`` per process, in start order."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from streamops.settings import ENV_VARS, Settings
+
+Group = Literal["kafka", "spark", "airflow"]
+GROUPS: tuple[Group, ...] = ("kafka", "spark", "airflow")
+
+
+@dataclass(frozen=True)
+class Component:
+    name: str
+    group: Group
+    argv: tuple[str, ...]
+    #: (port, environment variable that changes it) for every fixed port it listens on
+    ports: tuple[tuple[int, str], ...] = ()
+    start_timeout: float = 120.0
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def port(self) -> int | None:
+        return self.ports[0][0] if self.ports else None
+
+
+def bin_dir() -> Path:
+    """The virtualenv's bin folder (spark-class, airflow and the python for PySpark live there)."""
+    return Path(sys.executable).parent
+
+
+def noida_binary() -> Path:
+    import noida_db
+
+    return Path(noida_db.__file__).parent / "noida-db"
+
+
+def spark_properties(settings: Settings) -> Path:
+    return settings.state_dir / "spark" / "spark-defaults.conf"
+
+
+def write_spark_properties(settings: Settings) -> Path:
+    path = spark_properties(settings)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        "\n".join(
+            [
+                "spark.master.rest.enabled true",
+                f"spark.master.rest.port {settings.spark_rest_port}",
+                f"spark.master.rest.host {settings.host}",
+                "spark.worker.cleanup.enabled true",
+                "spark.worker.cleanup.appDataTtl 86400",
+                "spark.ui.reverseProxy false",
+                "",
+            ]
+        )
+    )
+    return path
+
+
+def build(settings: Settings) -> list[Component]:
+    """All components in start order (kafka, spark master, workers, airflow)."""
+    state = settings.state_dir
+    props = str(spark_properties(settings))
+    spark_class = str(bin_dir() / "spark-class")
+    airflow = str(bin_dir() / "airflow")
+    env = ENV_VARS
+    comps: list[Component] = [
+        Component(
+            "kafka",
+            "kafka",
+            (
+                str(noida_binary()), "start", "--only", "kafka",
+                "--kafka-port", str(settings.kafka_port),
+                "--host", settings.host,
+                "--data-dir", str(state / "kafka"),
+            ),
+            ports=((settings.kafka_port, env["kafka_port"]),),
+            start_timeout=60,
+        ),
+        Component(
+            "spark-master",
+            "spark",
+            (
+                spark_class, "org.apache.spark.deploy.master.Master",
+                "--host", settings.host,
+                "--port", str(settings.spark_master_port),
+                "--webui-port", str(settings.spark_ui_port),
+                "--properties-file", props,
+            ),
+            ports=(
+                (settings.spark_master_port, env["spark_master_port"]),
+                (settings.spark_ui_port, env["spark_ui_port"]),
+                (settings.spark_rest_port, env["spark_rest_port"]),
+            ),
+            start_timeout=90,
+        ),
+    ]
+    for i, ui_port in enumerate(settings.worker_ui_ports(), start=1):
+        comps.append(
+            Component(
+                f"spark-worker-{i}",
+                "spark",
+                (
+                    spark_class, "org.apache.spark.deploy.worker.Worker",
+                    f"spark://{settings.host}:{settings.spark_master_port}",
+                    "--host", settings.host,
+                    "--cores", str(settings.spark_worker_cores),
+                    "--memory", settings.spark_worker_memory,
+                    "--webui-port", str(ui_port),
+                    "--work-dir", str(state / "spark" / f"worker-{i}"),
+                    "--properties-file", props,
+                ),
+                ports=((ui_port, env["spark_worker_ui_port"]),),
+                start_timeout=90,
+            )
+        )
+    comps += [
+        Component(
+            "airflow-api-server",
+            "airflow",
+            (airflow, "api-server", "--host", settings.host, "--port", str(settings.airflow_port),
+             "--workers", "1"),
+            ports=((settings.airflow_port, env["airflow_port"]),),
+            start_timeout=180,
+        ),
+        Component(
+            "airflow-scheduler",
+            "airflow",
+            (airflow, "scheduler"),
+            ports=((settings.airflow_worker_log_port, env["airflow_worker_log_port"]),),
+            start_timeout=180,
+        ),
+        Component("airflow-dag-processor", "airflow", (airflow, "dag-processor"), start_timeout=180),
+        Component(
+            "airflow-triggerer",
+            "airflow",
+            (airflow, "triggerer"),
+            ports=((settings.airflow_trigger_log_port, env["airflow_trigger_log_port"]),),
+            start_timeout=180,
+        ),
+    ]
+    return comps
+
+
+def base_env(settings: Settings, java_home: Path | None, secrets: dict[str, str]) -> dict[str, str]:
+    """Environment shared by every component and by jobs the platform launches."""
+    env = dict(os.environ)
+    env.update(settings.env())
+    env["PATH"] = f"{bin_dir()}{os.pathsep}{env.get('PATH', '')}"
+    if java_home is not None:
+        env["JAVA_HOME"] = str(java_home)
+    env["SPARK_LOCAL_IP"] = settings.host
+    env["PYSPARK_PYTHON"] = sys.executable
+    env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    env["SPARK_DAEMON_MEMORY"] = env.get("SPARK_DAEMON_MEMORY", "512m")
+    env["SPARK_LOCAL_DIRS"] = str(settings.state_dir / "spark" / "tmp")
+    env["SPARK_LOG_DIR"] = str(settings.state_dir / "logs")
+    env["SPARK_NO_DAEMONIZE"] = "1"
+    env.update(airflow_env(settings))
+    env.update(secrets)
+    return env
+
+
+def airflow_env(settings: Settings) -> dict[str, str]:
+    """Point Airflow at the repo's airflow.cfg and this platform's ports and folders."""
+    return {
+        "AIRFLOW_HOME": str(settings.airflow_home),
+        "AIRFLOW_CONFIG": str(settings.repo / "airflow.cfg"),
+        "AIRFLOW__API__HOST": settings.host,
+        "AIRFLOW__API__PORT": str(settings.airflow_port),
+        "AIRFLOW__API__BASE_URL": settings.airflow_url,
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{settings.airflow_url}/execution/",
+        "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(settings.airflow_worker_log_port),
+        "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(settings.airflow_trigger_log_port),
+        "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_SERVER_HOST": settings.host,
+    }

@@ -1,0 +1,32 @@
+"""Errors of the embedded platform (broker, Spark, Airflow processes)."""
+
+from __future__ import annotations
+
+from streamops.exceptions import StreamopsError
+
+
+class PlatformError(StreamopsError):
+    """Something about the embedded platform's processes went wrong."""
+
+
+class JavaMissingError(PlatformError):
+    """No usable Java runtime was found.
+
+    Operator action: install Java 17 or newer (Debian: ``apt-get install openjdk-17-jre-headless``)
+    or point ``JAVA_HOME`` at one.
+    """
+
+
+class PortInUseError(PlatformError):
+    """A port a component needs is taken by a process streamops did not start.
+
+    Operator action: stop that process or set the environment variable named in the message.
+    """
+
+
+class ComponentStartError(PlatformError):
+    """A component exited or did not become healthy in time during ``platform up``.
+
+    Operator action: read the log lines in the message (full log path included); everything
+    this ``up`` started has been stopped again.
+    """

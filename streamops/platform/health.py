@@ -1,0 +1,95 @@
+"""Is each component actually serving? Checks speak each service's own protocol."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+
+from streamops.platform.components import Component
+from streamops.settings import Settings
+
+
+def _get_json(url: str, timeout: float = 2.0) -> Any | None:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            return json.loads(resp.read().decode())
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+
+
+def kafka_healthy(bootstrap: str, timeout: float = 3.0) -> bool:
+    """A metadata round trip over the Kafka protocol."""
+    from confluent_kafka.admin import AdminClient
+
+    try:
+        md = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout * 1000)}).list_topics(
+            timeout=timeout
+        )
+        return bool(md.brokers)
+    except Exception:  # noqa: BLE001 - any client error means "not healthy yet"
+        return False
+
+
+def spark_master_state(settings: Settings) -> dict[str, Any] | None:
+    """The standalone master's JSON status (workers, apps), or None if it does not answer."""
+    return _get_json(f"http://{settings.host}:{settings.spark_ui_port}/json/")
+
+
+def airflow_health(settings: Settings) -> dict[str, Any] | None:
+    return _get_json(f"{settings.airflow_url}/api/v2/monitor/health")
+
+
+def check_all(settings: Settings, comps: list[Component]) -> dict[str, bool]:
+    """Health of each named component; shared endpoints are fetched once per call."""
+    out: dict[str, bool] = {}
+    names = {c.name for c in comps}
+    groups = {c.group for c in comps}
+    if "kafka" in names:
+        out["kafka"] = kafka_healthy(settings.kafka_bootstrap)
+    if "spark" in groups:
+        master = spark_master_state(settings)
+        alive = master is not None and master.get("status") == "ALIVE"
+        worker_ports = set()
+        for w in (master or {}).get("workers", []):
+            if w.get("state") == "ALIVE":
+                addr = str(w.get("webuiaddress", ""))
+                worker_ports.add(addr.rsplit(":", 1)[-1])
+        for c in comps:
+            if c.name == "spark-master":
+                out[c.name] = alive
+            elif c.name.startswith("spark-worker-"):
+                out[c.name] = alive and str(c.port) in worker_ports
+    if "airflow" in groups:
+        health = airflow_health(settings)
+        for c in comps:
+            if c.group != "airflow":
+                continue
+            if health is None:
+                out[c.name] = False
+            elif c.name == "airflow-api-server":
+                out[c.name] = health.get("metadatabase", {}).get("status") == "healthy"
+            else:
+                key = c.name.removeprefix("airflow-").replace("-", "_")
+                out[c.name] = (health.get(key) or {}).get("status") == "healthy"
+    return out
+
+
+def probe(settings: Settings) -> dict[str, Any]:
+    """Reachability of the data plane (broker and Spark master), wherever they run.
+
+    Unlike ``check_all`` this needs no pid files, so it works against external services
+    (``STREAMOPS_BOOTSTRAP_SERVERS`` / ``STREAMOPS_SPARK_MASTER``) as well as embedded ones.
+    """
+    master = spark_master_state(settings)
+    workers = [w for w in (master or {}).get("workers", []) if w.get("state") == "ALIVE"]
+    return {
+        "kafka": {"bootstrap": settings.kafka_bootstrap, "healthy": kafka_healthy(settings.kafka_bootstrap)},
+        "spark": {
+            "master": settings.spark_master_url,
+            "healthy": master is not None and master.get("status") == "ALIVE" and bool(workers),
+            "alive_workers": len(workers),
+            "cores": sum(int(w.get("cores", 0)) for w in workers),
+        },
+    }

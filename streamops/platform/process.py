@@ -1,0 +1,188 @@
+"""Detached child processes tracked by pid files, stopped with their whole process tree.
+
+A pid file records pid, process-group id and the process's start time, so a recycled pid is
+never mistaken for our process and ``down`` never signals a stranger.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+import psutil
+
+
+_CHILDREN: dict[int, subprocess.Popen] = {}
+
+
+@dataclass(frozen=True)
+class PidRecord:
+    pid: int
+    pgid: int
+    create_time: float
+    started_at: float
+    argv: list[str]
+
+    def process(self) -> psutil.Process | None:
+        """The live process this record describes, or None (gone, zombie, or pid recycled)."""
+        try:
+            proc = psutil.Process(self.pid)
+            if abs(proc.create_time() - self.create_time) > 1.0:
+                return None
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                return None
+            return proc
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            return None
+
+    @property
+    def alive(self) -> bool:
+        return self.process() is not None
+
+
+def read_pid(path: Path) -> PidRecord | None:
+    try:
+        return PidRecord(**json.loads(path.read_text()))
+    except (FileNotFoundError, ValueError, TypeError):
+        return None
+
+
+def spawn(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    log_path: Path,
+    pid_path: Path,
+    cwd: Path | None = None,
+) -> PidRecord:
+    """Start ``argv`` in its own session (so it outlives us and can be stopped as a group)."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    pid_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log:
+        log.write(f"\n--- {time.strftime('%Y-%m-%d %H:%M:%S')} starting: {' '.join(argv)}\n".encode())
+        log.flush()
+        proc = subprocess.Popen(
+            list(argv),
+            env=dict(env),
+            cwd=str(cwd) if cwd else None,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        create_time = psutil.Process(proc.pid).create_time()
+    except psutil.NoSuchProcess:
+        create_time = time.time()
+    record = PidRecord(proc.pid, proc.pid, create_time, time.time(), list(argv))
+    tmp = pid_path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(asdict(record)))
+    tmp.replace(pid_path)
+    _CHILDREN[proc.pid] = proc  # kept so this process can reap it; others track it by pid file
+    return record
+
+
+def _tree(record: PidRecord) -> list[psutil.Process]:
+    """The leader, its descendants, and anything still in its process group."""
+    procs: dict[int, psutil.Process] = {}
+    leader = record.process()
+    if leader is not None:
+        procs[leader.pid] = leader
+        for child in leader.children(recursive=True):
+            procs[child.pid] = child
+    for proc in psutil.process_iter():
+        try:
+            if os.getpgid(proc.pid) == record.pgid and proc.create_time() >= record.create_time - 1:
+                procs.setdefault(proc.pid, proc)
+        except (ProcessLookupError, psutil.NoSuchProcess, PermissionError):
+            continue
+    return [p for p in procs.values() if _running(p)]
+
+
+def _running(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _reap(procs: Iterable[psutil.Process]) -> None:
+    """Collect exit statuses of our own children so they do not linger as zombies."""
+    for p in procs:
+        child = _CHILDREN.get(p.pid)
+        if child is not None and child.poll() is not None:
+            del _CHILDREN[p.pid]
+            continue
+        try:
+            os.waitpid(p.pid, os.WNOHANG)
+        except (ChildProcessError, OSError):
+            pass
+
+
+def terminate(record: PidRecord, timeout: float = 20.0) -> bool:
+    """SIGTERM the whole tree, wait up to ``timeout``, then SIGKILL what is left.
+
+    Returns True if something had to be killed.
+    """
+    procs = _tree(record)
+    if not procs:
+        return False
+    for p in procs:
+        try:
+            p.send_signal(signal.SIGTERM)
+        except psutil.NoSuchProcess:
+            pass
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        _reap(procs)
+        procs = [p for p in procs if _running(p)] + [p for p in _tree(record) if p not in procs]
+        if not procs:
+            return False
+        time.sleep(0.2)
+    for p in procs:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(procs, timeout=5)
+    _reap(procs)
+    return True
+
+
+def port_in_use(host: str, port: int) -> bool:
+    """True if something listens on (host, port); TIME_WAIT leftovers do not count."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def tail(path: Path, lines: int = 25) -> str:
+    """Last ``lines`` lines of a log file (reads only the end of big files)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - 64 * 1024))
+            data = f.read().decode("utf-8", "replace")
+    except FileNotFoundError:
+        return f"(no log at {path})"
+    return "\n".join(data.splitlines()[-lines:])

@@ -1,0 +1,152 @@
+"""Where streamops keeps its state and which loopback ports the embedded platform uses.
+
+Every value can be changed with an environment variable (named in ``ENV_VARS``), so error
+messages can tell the operator exactly which setting to change.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from streamops.exceptions import ConfigError
+
+#: field name -> environment variable that sets it
+ENV_VARS: dict[str, str] = {
+    "home": "STREAMOPS_HOME",
+    "repo": "STREAMOPS_REPO",
+    "host": "STREAMOPS_HOST",
+    "kafka_port": "STREAMOPS_KAFKA_PORT",
+    "spark_master_port": "STREAMOPS_SPARK_MASTER_PORT",
+    "spark_ui_port": "STREAMOPS_SPARK_UI_PORT",
+    "spark_rest_port": "STREAMOPS_SPARK_REST_PORT",
+    "spark_worker_ui_port": "STREAMOPS_SPARK_WORKER_UI_PORT",
+    "spark_workers": "STREAMOPS_SPARK_WORKERS",
+    "spark_worker_cores": "STREAMOPS_SPARK_WORKER_CORES",
+    "spark_worker_memory": "STREAMOPS_SPARK_WORKER_MEMORY",
+    "airflow_port": "STREAMOPS_AIRFLOW_PORT",
+    "airflow_worker_log_port": "STREAMOPS_AIRFLOW_WORKER_LOG_PORT",
+    "airflow_trigger_log_port": "STREAMOPS_AIRFLOW_TRIGGER_LOG_PORT",
+    "bootstrap_servers": "STREAMOPS_BOOTSTRAP_SERVERS",
+    "spark_master": "STREAMOPS_SPARK_MASTER",
+}
+
+Port = int
+
+
+def default_repo() -> Path:
+    """The project checkout: the folder holding ``dags/`` next to this package, else the cwd."""
+    here = Path(__file__).resolve().parent.parent
+    if (here / "dags").is_dir():
+        return here
+    return Path.cwd()
+
+
+class Settings(BaseModel):
+    """Resolved platform settings; frozen so one object describes one platform instance."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    repo: Path = Field(default_factory=default_repo)
+    home: Path | None = None
+    host: str = "127.0.0.1"
+    kafka_port: Port = Field(9092, ge=1, le=65535)
+    spark_master_port: Port = Field(7077, ge=1, le=65535)
+    spark_ui_port: Port = Field(8090, ge=1, le=65535)
+    spark_rest_port: Port = Field(6066, ge=1, le=65535)
+    spark_worker_ui_port: Port = Field(8091, ge=1, le=65535)
+    spark_workers: int = Field(2, ge=1, le=8)
+    spark_worker_cores: int = Field(2, ge=1, le=64)
+    spark_worker_memory: str = Field("2g", pattern=r"^\d+[mMgG]$")
+    airflow_port: Port = Field(8080, ge=1, le=65535)
+    airflow_worker_log_port: Port = Field(8793, ge=1, le=65535)
+    airflow_trigger_log_port: Port = Field(8794, ge=1, le=65535)
+    #: external services (production); default to the embedded ones
+    bootstrap_servers: str | None = None
+    spark_master: str | None = None
+
+    @field_validator("repo", "home")
+    @classmethod
+    def _absolute(cls, v: Path | None) -> Path | None:
+        return None if v is None else Path(v).expanduser().resolve()
+
+    @model_validator(mode="after")
+    def _distinct_ports(self) -> "Settings":
+        seen: dict[int, str] = {}
+        for name, port in self.ports().items():
+            if port in seen:
+                raise ValueError(
+                    f"{ENV_VARS.get(name, name)}={port} collides with {ENV_VARS.get(seen[port], seen[port])}"
+                )
+            seen[port] = name
+        return self
+
+    # -- derived -------------------------------------------------------------------------------
+    @property
+    def state_dir(self) -> Path:
+        return self.home if self.home is not None else self.repo / ".streamops"
+
+    @property
+    def kafka_bootstrap(self) -> str:
+        return self.bootstrap_servers or f"{self.host}:{self.kafka_port}"
+
+    @property
+    def spark_master_url(self) -> str:
+        return self.spark_master or f"spark://{self.host}:{self.spark_master_port}"
+
+    @property
+    def airflow_url(self) -> str:
+        return f"http://{self.host}:{self.airflow_port}"
+
+    @property
+    def airflow_home(self) -> Path:
+        return self.state_dir / "airflow"
+
+    def worker_ui_ports(self) -> list[int]:
+        return [self.spark_worker_ui_port + i for i in range(self.spark_workers)]
+
+    def ports(self) -> dict[str, int]:
+        """Every fixed port, keyed by setting name (worker UI ports share one setting)."""
+        out = {
+            "kafka_port": self.kafka_port,
+            "spark_master_port": self.spark_master_port,
+            "spark_ui_port": self.spark_ui_port,
+            "spark_rest_port": self.spark_rest_port,
+            "airflow_port": self.airflow_port,
+            "airflow_worker_log_port": self.airflow_worker_log_port,
+            "airflow_trigger_log_port": self.airflow_trigger_log_port,
+        }
+        for i, p in enumerate(self.worker_ui_ports()):
+            out["spark_worker_ui_port" if i == 0 else f"spark_worker_ui_port+{i}"] = p
+        return out
+
+    def env(self) -> dict[str, str]:
+        """These settings as STREAMOPS_* variables, so child processes resolve the same platform."""
+        out = {"STREAMOPS_HOME": str(self.state_dir), "STREAMOPS_REPO": str(self.repo)}
+        for name, var in ENV_VARS.items():
+            value = getattr(self, name)
+            if name not in ("home", "repo") and value is not None:
+                out[var] = str(value)
+        return out
+
+    # -- construction --------------------------------------------------------------------------
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> "Settings":
+        """Build from STREAMOPS_* variables; explicit keyword overrides win."""
+        environ = os.environ if environ is None else environ
+        values: dict[str, object] = {
+            name: environ[var] for name, var in ENV_VARS.items() if environ.get(var, "") != ""
+        }
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        try:
+            return cls(**values)
+        except ValidationError as exc:
+            problems = []
+            for err in exc.errors():
+                field = str(err["loc"][0]) if err["loc"] else ""
+                where = ENV_VARS.get(field, field) or "settings"
+                problems.append(f"{where}: {err['msg']}")
+            raise ConfigError("invalid settings: " + "; ".join(problems)) from None

@@ -1,0 +1,42 @@
+"""Test session setup: isolated Airflow/streamops homes, markers by folder, shared fixtures."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+# Before anything imports Airflow: never touch ~/airflow or the developer's .streamops.
+_SESSION_TMP = Path(tempfile.mkdtemp(prefix="streamops-tests-"))
+os.environ["STREAMOPS_REPO"] = str(REPO)
+os.environ["STREAMOPS_HOME"] = str(_SESSION_TMP / "home")
+os.environ["AIRFLOW_HOME"] = str(_SESSION_TMP / "home" / "airflow")
+os.environ["AIRFLOW_CONFIG"] = str(REPO / "airflow.cfg")
+os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+pytest_plugins = ["tests.fixtures.ports", "tests.fixtures.platform"]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark tests by folder: tests/unit and tests/dags are `unit`, tests/integration `integration`."""
+    for item in items:
+        parts = Path(str(item.fspath)).relative_to(REPO / "tests").parts
+        if parts[0] == "integration":
+            item.add_marker(pytest.mark.integration)
+        elif parts[0] in ("unit", "dags"):
+            item.add_marker(pytest.mark.unit)
+
+
+@pytest.fixture(scope="session")
+def repo() -> Path:
+    return REPO
+
+
+@pytest.fixture(scope="session")
+def session_tmp() -> Path:
+    return _SESSION_TMP

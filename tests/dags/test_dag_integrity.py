@@ -1,0 +1,37 @@
+"""Every DAG file imports cleanly, and every DAG follows the house policy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+DAG_FILES = sorted((REPO / "dags").glob("*.py"))
+
+
+def _bag(path: Path):
+    from airflow.dag_processing.dagbag import DagBag
+
+    return DagBag(dag_folder=str(path))
+
+
+def test_there_are_dags() -> None:
+    assert DAG_FILES, "dags/ holds no DAG files"
+
+
+@pytest.mark.parametrize("path", DAG_FILES, ids=[p.name for p in DAG_FILES])
+def test_dag_file_imports_without_errors(path: Path) -> None:
+    bag = _bag(path)
+    assert not bag.import_errors, f"{path.name} failed to import: {bag.import_errors}"
+    assert bag.dags, f"{path.name} defines no DAG"
+
+
+@pytest.mark.parametrize("path", DAG_FILES, ids=[p.name for p in DAG_FILES])
+def test_dag_policy(path: Path) -> None:
+    for dag_id, dag in _bag(path).dags.items():
+        assert dag.tags and "streamops" in dag.tags, f"{dag_id}: tag it 'streamops'"
+        assert dag.doc_md, f"{dag_id}: add doc_md saying what the DAG is for"
+        assert dag_id.startswith("streamops_"), f"{dag_id}: DAG ids start with 'streamops_'"
+        for task in dag.tasks:
+            assert task.retries is not None and task.retries >= 0, f"{dag_id}.{task.task_id}: set retries"

@@ -1,0 +1,75 @@
+"""CLI contract: usage errors exit 2, operation errors exit 1 with a message, nothing started."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from streamops.cli import main
+
+STREAMOPS = [sys.executable, "-m", "streamops.cli"]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["no-such-command"],
+        ["platform"],
+        ["platform", "up", "--no-such-option"],
+        ["platform", "up", "--only", "kafka,zookeeper"],
+        ["platform", "down", "--timeout", "soon"],
+        [],
+    ],
+)
+def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    assert "usage: streamops" in capsys.readouterr().err
+
+
+def test_version_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["version", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["version"]
+
+
+def test_console_script_is_installed() -> None:
+    exe = Path(sys.executable).parent / "streamops"
+    out = subprocess.run([str(exe), "--help"], capture_output=True, text=True, check=True).stdout
+    assert "platform" in out
+
+
+def test_invalid_setting_is_a_usage_error(tmp_path: Path) -> None:
+    env = {**os.environ, "STREAMOPS_HOME": str(tmp_path), "STREAMOPS_KAFKA_PORT": "banana"}
+    r = subprocess.run([*STREAMOPS, "platform", "status"], env=env, capture_output=True, text=True)
+    assert r.returncode == 2
+    assert "STREAMOPS_KAFKA_PORT" in r.stderr
+
+
+def test_port_in_use_names_port_and_setting_and_starts_nothing(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        env = {**os.environ, "STREAMOPS_HOME": str(tmp_path), "STREAMOPS_KAFKA_PORT": str(port)}
+        r = subprocess.run([*STREAMOPS, "platform", "up", "--only", "kafka"], env=env,
+                           capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1
+    assert f"port {port}" in r.stderr and "STREAMOPS_KAFKA_PORT" in r.stderr
+    assert f"pid {os.getpid()}" in r.stderr  # the owner is named
+    assert not (tmp_path / "pids").exists() or not list((tmp_path / "pids").glob("*.pid"))
+
+
+def test_missing_java_is_explained(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
+    env.update(STREAMOPS_HOME=str(tmp_path), PATH=str(tmp_path))
+    r = subprocess.run([*STREAMOPS, "platform", "up"], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1
+    assert "Java" in r.stderr and "openjdk-17-jre-headless" in r.stderr

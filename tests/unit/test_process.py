@@ -1,0 +1,73 @@
+"""Process tracking with real (tiny) processes: trees, ignored SIGTERM, recycled pids."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from pathlib import Path
+
+import psutil
+
+from streamops.platform.process import PidRecord, port_in_use, read_pid, spawn, tail, terminate
+
+
+def _env() -> dict[str, str]:
+    return {"PATH": "/usr/bin:/bin"}
+
+
+def test_terminate_stops_the_whole_tree(tmp_path: Path) -> None:
+    rec = spawn(["bash", "-c", "sleep 300 & sleep 300 & wait"], env=_env(),
+                log_path=tmp_path / "a.log", pid_path=tmp_path / "a.pid")
+    time.sleep(0.5)
+    children = psutil.Process(rec.pid).children(recursive=True)
+    assert len(children) == 2
+    assert read_pid(tmp_path / "a.pid") == rec and rec.alive
+    killed = terminate(rec, timeout=5)
+    assert killed is False  # SIGTERM was enough
+    assert not rec.alive
+    assert not any(c.is_running() and c.status() != psutil.STATUS_ZOMBIE for c in children)
+
+
+def test_terminate_escalates_to_sigkill(tmp_path: Path) -> None:
+    rec = spawn(["bash", "-c", "trap '' TERM; echo ready; while true; do sleep 0.1; done"], env=_env(),
+                log_path=tmp_path / "b.log", pid_path=tmp_path / "b.pid")
+    deadline = time.time() + 5
+    while "ready" not in tail(tmp_path / "b.log") and time.time() < deadline:
+        time.sleep(0.05)
+    t0 = time.monotonic()
+    assert terminate(rec, timeout=1.0) is True
+    assert time.monotonic() - t0 < 8
+    assert not rec.alive
+
+
+def test_recycled_pid_is_not_ours(tmp_path: Path) -> None:
+    me = psutil.Process()
+    stale = PidRecord(me.pid, me.pid, me.create_time() - 1000, time.time(), ["x"])
+    assert not stale.alive
+    assert terminate(stale) is False  # never signals a stranger
+    assert me.is_running()
+
+
+def test_read_pid_tolerates_garbage(tmp_path: Path) -> None:
+    (tmp_path / "x.pid").write_text("not json")
+    assert read_pid(tmp_path / "x.pid") is None
+    assert read_pid(tmp_path / "missing.pid") is None
+    (tmp_path / "y.pid").write_text(json.dumps({"pid": 1}))
+    assert read_pid(tmp_path / "y.pid") is None
+
+
+def test_port_in_use_sees_listeners_only() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.listen()
+        assert port_in_use("127.0.0.1", port)
+    assert not port_in_use("127.0.0.1", port)
+
+
+def test_tail_returns_last_lines(tmp_path: Path) -> None:
+    log = tmp_path / "x.log"
+    log.write_text("".join(f"line {i}\n" for i in range(100)))
+    assert tail(log, 3).splitlines() == ["line 97", "line 98", "line 99"]
+    assert "no log" in tail(tmp_path / "nope.log")
