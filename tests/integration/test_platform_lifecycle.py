@@ -1,0 +1,74 @@
+"""`streamops platform up/status/down` through the real CLI: real processes, no orphans."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import psutil
+
+from streamops.settings import Settings
+from tests.fixtures.platform import processes_of
+
+CLI = [sys.executable, "-m", "streamops.cli", "platform"]
+
+
+def _run(s: Settings, *args: str, env: dict[str, str] | None = None, timeout: float = 400):
+    full_env = {**os.environ, **s.env(), **(env or {})}
+    return subprocess.run([*CLI, *args], env=full_env, capture_output=True, text=True, timeout=timeout)
+
+
+def test_up_status_down_round_trip(platform_factory) -> None:
+    s = platform_factory("roundtrip")
+    r = _run(s, "up", "--json")
+    assert r.returncode == 0, r.stderr[-4000:]
+    info = json.loads(r.stdout)
+    comps = {c["name"]: c for c in info["components"]}
+    assert set(comps) == {"kafka", "spark-master", "spark-worker-1", "spark-worker-2", "airflow-api-server",
+                          "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer"}
+    assert all(c["healthy"] and c["pid"] for c in comps.values()), comps
+    assert info["airflow_url"] == s.airflow_url
+    assert json.loads((s.airflow_home / "simple_auth_manager_passwords.json.generated").read_text())["admin"]
+    pids = {n: c["pid"] for n, c in comps.items()}
+
+    again = _run(s, "up", "--json")  # idempotent: nothing restarted
+    assert again.returncode == 0, again.stderr[-4000:]
+    assert {c["name"]: c["pid"] for c in json.loads(again.stdout)["components"]} == pids
+
+    st = _run(s, "status", "--json")
+    assert st.returncode == 0
+    rows = json.loads(st.stdout)["components"]
+    assert all(r["healthy"] and r["since"] for r in rows)
+    assert {r["name"]: r["pid"] for r in rows} == pids
+    text = _run(s, "status")
+    assert "airflow-scheduler" in text.stdout and "healthy" in text.stdout
+
+    tree = set()
+    for pid in pids.values():
+        proc = psutil.Process(pid)
+        tree |= {pid} | {c.pid for c in proc.children(recursive=True)}
+    assert len(tree) > len(pids)  # airflow forks executors/log servers: they must go too
+
+    down = _run(s, "down", "--json")
+    assert down.returncode == 0, down.stderr
+    assert {d["name"] for d in json.loads(down.stdout)["stopped"]} == set(pids)
+    assert not processes_of(s.state_dir), "orphans after down"
+    for pid in tree:
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    st = _run(s, "status", "--json")
+    assert all(not r["running"] for r in json.loads(st.stdout)["components"])
+    assert "nothing was running" in _run(s, "down").stdout
+
+
+def test_failed_component_stops_what_up_started(platform_factory) -> None:
+    s = platform_factory("failing")
+    bad_db = {"AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": "postgresql+psycopg2://nobody@127.0.0.1:1/none"}
+    r = _run(s, "up", env=bad_db, timeout=600)
+    assert r.returncode == 1
+    assert "airflow db migrate failed" in r.stderr
+    assert "Last lines of" in r.stderr and "airflow-db-migrate.log" in r.stderr
+    assert "stopping what this 'up' started: kafka, spark-master" in r.stdout
+    assert not processes_of(s.state_dir), "up left processes behind after a failed start"
+    assert not list((s.state_dir / "pids").glob("*.pid"))
