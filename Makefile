@@ -1,0 +1,41 @@
+# The two commands: `make run` and `make test`. Everything else is a convenience.
+SHELL := /bin/bash
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: run test bootstrap bootstrap-test unit integration down status lock bench lint
+
+run: bootstrap
+	$(BIN)/streamops platform up
+
+test: bootstrap-test
+	$(BIN)/python -m pytest
+
+unit: bootstrap-test
+	$(BIN)/python -m pytest -m unit
+
+integration: bootstrap-test
+	$(BIN)/python -m pytest -m integration
+
+bootstrap:
+	@scripts/bootstrap.sh
+
+bootstrap-test:
+	@scripts/bootstrap.sh --test
+
+down:
+	$(BIN)/streamops platform down
+
+status:
+	$(BIN)/streamops platform status
+
+# Re-resolve the hashed lock after changing dependencies in pyproject.toml.
+lock:
+	uv pip compile pyproject.toml --extra dev --universal --python-version 3.11 --generate-hashes \
+	  --no-header --no-annotate -o requirements.lock
+
+bench: bootstrap
+	$(BIN)/python bench/startup.py
+
+lint: bootstrap
+	$(BIN)/ruff check streamops plugins dags jobs tests bench

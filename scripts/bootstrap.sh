@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Install what is missing, and nothing that is already there:
+#   uv (into ~/.local/bin), Java 17 (Debian package), Debian's docker-compose client (--test only),
+#   and .venv from the hashed lock file requirements.lock (re-synced when the lock changes).
+# Usage: scripts/bootstrap.sh [--test]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+want_test=0
+for arg in "$@"; do
+  case "$arg" in
+    --test) want_test=1 ;;
+    *) echo "usage: scripts/bootstrap.sh [--test]" >&2; exit 2 ;;
+  esac
+done
+
+log() { printf '[bootstrap] %s\n' "$*"; }
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
+  echo "[bootstrap] need root to run: $*" >&2; return 1; fi; }
+apt_install() {
+  log "installing Debian packages: $*"
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@" >/dev/null 2>&1 || {
+    as_root apt-get update -q >/dev/null && as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@" >/dev/null; }
+}
+
+# -- Python 3.11 ---------------------------------------------------------------------------------
+PY=""
+for cand in python3.11 python3; do
+  if command -v "$cand" >/dev/null && "$cand" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
+    PY=$(command -v "$cand"); break
+  fi
+done
+[ -n "$PY" ] || { echo "[bootstrap] Python 3.11 is required (python3.11 or python3 on PATH)" >&2; exit 1; }
+
+# -- uv ------------------------------------------------------------------------------------------
+export PATH="$HOME/.local/bin:$PATH"
+if ! command -v uv >/dev/null; then
+  log "installing uv"
+  "$PY" -m pip install --user --quiet uv
+fi
+UV=$(command -v uv)
+
+# -- Java 17+ ------------------------------------------------------------------------------------
+java_major() { java -version 2>&1 | sed -nE 's/.*version "(1\.)?([0-9]+).*/\2/p' | head -1; }
+if ! command -v java >/dev/null || [ "$(java_major)" -lt 17 ]; then
+  apt_install openjdk-17-jre-headless
+fi
+
+# -- docker compose client, for the test that validates docker-compose.yaml ---------------------
+if [ "$want_test" = 1 ] && ! docker compose version >/dev/null 2>&1 && ! command -v docker-compose >/dev/null; then
+  apt_install docker-compose
+fi
+
+# -- .venv from the lock -------------------------------------------------------------------------
+stamp=.venv/.streamops-lock
+want=$(cat requirements.lock pyproject.toml | sha256sum | cut -d' ' -f1)
+if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  log "creating .venv from requirements.lock"
+  [ -x .venv/bin/python ] || "$UV" venv --quiet --python "$PY" .venv
+  "$UV" pip sync --quiet --python .venv/bin/python --require-hashes requirements.lock
+  "$UV" pip install --quiet --python .venv/bin/python --no-deps -e .
+  echo "$want" > "$stamp"
+fi
+log "ready: .venv ($(.venv/bin/python --version)), java $(java_major), uv $("$UV" --version | cut -d' ' -f2)"
