@@ -1,35 +1,10 @@
-"""``streamops`` command line: one subcommand per operation, ``--json`` everywhere.
-
-Exit codes: 0 ok, 1 operation failed, 2 usage error (unknown command/option, invalid value).
-"""
+"""``streamops platform up|status|down``."""
 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
-from typing import Any, Sequence
 
-from streamops import __version__
-from streamops.exceptions import StreamopsError
-from streamops.settings import Settings
-
-
-def _settings(args: argparse.Namespace) -> Settings:
-    return Settings.from_env(home=getattr(args, "home", None))
-
-
-def _emit(args: argparse.Namespace, payload: Any, text: str) -> None:
-    if getattr(args, "json", False):
-        print(json.dumps(payload, indent=2, default=str))
-    else:
-        print(text)
-
-
-def _progress(args: argparse.Namespace):
-    if getattr(args, "json", False):
-        return lambda msg: print(msg, file=sys.stderr, flush=True)
-    return lambda msg: print(msg, flush=True)
+from streamops.cli.common import emit, progress_printer, settings_from
 
 
 def _groups(value: str | None) -> list[str] | None:
@@ -44,7 +19,7 @@ def _groups(value: str | None) -> list[str] | None:
     return groups
 
 
-def _status_table(rows: list[dict]) -> str:
+def status_table(rows: list[dict]) -> str:
     lines = [f"{'COMPONENT':<22} {'PID':>7}  {'PORTS':<18} {'STATE':<10} SINCE"]
     for r in rows:
         state = "healthy" if r["healthy"] else ("unhealthy" if r["running"] else "stopped")
@@ -57,8 +32,8 @@ def _status_table(rows: list[dict]) -> str:
 def cmd_platform_up(args: argparse.Namespace) -> int:
     from streamops.platform import manager
 
-    settings = _settings(args)
-    rows = [s.to_dict() for s in manager.up(settings, only=args.only, progress=_progress(args))]
+    settings = settings_from(args)
+    rows = [s.to_dict() for s in manager.up(settings, only=args.only, progress=progress_printer(args))]
     info = {
         "state_dir": str(settings.state_dir),
         "airflow_url": settings.airflow_url,
@@ -78,16 +53,16 @@ def cmd_platform_up(args: argparse.Namespace) -> int:
         text.append(f"  Spark master  {settings.spark_master_url}  (UI {info['spark_ui']})")
     if "kafka" in groups:
         text.append(f"  Kafka         {settings.kafka_bootstrap}")
-    text += ["", _status_table(rows), "", "Stop it with: streamops platform down"]
-    _emit(args, info, "\n".join(text))
+    text += ["", status_table(rows), "", "Stop it with: streamops platform down"]
+    emit(args, info, "\n".join(text))
     return 0
 
 
 def cmd_platform_status(args: argparse.Namespace) -> int:
     from streamops.platform import manager
 
-    rows = [s.to_dict() for s in manager.status(_settings(args), only=args.only)]
-    _emit(args, {"components": rows}, _status_table(rows))
+    rows = [s.to_dict() for s in manager.status(settings_from(args), only=args.only)]
+    emit(args, {"components": rows}, status_table(rows))
     running = [r for r in rows if r["running"]]
     return 0 if all(r["healthy"] for r in running) else 1
 
@@ -95,33 +70,16 @@ def cmd_platform_status(args: argparse.Namespace) -> int:
 def cmd_platform_down(args: argparse.Namespace) -> int:
     from streamops.platform import manager
 
-    stopped = manager.down(_settings(args), only=args.only, timeout=args.timeout)
+    stopped = manager.down(settings_from(args), only=args.only, timeout=args.timeout)
     lines = [
         f"stopped {s['name']} (pid {s['pid']}{', killed after timeout' if s['killed'] else ''})"
         for s in stopped if s["was_running"]
     ] or ["nothing was running"]
-    _emit(args, {"stopped": stopped}, "\n".join(lines))
+    emit(args, {"stopped": stopped}, "\n".join(lines))
     return 0
 
 
-def cmd_version(args: argparse.Namespace) -> int:
-    _emit(args, {"version": __version__}, f"streamops {__version__}")
-    return 0
-
-
-# -- parser ------------------------------------------------------------------------------------
-def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--json", action="store_true", help="machine-readable output on stdout")
-    common.add_argument("--home", metavar="DIR", help="state dir (default $STREAMOPS_HOME or ./.streamops)")
-
-    parser = argparse.ArgumentParser(
-        prog="streamops",
-        description="Operate PySpark Structured Streaming apps over Kafka, Kafka-Streams style.",
-    )
-    parser.add_argument("--version", action="version", version=f"streamops {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     p_platform = sub.add_parser("platform", help="the embedded platform: broker, Spark, Airflow")
     psub = p_platform.add_subparsers(dest="action", metavar="ACTION", required=True)
     only_help = "only these component groups, comma-separated: kafka,spark,airflow (default: all)"
@@ -135,24 +93,3 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--only", type=_groups, help=only_help)
     p.add_argument("--timeout", type=float, default=20.0, help="seconds to wait after SIGTERM (default 20)")
     p.set_defaults(func=cmd_platform_down)
-
-    p = sub.add_parser("version", parents=[common], help="print the version")
-    p.set_defaults(func=cmd_version)
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        return args.func(args)
-    except StreamopsError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

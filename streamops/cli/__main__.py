@@ -1,0 +1,5 @@
+import sys
+
+from streamops.cli import main
+
+sys.exit(main())

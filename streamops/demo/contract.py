@@ -1,0 +1,41 @@
+"""The ``user_activity`` event and profile contract, shared by the Spark job, the generator
+and the plain-Python oracle so all three agree on what is valid and what a profile is.
+
+Event (JSON value, Kafka key = user_id as UTF-8):
+    {"user_id": str, "event_type": "login"|"purchase"|"view", "amount": number >= 0, "ts": int epoch ms}
+Profile (state per user, changelog value and output value, JSON):
+    {"user_id": str, "last_login_ts": int|null, "purchases": int, "total_amount": float (2 decimals),
+     "events": int}
+    last_login_ts = max ts over login events; purchases = number of purchase events;
+    total_amount = sum of amount over purchase events, rounded to cents; events = all valid events.
+
+A record is invalid for the FIRST reason that applies, checked in this order:
+    invalid_json    value is not UTF-8 JSON (or is empty / null)
+    not_an_object   JSON but not an object
+    missing_user_id user_id absent, not a string, or empty
+    bad_event_type  event_type absent or not one of EVENT_TYPES
+    bad_amount      amount absent, not a number (booleans are not numbers), negative, or not finite
+    bad_ts          ts absent, not an integer (booleans are not), or negative
+Invalid records go to the DLQ topic with the reason and their source in headers.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+EVENT_TYPES: Final = ("login", "purchase", "view")
+REASONS: Final = ("invalid_json", "not_an_object", "missing_user_id", "bad_event_type", "bad_amount", "bad_ts")
+
+APP: Final = "user_activity"
+INPUT_TOPIC: Final = "user-events"
+OUTPUT_TOPIC: Final = "user-profiles"
+CHANGELOG_TOPIC: Final = "user_activity-profiles-changelog"
+DLQ_TOPIC: Final = "user-events.dlq"
+
+# DLQ record headers (values are UTF-8 strings)
+H_REASON: Final = "streamops.dlq.reason"
+H_SOURCE_TOPIC: Final = "streamops.source.topic"
+H_SOURCE_PARTITION: Final = "streamops.source.partition"
+H_SOURCE_OFFSET: Final = "streamops.source.offset"
+# every record the job writes carries the micro-batch that produced it
+H_BATCH_ID: Final = "streamops.batch_id"
