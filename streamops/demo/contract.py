@@ -39,3 +39,10 @@ H_SOURCE_PARTITION: Final = "streamops.source.partition"
 H_SOURCE_OFFSET: Final = "streamops.source.offset"
 # every record the job writes carries the micro-batch that produced it
 H_BATCH_ID: Final = "streamops.batch_id"
+
+
+def amount_cents(amount: float | int) -> int:
+    """Amount as integer cents, rounded half up (sums of cents are exact and order-independent)."""
+    from decimal import ROUND_HALF_UP, Decimal
+
+    return int((Decimal(str(amount)) * 100).quantize(Decimal(1), rounding=ROUND_HALF_UP))

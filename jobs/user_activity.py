@@ -1,0 +1,176 @@
+"""Demo app ``user_activity``: per-user activity profiles with a changelog and a DLQ.
+
+user-events (JSON keyed by user_id) -> parse (invalid -> DLQ with reason and source) ->
+per-user aggregation in the RocksDB state store -> each batch, in one Kafka transaction:
+updated profiles to the output topic and to the compacted changelog topic, DLQ records, and
+the batch marker (see streamops.spark.commit).
+
+Pure transformations (``parse``, ``profile_updates``, ``build_query``, ``to_records``) take and
+return DataFrames / Arrow tables and are tested without Kafka; ``main`` does the I/O.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Iterator
+
+import pyarrow as pa
+
+from streamops.demo import contract as c
+from streamops.demo.contract import amount_cents
+
+log = logging.getLogger("streamops.jobs.user_activity")
+
+PARSED_SCHEMA = pa.schema([
+    ("user_id", pa.string()), ("event_type", pa.string()), ("amount_cents", pa.int64()),
+    ("ts", pa.int64()), ("reason", pa.string()), ("raw_key", pa.binary()), ("raw_value", pa.binary()),
+    ("src_topic", pa.string()), ("src_partition", pa.int32()), ("src_offset", pa.int64()),
+])
+PARSED_DDL = ("user_id string, event_type string, amount_cents long, ts long, reason string, "
+              "raw_key binary, raw_value binary, src_topic string, src_partition int, src_offset long")
+
+
+# -- pure transformations ------------------------------------------------------------------------
+def parse_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Validate each record with the contract's rules; keep raw bytes only for invalid ones."""
+    from streamops.demo.fold import validate
+
+    for b in batches:
+        cols: dict[str, list] = {f.name: [] for f in PARSED_SCHEMA}
+        keys = b.column("key").to_pylist()
+        for key, value, topic, part, off in zip(keys, b.column("value").to_pylist(),
+                                                b.column("topic").to_pylist(),
+                                                b.column("partition").to_pylist(),
+                                                b.column("offset").to_pylist()):
+            event, reason = validate(value)
+            if reason is None:
+                cols["user_id"].append(event["user_id"])
+                cols["event_type"].append(event["event_type"])
+                cols["amount_cents"].append(amount_cents(event["amount"]))
+                cols["ts"].append(event["ts"])
+                cols["reason"].append(None)
+                cols["raw_key"].append(None)
+                cols["raw_value"].append(None)
+            else:
+                for name in ("user_id", "event_type", "amount_cents", "ts"):
+                    cols[name].append(None)
+                cols["reason"].append(reason)
+                cols["raw_key"].append(key)
+                cols["raw_value"].append(value)
+            cols["src_topic"].append(topic)
+            cols["src_partition"].append(part)
+            cols["src_offset"].append(off)
+        yield pa.RecordBatch.from_pydict(cols, schema=PARSED_SCHEMA)
+
+
+def parse(raw):
+    """Kafka-schema DataFrame -> parsed events (valid rows have reason = null)."""
+    return raw.select("key", "value", "topic", "partition", "offset").mapInArrow(parse_batches, PARSED_DDL)
+
+
+def profile_updates(parsed):
+    """Stateful per-user aggregation (its state lives in the RocksDB state store)."""
+    from pyspark.sql import functions as F
+
+    valid = parsed.where(F.col("reason").isNull())
+    is_purchase = F.col("event_type") == "purchase"
+    return valid.groupBy("user_id").agg(
+        F.max(F.when(F.col("event_type") == "login", F.col("ts"))).alias("last_login_ts"),
+        F.sum(F.when(is_purchase, F.lit(1)).otherwise(F.lit(0))).cast("long").alias("purchases"),
+        F.sum(F.when(is_purchase, F.col("amount_cents")).otherwise(F.lit(0))).cast("long").alias("total_cents"),
+        F.count(F.lit(1)).alias("events"),
+    )
+
+
+OUT_COLUMNS = ["kind", "user_id", "last_login_ts", "purchases", "total_cents", "events",
+               "reason", "raw_key", "raw_value", "src_topic", "src_partition", "src_offset"]
+
+
+def build_query(raw, state_partitions: int):
+    """One output stream: profile updates (kind=profile) united with DLQ rows (kind=dlq).
+
+    Parsed rows are hash-partitioned by user_id once, so the aggregation needs no further
+    shuffle and both branches share that exchange (Spark reuses it) instead of reading twice.
+    """
+    from pyspark.sql import functions as F
+
+    parsed = parse(raw).repartition(state_partitions, "user_id")
+    profiles = profile_updates(parsed).select(
+        F.lit("profile").alias("kind"), "user_id", "last_login_ts", "purchases", "total_cents", "events",
+        *(F.lit(None).cast(t).alias(n) for n, t in [("reason", "string"), ("raw_key", "binary"),
+                                                    ("raw_value", "binary"), ("src_topic", "string"),
+                                                    ("src_partition", "int"), ("src_offset", "long")]),
+    )
+    dlq = parsed.where(F.col("reason").isNotNull()).select(
+        F.lit("dlq").alias("kind"), "user_id",
+        *(F.lit(None).cast("long").alias(n) for n in ("last_login_ts", "purchases", "total_cents", "events")),
+        "reason", "raw_key", "raw_value", "src_topic", "src_partition", "src_offset",
+    )
+    return profiles.select(*OUT_COLUMNS).unionByName(dlq.select(*OUT_COLUMNS))
+
+
+def profile_of(row: dict) -> dict:
+    return {
+        "user_id": row["user_id"],
+        "last_login_ts": row["last_login_ts"],
+        "purchases": int(row["purchases"]),
+        "total_amount": round(int(row["total_cents"]) / 100, 2),
+        "events": int(row["events"]),
+    }
+
+
+def to_records(table: pa.Table, *, output_topic: str, changelog_topic: str, dlq_topic: str,
+               batch_id: int) -> list:
+    """Arrow batch output -> Kafka records (profiles to output + changelog; DLQ with headers)."""
+    from streamops.demo.fold import profile_json
+    from streamops.spark.commit import OutRecord
+
+    bid = (c.H_BATCH_ID, str(batch_id).encode())
+    out = []
+    for row in table.to_pylist():
+        if row["kind"] == "profile":
+            key = row["user_id"].encode()
+            value = profile_json(profile_of(row))
+            out.append(OutRecord(output_topic, key, value, (bid,)))
+            out.append(OutRecord(changelog_topic, key, value, (bid,)))
+        else:
+            out.append(OutRecord(dlq_topic, row["raw_key"], row["raw_value"], (
+                (c.H_REASON, row["reason"].encode()),
+                (c.H_SOURCE_TOPIC, row["src_topic"].encode()),
+                (c.H_SOURCE_PARTITION, str(row["src_partition"]).encode()),
+                (c.H_SOURCE_OFFSET, str(row["src_offset"]).encode()),
+                bid,
+            )))
+    return out
+
+
+# -- I/O -----------------------------------------------------------------------------------------
+def main(argv: list[str] | None = None) -> int:
+    from streamops.settings import Settings
+    from streamops.spark.runner import RunOptions, run_app
+    from streamops.spec import default_spec_path, get_app, load_specs
+
+    ap = argparse.ArgumentParser(prog="user_activity", description=__doc__.splitlines()[0])
+    ap.add_argument("--app", default=c.APP, help="spec entry to run (default user_activity)")
+    ap.add_argument("--master", help="Spark master (default: spec, then the platform's)")
+    ap.add_argument("--parallelism", type=int)
+    ap.add_argument("--exit-at-end", action="store_true",
+                    help="stop once the input present at start is committed (benchmarks, tests)")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    settings = Settings.from_env()
+    spec = get_app(load_specs(default_spec_path(settings.repo)), args.app)
+    return run_app(
+        spec, settings,
+        build=lambda raw: build_query(raw, spec.state_partitions),
+        to_records=lambda table, batch_id: to_records(
+            table, output_topic=spec.output_topic, changelog_topic=spec.changelog_topic,
+            dlq_topic=spec.dlq_topic, batch_id=batch_id),
+        options=RunOptions(master=args.master, parallelism=args.parallelism, exit_at_end=args.exit_at_end),
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

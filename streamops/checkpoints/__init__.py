@@ -1,0 +1,1 @@
+"""Spark checkpoint layout: offsets and commit logs, state, savepoints."""

@@ -1,0 +1,51 @@
+"""Read a Structured Streaming checkpoint directly (no Spark): which batch is committed and
+which source offsets it ended at.
+
+Layout: ``offsets/<N>`` (written before batch N runs: "v1", a metadata JSON line, then one
+offset JSON per source), ``commits/<N>`` (written after batch N's sink succeeded), ``state/``,
+``sources/``, ``metadata``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def _batch_ids(folder: Path) -> list[int]:
+    if not folder.is_dir():
+        return []
+    return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit())
+
+
+def last_committed_batch(checkpoint: Path) -> int | None:
+    ids = _batch_ids(checkpoint / "commits")
+    return ids[-1] if ids else None
+
+
+def last_planned_batch(checkpoint: Path) -> int | None:
+    ids = _batch_ids(checkpoint / "offsets")
+    return ids[-1] if ids else None
+
+
+def batch_offsets(checkpoint: Path, batch_id: int) -> list[dict]:
+    """End offsets of ``batch_id`` per source, each ``{topic: {partition: next_offset}}``."""
+    lines = (checkpoint / "offsets" / str(batch_id)).read_text().splitlines()
+    if not lines or not lines[0].startswith("v"):
+        raise ValueError(f"{checkpoint}/offsets/{batch_id}: unknown format")
+    out = []
+    for line in lines[2:]:
+        out.append({} if line.strip() in ("", "-") else json.loads(line))
+    return out
+
+
+def committed_offsets(checkpoint: Path) -> dict[str, dict[int, int]]:
+    """Input offsets covered by the last committed batch (empty if nothing committed)."""
+    batch = last_committed_batch(checkpoint)
+    if batch is None:
+        return {}
+    merged: dict[str, dict[int, int]] = {}
+    for source in batch_offsets(checkpoint, batch):
+        for topic, parts in source.items():
+            merged.setdefault(topic, {}).update({int(p): int(o) for p, o in parts.items()})
+    return merged
