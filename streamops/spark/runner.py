@@ -52,11 +52,11 @@ def ensure_app_topics(settings: Settings, spec: AppSpec) -> None:
 
     compact = {"cleanup.policy": "compact"}
     ensure_topics(settings.kafka_bootstrap, [
-        *(TopicSpec(t, spec.input_partitions) for t in spec.input_topics),
-        TopicSpec(spec.output_topic, spec.input_partitions),
-        TopicSpec(spec.changelog_topic, spec.input_partitions, compact),
-        TopicSpec(spec.dlq_topic, spec.input_partitions),
-        TopicSpec(spec.commits_topic, 1, compact),
+        *(TopicSpec(name=t, partitions=spec.input_partitions) for t in spec.input_topics),
+        TopicSpec(name=spec.output_topic, partitions=spec.input_partitions),
+        TopicSpec(name=spec.changelog_topic, partitions=spec.input_partitions, config=compact),
+        TopicSpec(name=spec.dlq_topic, partitions=spec.input_partitions),
+        TopicSpec(name=spec.commits_topic, partitions=1, config=compact),
     ])
 
 
