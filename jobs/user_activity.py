@@ -156,12 +156,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--app", default=c.APP, help="spec entry to run (default user_activity)")
     ap.add_argument("--master", help="Spark master (default: spec, then the platform's)")
     ap.add_argument("--parallelism", type=int)
+    ap.add_argument("--max-offsets-per-trigger", type=int, help="override the spec's rate limit")
+    ap.add_argument("--trigger-interval", help="override the spec's trigger interval, e.g. '1 second'")
     ap.add_argument("--exit-at-end", action="store_true",
                     help="stop once the input present at start is committed (benchmarks, tests)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = Settings.from_env()
     spec = get_app(load_specs(default_spec_path(settings.repo)), args.app)
+    overrides = {"max_offsets_per_trigger": args.max_offsets_per_trigger, "trigger_interval": args.trigger_interval}
+    spec = spec.model_validate({**spec.model_dump(), **{k: v for k, v in overrides.items() if v is not None}})
     return run_app(
         spec, settings,
         build=lambda raw: build_query(raw, spec.state_partitions),
@@ -174,3 +178,40 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# -- oracle hooks (used by `streamops check`; plain Python, no Spark except reading state) --------
+def expected_from_input(messages) -> tuple[dict, dict]:
+    """Fold the input records with the contract's plain-Python rules."""
+    from streamops.demo.fold import fold, validate
+
+    invalid: dict = {}
+
+    def events():
+        for m in messages:
+            event, reason = validate(m.value())
+            if reason is None:
+                yield event
+            else:
+                invalid[(m.topic(), m.partition(), m.offset())] = reason
+
+    return fold(events()), invalid
+
+
+def state_profiles(spark, checkpoint: str, batch_id: int) -> dict:
+    """Profiles as held by Spark's state store at ``batch_id`` (the aggregation's buffers)."""
+    rows = (spark.read.format("statestore").option("batchId", batch_id).load(checkpoint)
+            .select("key.user_id", "value").collect())
+    out = {}
+    for user_id, buf in rows:
+        # aggregation buffers, by position (two are named "sum"): max, sum, sum, count
+        last_login, purchases, cents, events = tuple(buf)
+        out[user_id] = profile_of({"user_id": user_id, "last_login_ts": last_login,
+                                   "purchases": purchases or 0, "total_cents": cents or 0,
+                                   "events": events})
+    return out
+
+
+def dlq_entry(m) -> tuple[tuple[str, int, int], str]:
+    h = {k: v.decode() for k, v in (m.headers() or [])}
+    return (h[c.H_SOURCE_TOPIC], int(h[c.H_SOURCE_PARTITION]), int(h[c.H_SOURCE_OFFSET])), h[c.H_REASON]

@@ -106,3 +106,13 @@ def get_app(specs: dict[str, AppSpec], name: str) -> AppSpec:
     if name not in specs:
         raise UsageError(f"unknown app {name!r}; known apps: {', '.join(sorted(specs))}")
     return specs[name]
+
+
+def import_job(spec: AppSpec, repo: Path):
+    """The app's job module (``jobs.x`` lives in the checkout, which may not be on sys.path)."""
+    import importlib
+    import sys
+
+    if str(repo) not in sys.path:
+        sys.path.insert(0, str(repo))
+    return importlib.import_module(spec.job)

@@ -29,6 +29,10 @@ class RunOptions:
     parallelism: int | None = None
     #: stop by itself once the input end offsets seen at start have been committed (benchmarks)
     exit_at_end: bool = False
+    #: failed-query restarts in a row (without a committed batch between them) before giving up
+    max_restarts: int = 10
+    backoff: float = 1.0
+    max_backoff: float = 30.0
     extra_conf: dict[str, str] = field(default_factory=dict)
 
 
@@ -75,17 +79,98 @@ def run_app(
     to_records: Callable,
     options: RunOptions | None = None,
 ) -> int:
-    """Run the app's query until stopped (SIGTERM/SIGINT: graceful, at a batch boundary)."""
+    """Run the app's query until stopped (SIGTERM/SIGINT: graceful, at a batch boundary).
+
+    A failed query (broker restart, lost executor beyond Spark's task retries, a commit that
+    timed out) is restarted from its checkpoint with exponential backoff; the transactional
+    committer makes the replayed batch exactly-once. ``max_restarts`` failures in a row without
+    a committed batch in between end the run with the last error.
+    """
     from streamops.kafka.admin import end_offsets
-    from streamops.spark.commit import BatchCommitter
-    from streamops.spark.kafka_io import read_kafka
-    from streamops.spark.session import build_session, checkpoint_dir
+    from streamops.spark.session import build_session
 
     opts = options or RunOptions()
+    stop = threading.Event()
+
+    def request_stop(signum, _frame):
+        log.warning("signal %s: stopping %s at the next batch boundary", signum, spec.name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+
     ensure_app_topics(settings, spec)
+    targets = None
+    if opts.exit_at_end:
+        targets = {t: {str(p): hi for p, (_lo, hi) in end_offsets(settings.kafka_bootstrap, t).items()}
+                   for t in spec.input_topics}
     spark = build_session(spec, settings, master=opts.master, parallelism=opts.parallelism,
                           extra=opts.extra_conf)
     spark.sparkContext.setLogLevel("WARN")
+    hb = heartbeat_path(settings, spec.name)
+    failures = 0
+    try:
+        while not stop.is_set():
+            committed_before = _last_batch(hb)
+            try:
+                _run_query_once(spark, spec, settings, build, to_records, hb, stop, targets)
+                return 0
+            except Exception as exc:  # noqa: BLE001 - any failure of the query: restart it
+                if _last_batch(hb) != committed_before:
+                    failures = 0
+                failures += 1
+                if failures > opts.max_restarts:
+                    log.error("%s failed %d times in a row; giving up: %s", spec.name, failures, exc)
+                    raise
+                delay = min(opts.max_backoff, opts.backoff * 2 ** (failures - 1))
+                log.warning("%s query failed (%s); restart %d/%d from the checkpoint in %.1fs",
+                            spec.name, str(exc).splitlines()[0][:300], failures, opts.max_restarts, delay)
+                _update_heartbeat(hb, status="restarting", error=str(exc)[:2000], restarts=failures)
+                stop.wait(delay)
+        return 0
+    finally:
+        _update_heartbeat(hb, status="stopped")
+        spark.stop()
+
+
+def _last_batch(hb: Path) -> int | None:
+    try:
+        return json.loads(hb.read_text()).get("batch_id")
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def _update_heartbeat(hb: Path, **fields) -> None:
+    try:
+        current = json.loads(hb.read_text())
+    except (FileNotFoundError, ValueError):
+        current = {}
+    write_heartbeat(hb, {**current, **fields, "heartbeat_ms": int(time.time() * 1000)})
+
+
+def _run_query_once(spark, spec: AppSpec, settings: Settings, build: Callable, to_records: Callable,
+                    hb: Path, stop: threading.Event, targets: dict | None) -> None:
+    """Start the query, run until stopped / caught up (returns) or failed (raises)."""
+    from streamops.spark.commit import BatchCommitter
+    from streamops.spark.kafka_io import read_kafka
+    from streamops.spark.session import checkpoint_dir
+
+    # fences any predecessor (a crashed driver's open transaction is aborted here)
+    committer = BatchCommitter(settings.kafka_bootstrap, spec.name, spec.commits_topic)
+    started = time.time()
+
+    def sink(df, batch_id: int) -> None:
+        t0 = time.monotonic()
+        table = df.toArrow()  # always evaluate: the state store must advance even on a replay
+        records = to_records(table, batch_id)
+        written = committer.commit(batch_id, records)
+        write_heartbeat(hb, {
+            "app": spec.name, "pid": os.getpid(), "app_id": spark.sparkContext.applicationId,
+            "status": "running", "batch_id": batch_id, "replayed": written is None,
+            "records": len(records), "sink_seconds": round(time.monotonic() - t0, 3),
+            "heartbeat_ms": int(time.time() * 1000), "started_ms": int(started * 1000),
+        })
+
     raw = read_kafka(
         spark,
         bootstrap_servers=settings.kafka_bootstrap,
@@ -94,25 +179,6 @@ def run_app(
         max_offsets_per_trigger=spec.max_offsets_per_trigger,
         fail_on_data_loss=True,
     )
-    committer = BatchCommitter(settings.kafka_bootstrap, spec.name, spec.commits_topic)
-    hb = heartbeat_path(settings, spec.name)
-    started = time.time()
-    stats = {"batches": 0, "records": 0}
-
-    def sink(df, batch_id: int) -> None:
-        t0 = time.monotonic()
-        table = df.toArrow()  # always evaluate: the state store must advance even on a replay
-        records = to_records(table, batch_id)
-        written = committer.commit(batch_id, records)
-        stats["batches"] += 1
-        stats["records"] += len(records)
-        write_heartbeat(hb, {
-            "app": spec.name, "pid": os.getpid(), "app_id": spark.sparkContext.applicationId,
-            "status": "running", "batch_id": batch_id, "replayed": written is None,
-            "records": len(records), "sink_seconds": round(time.monotonic() - t0, 3),
-            "heartbeat_ms": int(time.time() * 1000), "started_ms": int(started * 1000),
-        })
-
     query = (
         build(raw)
         .writeStream.queryName(spec.name)
@@ -122,18 +188,6 @@ def run_app(
         .trigger(processingTime=spec.trigger_interval)
         .start()
     )
-    stop = threading.Event()
-
-    def request_stop(signum, _frame):
-        log.warning("signal %s: stopping %s at the next batch boundary", signum, spec.name)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, request_stop)
-    signal.signal(signal.SIGINT, request_stop)
-    targets = None
-    if opts.exit_at_end:
-        targets = {t: {str(p): hi for p, (_lo, hi) in end_offsets(settings.kafka_bootstrap, t).items()}
-                   for t in spec.input_topics}
     try:
         while query.isActive:
             if targets is not None:
@@ -142,18 +196,17 @@ def run_app(
                         committer.last_committed >= progress["batchId"]:
                     stop.set()
             if stop.is_set():
-                # graceful: wait (bounded) for the running trigger to finish, then stop
+                # graceful: let the running trigger finish (bounded), then stop
                 deadline = time.monotonic() + max(60.0, 10 * spec.trigger_seconds)
                 while query.status.get("isTriggerActive") and time.monotonic() < deadline:
                     time.sleep(0.05)
                 query.stop()
-                break
+                return
             time.sleep(0.2)
-        if query.exception() is not None:
-            raise RuntimeError(str(query.exception()))
+        error = query.exception()
+        if error is not None:
+            raise RuntimeError(str(error))
     finally:
+        if query.isActive:
+            query.stop()
         committer.close()
-        write_heartbeat(hb, {**(json.loads(hb.read_text()) if hb.exists() else {}),
-                             "status": "stopped", "heartbeat_ms": int(time.time() * 1000)})
-        spark.stop()
-    return 0

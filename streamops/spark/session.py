@@ -21,10 +21,13 @@ def checkpoint_dir(settings: Settings, spec: AppSpec) -> Path:
     return checkpoint_root(settings, spec) / spec.name
 
 
-def session_conf(spec: AppSpec, *, parallelism: int | None = None) -> dict[str, str]:
+def session_conf(spec: AppSpec, settings: Settings, *, parallelism: int | None = None) -> dict[str, str]:
     """The Spark settings every streaming app runs with (also passed to spark-submit as --conf)."""
     cores = parallelism or spec.parallelism.default
     return {
+        # executors import the job's module (``jobs.*``) from the checkout
+        "spark.executorEnv.PYTHONPATH": str(settings.repo),
+        "spark.task.maxFailures": "4",
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         # state partitions are fixed by the first checkpoint; this only applies to new ones
@@ -51,6 +54,6 @@ def build_session(spec: AppSpec, settings: Settings, *, master: str | None = Non
     builder = SparkSession.builder.appName(f"streamops:{spec.name}").master(
         master or spec.spark_master or settings.spark_master_url
     )
-    for key, value in {**session_conf(spec, parallelism=parallelism), **(extra or {})}.items():
+    for key, value in {**session_conf(spec, settings, parallelism=parallelism), **(extra or {})}.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()

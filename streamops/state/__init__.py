@@ -1,0 +1,1 @@
+"""State inspection and verification: the truth oracle, changelog verification, rebuild."""

@@ -1,0 +1,180 @@
+"""The truth oracle: fold the input in plain Python and compare with what the app produced.
+
+Three views are compared with the expected per-key state, all as of the checkpoint's last
+committed batch: Spark's state store (the ``statestore`` data source), the changelog topic's
+latest value per key and the output topic's latest value per key. The DLQ must hold each
+invalid input record exactly once, with the right reason.
+
+App-specific knowledge lives in the job module, which provides:
+    expected_from_input(messages) -> (profiles: dict[key, dict], invalid: dict[(topic, partition, offset), reason])
+    state_profiles(spark, checkpoint: str, batch_id: int) -> dict[key, dict]
+    dlq_entry(message) -> ((topic, partition, offset), reason)
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from streamops.checkpoints import layout
+from streamops.exceptions import StreamopsError
+from streamops.settings import Settings
+from streamops.spec import AppSpec, import_job
+
+SAMPLES = 5
+
+
+@dataclass
+class Diff:
+    """How one view differs from the expected state."""
+
+    view: str
+    expected: int
+    actual: int
+    missing: list = field(default_factory=list)  # keys expected but absent
+    extra: list = field(default_factory=list)  # keys present but not expected
+    different: list = field(default_factory=list)  # (key, expected, actual)
+    duplicates: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not (self.missing or self.extra or self.different or self.duplicates)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "view": self.view, "ok": self.ok, "expected": self.expected, "actual": self.actual,
+            "missing": len(self.missing), "extra": len(self.extra), "different": len(self.different),
+            "duplicates": self.duplicates,
+            "samples": {
+                "missing": [str(k) for k in self.missing[:SAMPLES]],
+                "extra": [str(k) for k in self.extra[:SAMPLES]],
+                "different": [{"key": str(k), "expected": e, "actual": a}
+                              for k, e, a in self.different[:SAMPLES]],
+            },
+        }
+
+
+def compare(view: str, expected: dict, actual: dict) -> Diff:
+    """Pure per-key comparison (sorted samples so reports are stable)."""
+    missing = sorted(k for k in expected if k not in actual)
+    extra = sorted(k for k in actual if k not in expected)
+    different = sorted(
+        ((k, expected[k], actual[k]) for k in expected if k in actual and expected[k] != actual[k]),
+        key=lambda t: str(t[0]),
+    )
+    return Diff(view, len(expected), len(actual), missing, extra, different)
+
+
+@dataclass
+class CheckReport:
+    app: str
+    batch_id: int | None
+    input_records: int
+    offsets: dict
+    diffs: list[Diff]
+
+    @property
+    def ok(self) -> bool:
+        return self.batch_id is not None and all(d.ok for d in self.diffs)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"app": self.app, "ok": self.ok, "batch_id": self.batch_id,
+                "input_records": self.input_records, "offsets": self.offsets,
+                "views": [d.summary() for d in self.diffs]}
+
+
+class NothingCommittedError(StreamopsError):
+    """The app's checkpoint has no committed batch yet.
+
+    Operator action: deploy/run the app and wait for its first batch, then check again.
+    """
+
+
+def run_check(spec: AppSpec, settings: Settings, *, spark=None,
+              progress: Callable[[str], None] = lambda _m: None) -> CheckReport:
+    from streamops.kafka.admin import partitions
+    from streamops.kafka.read import latest_per_key, read_topic
+    from streamops.spark.session import checkpoint_dir
+
+    job = import_job(spec, settings.repo)
+    ckpt = checkpoint_dir(settings, spec)
+    batch = layout.last_committed_batch(ckpt)
+    if batch is None:
+        raise NothingCommittedError(f"{spec.name}: no committed batch in {ckpt}")
+    offsets = layout.committed_offsets(ckpt)
+    bootstrap = settings.kafka_bootstrap
+
+    progress(f"folding the input up to batch {batch}'s offsets {offsets}")
+    counted = {"n": 0}
+
+    def messages():
+        for topic in spec.input_topics:
+            # partitions the committed batch does not cover (yet) contribute nothing
+            end = {p: offsets.get(topic, {}).get(p, 0) for p in partitions(bootstrap, topic)}
+            for m in read_topic(bootstrap, topic, end=end):
+                counted["n"] += 1
+                yield m
+
+    expected, invalid = job.expected_from_input(messages())
+    progress(f"{counted['n']} input records -> {len(expected)} keys, {len(invalid)} invalid")
+
+    diffs = []
+    progress("reading the state store")
+    own_spark = spark is None
+    if own_spark:
+        spark = _local_spark(settings)
+    try:
+        state = job.state_profiles(spark, str(ckpt), batch)
+    finally:
+        if own_spark:
+            spark.stop()
+    diffs.append(compare("state", expected, state))
+    progress(f"reading {spec.changelog_topic}")
+    diffs.append(compare("changelog", expected, latest_per_key(bootstrap, spec.changelog_topic)))
+    progress(f"reading {spec.output_topic}")
+    diffs.append(compare("output", expected, latest_per_key(bootstrap, spec.output_topic)))
+    progress(f"reading {spec.dlq_topic}")
+    seen: dict = {}
+    dupes = 0
+    for m in read_topic(bootstrap, spec.dlq_topic):
+        where, reason = job.dlq_entry(m)
+        if where in seen:
+            dupes += 1
+        seen[where] = reason
+    dlq = compare("dlq", {f"{t}/{p}/{o}": r for (t, p, o), r in invalid.items()},
+                  {f"{t}/{p}/{o}": r for (t, p, o), r in seen.items()})
+    dlq.duplicates = dupes
+    diffs.append(dlq)
+    return CheckReport(spec.name, batch, counted["n"],
+                       {t: {str(p): o for p, o in parts.items()} for t, parts in offsets.items()}, diffs)
+
+
+def _local_spark(settings: Settings):
+    import os
+    import sys
+
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", settings.host)
+    spark = (SparkSession.builder.master("local[1]").appName("streamops-check")
+             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "1")
+             .getOrCreate())
+    spark.streams.active  # creates the StateStoreCoordinator the state reader talks to
+    return spark
+
+
+def render(report: CheckReport) -> str:
+    lines = [f"check {report.app}: {'OK' if report.ok else 'MISMATCH'} as of batch {report.batch_id} "
+             f"({report.input_records} input records)"]
+    for d in report.diffs:
+        s = d.summary()
+        lines.append(f"  {s['view']:<10} expected {s['expected']:>8}  actual {s['actual']:>8}  "
+                     f"missing {s['missing']}  extra {s['extra']}  different {s['different']}"
+                     f"{'  duplicates ' + str(s['duplicates']) if s['duplicates'] else ''}")
+        for kind in ("missing", "extra", "different"):
+            for sample in s["samples"][kind]:
+                lines.append(f"      {kind}: {json.dumps(sample, default=str)}")
+    return "\n".join(lines)
+
