@@ -1,0 +1,157 @@
+"""Topic administration over the Kafka protocol: create-if-missing, partitions, watermarks.
+
+Everything here works against any Kafka-protocol broker (Apache Kafka in production, the embedded
+broker in development); nothing assumes a particular implementation.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
+
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from streamops.kafka.exceptions import BrokerUnavailableError, TopicError, TopicNotFoundError
+
+#: seconds to wait for the cluster before calling it unreachable
+DEFAULT_TIMEOUT = 8.0
+
+#: librdkafka's own log lines (e.g. one per failed connect attempt, every 50-100 ms) go here
+#: instead of raw to stderr; silent unless the application configures logging
+CLIENT_LOG = logging.getLogger("streamops.kafka.client")
+CLIENT_LOG.addHandler(logging.NullHandler())
+
+
+class TopicSpec(BaseModel):
+    """A topic as it should exist. ``replication_factor=-1`` means the broker's default."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(min_length=1, max_length=249, pattern=r"^[A-Za-z0-9._-]+$")
+    partitions: int = Field(6, ge=1)
+    replication_factor: int = Field(-1, ge=-1)
+    config: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _not_dots(cls, v: str) -> str:
+        if v in (".", ".."):
+            raise ValueError("topic name cannot be '.' or '..'")
+        return v
+
+    @field_validator("replication_factor")
+    @classmethod
+    def _not_zero(cls, v: int) -> int:
+        if v == 0:
+            raise ValueError("replication_factor must be >= 1, or -1 for the broker default")
+        return v
+
+
+class EnsuredTopic(NamedTuple):
+    name: str
+    created: bool
+    partitions: int
+
+
+def client_config(bootstrap: str, config: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Base client config; explicit ``config`` entries win."""
+    return {"bootstrap.servers": bootstrap, "logger": CLIENT_LOG, **(config or {})}
+
+
+def cluster_metadata(client: Any, bootstrap: str, timeout: float):
+    """Cluster metadata (all topics, so no topic is auto-created by asking)."""
+    try:
+        return client.list_topics(timeout=timeout)
+    except KafkaException as exc:
+        raise BrokerUnavailableError(
+            f"no Kafka broker answered at {bootstrap} within {timeout:g}s ({exc.args[0].str()}); "
+            "start one with 'streamops platform up --only kafka' or pass --bootstrap HOST:PORT"
+        ) from None
+
+
+def topic_partitions(metadata: Any, topic: str, bootstrap: str) -> list[int]:
+    meta = metadata.topics.get(topic)
+    if meta is None or (meta.error is not None and meta.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
+        raise TopicNotFoundError(f"topic {topic!r} does not exist at {bootstrap}")
+    if meta.error is not None:
+        raise TopicError(f"topic {topic!r}: {meta.error.str()}")
+    return sorted(meta.partitions)
+
+
+def ensure_topics(
+    bootstrap: str,
+    specs: Iterable[TopicSpec | Mapping[str, Any]],
+    *,
+    timeout: float = DEFAULT_TIMEOUT,
+    config: Mapping[str, Any] | None = None,
+) -> dict[str, EnsuredTopic]:
+    """Create the topics that are missing; existing topics are left exactly as they are.
+
+    Returns, per topic name, whether this call created it and its partition count (for an
+    existing topic: the actual count, which may differ from the spec; nothing is altered).
+    """
+    by_name: dict[str, TopicSpec] = {}
+    for item in specs:
+        spec = item if isinstance(item, TopicSpec) else TopicSpec.model_validate(item)
+        if by_name.setdefault(spec.name, spec) != spec:
+            raise ValueError(f"conflicting specs for topic {spec.name!r}: {by_name[spec.name]} vs {spec}")
+    wanted = list(by_name.values())
+    admin = AdminClient(client_config(bootstrap, config))  # must outlive the futures below
+    existing = cluster_metadata(admin, bootstrap, timeout).topics
+    missing = [s for s in wanted if s.name not in existing]
+    created: set[str] = set()
+    if missing:
+        futures = admin.create_topics(
+            [NewTopic(s.name, s.partitions, s.replication_factor, config=dict(s.config)) for s in missing],
+            request_timeout=timeout,
+            operation_timeout=timeout,
+        )
+        for name, fut in futures.items():
+            try:
+                fut.result(timeout=timeout + 2)
+                created.add(name)
+            except KafkaException as exc:
+                err = exc.args[0]
+                if err.code() != KafkaError.TOPIC_ALREADY_EXISTS:  # lost a race: someone else made it
+                    raise TopicError(f"could not create topic {name!r}: {err.str()}") from None
+    # created topics may take a moment to appear in metadata with all their partitions
+    out: dict[str, EnsuredTopic] = {}
+    deadline = time.monotonic() + timeout
+    for spec in wanted:
+        while True:
+            meta = cluster_metadata(admin, bootstrap, timeout).topics.get(spec.name)
+            n = len(meta.partitions) if meta is not None and meta.error is None else 0
+            if n >= (spec.partitions if spec.name in created else 1) or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        if n == 0:
+            raise TopicError(f"topic {spec.name!r} did not appear in the cluster metadata within {timeout:g}s")
+        out[spec.name] = EnsuredTopic(spec.name, spec.name in created, n)
+    return out
+
+
+def partitions(bootstrap: str, topic: str, *, timeout: float = DEFAULT_TIMEOUT) -> list[int]:
+    """The topic's partition ids, sorted. Raises ``TopicNotFoundError`` if it does not exist."""
+    admin = AdminClient(client_config(bootstrap))
+    return topic_partitions(cluster_metadata(admin, bootstrap, timeout), topic, bootstrap)
+
+
+def end_offsets(bootstrap: str, topic: str, *, timeout: float = DEFAULT_TIMEOUT) -> dict[int, tuple[int, int]]:
+    """``{partition: (low watermark, high watermark)}``; high is the next offset to be written."""
+    admin = AdminClient(client_config(bootstrap))  # must outlive the futures below
+    parts = topic_partitions(cluster_metadata(admin, bootstrap, timeout), topic, bootstrap)
+    if not parts:
+        return {}
+    out: dict[int, list[int]] = {p: [0, 0] for p in parts}
+    for slot, spec in ((0, OffsetSpec.earliest()), (1, OffsetSpec.latest())):
+        futures = admin.list_offsets({TopicPartition(topic, p): spec for p in parts}, request_timeout=timeout)
+        for tp, fut in futures.items():
+            try:
+                out[tp.partition][slot] = fut.result(timeout=timeout + 2).offset
+            except KafkaException as exc:
+                raise TopicError(f"could not list offsets of {topic}[{tp.partition}]: {exc.args[0].str()}") from None
+    return {p: (lo, hi) for p, (lo, hi) in out.items()}

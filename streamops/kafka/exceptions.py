@@ -1,0 +1,46 @@
+"""Errors of the Kafka helpers (topics, bounded reads, producing)."""
+
+from __future__ import annotations
+
+from streamops.exceptions import StreamopsError
+
+
+class BrokerError(StreamopsError):
+    """Something about talking to the Kafka cluster went wrong."""
+
+
+class BrokerUnavailableError(BrokerError):
+    """No broker answered at the bootstrap address in time.
+
+    Operator action: start the embedded broker (``streamops platform up --only kafka``) or point
+    ``--bootstrap`` / ``STREAMOPS_BOOTSTRAP_SERVERS`` at a reachable cluster.
+    """
+
+
+class TopicNotFoundError(BrokerError):
+    """The topic does not exist on the cluster.
+
+    Operator action: check the topic name (and the bootstrap address); create it first if needed.
+    """
+
+
+class TopicError(BrokerError):
+    """Creating or inspecting a topic failed (e.g. invalid config, not authorized).
+
+    Operator action: read the broker's reason in the message and fix the topic spec or the ACLs.
+    """
+
+
+class ProduceError(BrokerError):
+    """Records could not be delivered (broker error, timeout, fatal producer error).
+
+    Operator action: read the reason in the message; the records counted as delivered are in the
+    topic, the rest are not: rerun into a fresh topic if you need an exact data set.
+    """
+
+
+class ConsumeError(BrokerError):
+    """A bounded read failed or stopped making progress before reaching its end offsets.
+
+    Operator action: check that the broker is healthy and the topic still exists, then rerun.
+    """

@@ -1,0 +1,147 @@
+"""Bounded reads: every partition from its low watermark up to an end offset fixed at the start.
+
+No consumer group is joined (partitions are assigned), nothing is committed, and the consumer is
+closed as soon as every partition reached its end, so it never idles at the end of a topic (some
+brokers answer empty fetches at once, which turns an idle consumer into a busy loop).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+
+from streamops.kafka.admin import DEFAULT_TIMEOUT, client_config, cluster_metadata, topic_partitions
+from streamops.kafka.exceptions import ConsumeError
+
+#: consumer settings for bounded reads; ``config`` passed by the caller wins
+READ_DEFAULTS: dict[str, Any] = {
+    "enable.auto.commit": False,
+    "enable.auto.offset.store": False,
+    "enable.partition.eof": True,
+    "auto.offset.reset": "earliest",  # records deleted under us: continue from the new start
+    "isolation.level": "read_committed",
+    # some brokers ignore fetch size limits and answer with all remaining data at once
+    "receive.message.max.bytes": 1_000_000_000,
+}
+
+
+def read_topic(
+    bootstrap: str,
+    topic: str,
+    *,
+    end: Mapping[int, int] | None = None,
+    config: Mapping[str, Any] | None = None,
+    batch_size: int = 10_000,
+    stall_timeout: float = 30.0,
+) -> Iterator[Message]:
+    """Yield every record of ``topic`` from each partition's low watermark to its end offset.
+
+    ``end`` maps partition -> exclusive end offset; partitions it leaves out end at their high
+    watermark, read once at the start (so records written meanwhile are not read), and ends
+    beyond the high watermark are clamped to it. Records come in offset order per partition;
+    partitions interleave. A partition also ends when the consumer reports its end (under
+    ``read_committed`` that is the last stable offset, so an open transaction does not block).
+    Raises ``ConsumeError`` if no partition makes progress for ``stall_timeout`` seconds.
+    """
+    conf = client_config(bootstrap, {"group.id": f"streamops-read-{uuid.uuid4().hex}", **READ_DEFAULTS,
+                                     **(config or {})})
+    consumer = Consumer(conf)
+    try:
+        parts = topic_partitions(cluster_metadata(consumer, bootstrap, DEFAULT_TIMEOUT), topic, bootstrap)
+        remaining: dict[int, int] = {}
+        start: list[TopicPartition] = []
+        for p in parts:
+            try:
+                low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=DEFAULT_TIMEOUT)
+            except KafkaException as exc:  # timeout / transport
+                raise ConsumeError(f"could not read the watermarks of {topic}[{p}]: {exc}") from None
+            stop = high if end is None or p not in end else min(int(end[p]), high)
+            if stop > low:
+                remaining[p] = stop
+                start.append(TopicPartition(topic, p, low))
+        if not remaining:
+            return
+        consumer.assign(start)
+        yield from _drain(consumer, topic, remaining, batch_size, stall_timeout)
+    finally:
+        consumer.close()
+
+
+def _drain(consumer: Consumer, topic: str, remaining: dict[int, int], batch_size: int,
+           stall_timeout: float) -> Iterator[Message]:
+    last_progress = time.monotonic()
+    last_error: KafkaError | None = None
+    while remaining:
+        msgs = consumer.consume(batch_size, timeout=0.5)
+        finished: list[int] = []
+        for m in msgs:
+            err = m.error()
+            p = m.partition()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    if remaining.pop(p, None) is not None:
+                        finished.append(p)
+                    continue
+                if err.fatal():
+                    raise ConsumeError(f"reading {topic} failed: {err.str()}")
+                last_error = err  # transient (transport, leader change): the client retries
+                continue
+            stop = remaining.get(p)
+            if stop is None:
+                continue
+            offset = m.offset()
+            if offset < stop:
+                yield m
+            if offset + 1 >= stop:
+                del remaining[p]
+                finished.append(p)
+        now = time.monotonic()
+        if msgs:
+            last_progress = now
+        elif remaining:
+            # control records (transaction markers) move the position without yielding a record
+            for tp in consumer.position([TopicPartition(topic, p) for p in remaining]):
+                if tp.offset >= 0 and tp.offset >= remaining[tp.partition]:
+                    del remaining[tp.partition]
+                    finished.append(tp.partition)
+            if remaining and now - last_progress > stall_timeout:
+                where = ", ".join(f"{p}->{o}" for p, o in sorted(remaining.items()))
+                why = f"; last error: {last_error.str()}" if last_error is not None else ""
+                raise ConsumeError(
+                    f"reading {topic} made no progress for {stall_timeout:g}s (partitions still to "
+                    f"reach their end offsets: {where}){why}"
+                )
+        if finished and remaining:
+            consumer.pause([TopicPartition(topic, p) for p in finished])
+
+
+def latest_per_key(
+    bootstrap: str,
+    topic: str,
+    decode: Callable[[bytes], Any] = json.loads,
+    *,
+    end: Mapping[int, int] | None = None,
+    config: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The last value of every key (a compacted topic's view); a tombstone deletes its key.
+
+    Keys are decoded as UTF-8 (undecodable bytes are backslash-escaped); records without a key
+    are skipped; ``decode`` runs once per surviving key, on the latest value only.
+    """
+    latest: dict[str, bytes] = {}
+    for m in read_topic(bootstrap, topic, end=end, config=config):
+        key = m.key()
+        if key is None:
+            continue
+        k = key.decode("utf-8", "backslashreplace")
+        value = m.value()
+        if value is None:
+            latest.pop(k, None)
+        else:
+            latest[k] = value
+    return {k: decode(v) for k, v in latest.items()}
