@@ -18,9 +18,9 @@ from pathlib import Path
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench._common import isolated_settings, summary, table  # noqa: E402
-from streamops.platform import manager  # noqa: E402
-from streamops.platform.process import read_pid  # noqa: E402
+from bench._common import isolated_settings, summary, table
+from streamops.platform import manager
+from streamops.platform.process import read_pid
 
 
 def timed_up(settings) -> float:

@@ -7,8 +7,8 @@ messages can tell the operator exactly which setting to change.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -74,7 +74,7 @@ class Settings(BaseModel):
         return None if v is None else Path(v).expanduser().resolve()
 
     @model_validator(mode="after")
-    def _distinct_ports(self) -> "Settings":
+    def _distinct_ports(self) -> Settings:
         seen: dict[int, str] = {}
         for name, port in self.ports().items():
             if port in seen:
@@ -134,7 +134,7 @@ class Settings(BaseModel):
 
     # -- construction --------------------------------------------------------------------------
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> "Settings":
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> Settings:
         """Build from STREAMOPS_* variables; explicit keyword overrides win."""
         environ = os.environ if environ is None else environ
         values: dict[str, object] = {

@@ -31,7 +31,7 @@ class Parallelism(BaseModel):
     max: int = Field(4, ge=1)
 
     @model_validator(mode="after")
-    def _ordered(self) -> "Parallelism":
+    def _ordered(self) -> Parallelism:
         if not self.min <= self.default <= self.max:
             raise ValueError(f"need min <= default <= max, got {self.min} <= {self.default} <= {self.max}")
         return self

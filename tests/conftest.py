@@ -19,7 +19,7 @@ os.environ["AIRFLOW_CONFIG"] = str(REPO / "airflow.cfg")
 os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
-pytest_plugins = ["tests.fixtures.ports", "tests.fixtures.platform", "tests.fixtures.apps"]
+pytest_plugins = ["tests.fixtures.ports", "tests.fixtures.platform", "tests.fixtures.apps", "tests.fixtures.spark"]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

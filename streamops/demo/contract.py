@@ -14,7 +14,8 @@ A record is invalid for the FIRST reason that applies, checked in this order:
     not_an_object   JSON but not an object
     missing_user_id user_id absent, not a string, or empty
     bad_event_type  event_type absent or not one of EVENT_TYPES
-    bad_amount      amount absent, not a number (booleans are not numbers), negative, or not finite
+    bad_amount      amount absent, not a number (booleans are not numbers), negative, not finite,
+                    or above MAX_AMOUNT (so cents fit a 64-bit long in Spark)
     bad_ts          ts absent, not an integer (booleans are not), or negative
 Invalid records go to the DLQ topic with the reason and their source in headers.
 """
@@ -25,6 +26,10 @@ from typing import Final
 
 EVENT_TYPES: Final = ("login", "purchase", "view")
 REASONS: Final = ("invalid_json", "not_an_object", "missing_user_id", "bad_event_type", "bad_amount", "bad_ts")
+
+#: largest valid amount per event: 1e12 is 1e14 cents, so ~92k such purchases fit one user's
+#: 64-bit cents total (Spark sums a long; Python's int would not overflow, Spark's would)
+MAX_AMOUNT: Final = 1e12
 
 APP: Final = "user_activity"
 INPUT_TOPIC: Final = "user-events"
@@ -41,7 +46,7 @@ H_SOURCE_OFFSET: Final = "streamops.source.offset"
 H_BATCH_ID: Final = "streamops.batch_id"
 
 
-def amount_cents(amount: float | int) -> int:
+def amount_cents(amount: float) -> int:
     """Amount as integer cents, rounded half up (sums of cents are exact and order-independent)."""
     from decimal import ROUND_HALF_UP, Decimal
 

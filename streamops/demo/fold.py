@@ -21,7 +21,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from streamops.demo.contract import EVENT_TYPES, amount_cents
+from streamops.demo.contract import EVENT_TYPES, MAX_AMOUNT, amount_cents
 
 Event = dict[str, Any]
 Profile = dict[str, Any]
@@ -59,7 +59,7 @@ def _is_amount(amount: Any) -> bool:
         return False
     if isinstance(amount, float) and not math.isfinite(amount):
         return False
-    return amount >= 0
+    return 0 <= amount <= MAX_AMOUNT
 
 
 def new_profile(user_id: str) -> Profile:

@@ -8,10 +8,10 @@ import os
 import secrets as pysecrets
 import subprocess
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable, Iterable
 
 import psutil
 
@@ -127,7 +127,7 @@ def status(settings: Settings, only: Iterable[Group] | None = None) -> list[Comp
                 running=rec is not None,
                 healthy=bool(rec is not None and health.get(c.name)),
                 since=(
-                    datetime.fromtimestamp(rec.started_at, timezone.utc).isoformat(timespec="seconds")
+                    datetime.fromtimestamp(rec.started_at, UTC).isoformat(timespec="seconds")
                     if rec else None
                 ),
                 log=str(log_path(settings, c.name)),

@@ -12,12 +12,11 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
 
 import psutil
-
 
 _CHILDREN: dict[int, subprocess.Popen] = {}
 

@@ -13,9 +13,9 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from streamops.settings import Settings
 from streamops.spec import AppSpec
@@ -64,6 +64,41 @@ def ensure_app_topics(settings: Settings, spec: AppSpec) -> None:
     ])
 
 
+def batches_path(settings: Settings, app: str) -> Path:
+    return app_dir(settings, app) / "batches.jsonl"
+
+
+def progress_listener(path: Path):
+    """A StreamingQueryListener appending one JSON line per micro-batch (rates, durations, offsets)."""
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    class ProgressRecorder(StreamingQueryListener):
+        def onQueryStarted(self, event) -> None:
+            pass
+
+        def onQueryProgress(self, event) -> None:
+            p = event.progress
+            line = {
+                "batch_id": p.batchId, "timestamp": p.timestamp, "input_rows": p.numInputRows,
+                "input_rows_per_s": p.inputRowsPerSecond, "processed_rows_per_s": p.processedRowsPerSecond,
+                "duration_ms": dict(p.durationMs),
+                "end_offsets": [s.endOffset for s in p.sources],
+                "state_rows": sum(op.numRowsTotal for op in p.stateOperators),
+                "state_bytes": sum(op.memoryUsedBytes for op in p.stateOperators),
+            }
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "a") as f:
+                f.write(json.dumps(line, default=str) + "\n")
+
+        def onQueryIdle(self, event) -> None:
+            pass
+
+        def onQueryTerminated(self, event) -> None:
+            pass
+
+    return ProgressRecorder()
+
+
 def _reached(end_offset_json: str | dict | None, targets: dict[str, dict[str, int]]) -> bool:
     if not end_offset_json:
         return False
@@ -107,6 +142,7 @@ def run_app(
     spark = build_session(spec, settings, master=opts.master, parallelism=opts.parallelism,
                           extra=opts.extra_conf)
     spark.sparkContext.setLogLevel("WARN")
+    spark.streams.addListener(progress_listener(batches_path(settings, spec.name)))
     hb = heartbeat_path(settings, spec.name)
     failures = 0
     try:
@@ -115,7 +151,7 @@ def run_app(
             try:
                 _run_query_once(spark, spec, settings, build, to_records, hb, stop, targets)
                 return 0
-            except Exception as exc:  # noqa: BLE001 - any failure of the query: restart it
+            except Exception as exc:
                 if _last_batch(hb) != committed_before:
                     failures = 0
                 failures += 1
@@ -196,11 +232,7 @@ def _run_query_once(spark, spec: AppSpec, settings: Settings, build: Callable, t
                         committer.last_committed >= progress["batchId"]:
                     stop.set()
             if stop.is_set():
-                # graceful: let the running trigger finish (bounded), then stop
-                deadline = time.monotonic() + max(60.0, 10 * spec.trigger_seconds)
-                while query.status.get("isTriggerActive") and time.monotonic() < deadline:
-                    time.sleep(0.05)
-                query.stop()
+                _stop_at_batch_boundary(query, committer, max(60.0, 10 * spec.trigger_seconds))
                 return
             time.sleep(0.2)
         error = query.exception()
@@ -210,3 +242,18 @@ def _run_query_once(spark, spec: AppSpec, settings: Settings, build: Callable, t
         if query.isActive:
             query.stop()
         committer.close()
+
+
+def _stop_at_batch_boundary(query, committer, timeout: float) -> None:
+    """Let the batch in flight commit (bounded), then stop before the next one gets far.
+
+    Waiting for ``isTriggerActive`` to fall alone is not enough: when batches take longer than
+    the trigger interval the next trigger starts at once, so the query would never look idle.
+    A batch that ``stop()`` interrupts is not lost: it was not committed and is replayed.
+    """
+    done = committer.last_committed
+    deadline = time.monotonic() + timeout
+    while (query.status.get("isTriggerActive") and committer.last_committed == done
+           and time.monotonic() < deadline):
+        time.sleep(0.05)
+    query.stop()

@@ -14,8 +14,9 @@ App-specific knowledge lives in the job module, which provides:
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from streamops.checkpoints import layout
 from streamops.exceptions import StreamopsError
@@ -161,7 +162,7 @@ def _local_spark(settings: Settings):
     spark = (SparkSession.builder.master("local[1]").appName("streamops-check")
              .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "1")
              .getOrCreate())
-    spark.streams.active  # creates the StateStoreCoordinator the state reader talks to
+    _ = spark.streams.active  # creates the StateStoreCoordinator the state reader talks to
     return spark
 
 

@@ -67,6 +67,8 @@ INVALID = [
     ("null amount", ev(amount=None), "bad_amount"),
     ("negative amount", ev(amount=-0.01), "bad_amount"),
     ("negative int amount", ev(amount=-1), "bad_amount"),
+    ("amount above MAX_AMOUNT", ev(amount=10**12 + 1), "bad_amount"),
+    ("huge float amount", ev(amount=1e26), "bad_amount"),
     ("NaN amount", VALID.replace(b'"amount": 0', b'"amount": NaN'), "bad_amount"),
     ("Infinity amount", VALID.replace(b'"amount": 0', b'"amount": Infinity'), "bad_amount"),
     ("-Infinity amount", VALID.replace(b'"amount": 0', b'"amount": -Infinity'), "bad_amount"),
