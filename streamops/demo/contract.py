@@ -16,7 +16,7 @@ A record is invalid for the FIRST reason that applies, checked in this order:
     bad_event_type  event_type absent or not one of EVENT_TYPES
     bad_amount      amount absent, not a number (booleans are not numbers), negative, not finite,
                     or above MAX_AMOUNT (so cents fit a 64-bit long in Spark)
-    bad_ts          ts absent, not an integer (booleans are not), or negative
+    bad_ts          ts absent, not an integer (booleans are not), negative, or above MAX_TS
 Invalid records go to the DLQ topic with the reason and their source in headers.
 """
 
@@ -30,6 +30,8 @@ REASONS: Final = ("invalid_json", "not_an_object", "missing_user_id", "bad_event
 #: largest valid amount per event: 1e12 is 1e14 cents, so ~92k such purchases fit one user's
 #: 64-bit cents total (Spark sums a long; Python's int would not overflow, Spark's would)
 MAX_AMOUNT: Final = 1e12
+#: largest valid ts (epoch ms): Spark's long
+MAX_TS: Final = 2**63 - 1
 
 APP: Final = "user_activity"
 INPUT_TOPIC: Final = "user-events"

@@ -21,7 +21,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from streamops.demo.contract import EVENT_TYPES, MAX_AMOUNT, amount_cents
+from streamops.demo.contract import EVENT_TYPES, MAX_AMOUNT, MAX_TS, amount_cents
 
 Event = dict[str, Any]
 Profile = dict[str, Any]
@@ -49,7 +49,7 @@ def validate(value: bytes | bytearray | memoryview | str | None) -> tuple[Event 
     if not _is_amount(amount):
         return None, "bad_amount"
     ts = obj.get("ts")
-    if not isinstance(ts, int) or isinstance(ts, bool) or ts < 0:
+    if not isinstance(ts, int) or isinstance(ts, bool) or not 0 <= ts <= MAX_TS:
         return None, "bad_ts"
     return {"user_id": user_id, "event_type": event_type, "amount": amount, "ts": ts}, None
 

@@ -59,3 +59,58 @@ def test_build_query_and_records(raw, records) -> None:
         got[(int(h[c.H_SOURCE_PARTITION]), int(h[c.H_SOURCE_OFFSET]))] = (r.key, r.value, h[c.H_REASON])
     assert got == bad
     assert {reason for *_, reason in got.values()} == set(c.REASONS)
+
+
+_EDGE_VALUES = [
+    b'{"user_id":"u1","event_type":"purchase","amount":0.005,"ts":1}',
+    b'{"user_id":"u1","event_type":"purchase","amount":0.015,"ts":1}',
+    b'{"user_id":"u1","event_type":"purchase","amount":12.345,"ts":1}',
+    b'{"user_id":"u1","event_type":"purchase","amount":999999999999.999,"ts":1}',
+    b'{"user_id":"u1","event_type":"purchase","amount":1000000000000,"ts":1}',
+    b'{"user_id":"u1","event_type":"purchase","amount":1000000000000.01,"ts":1}',
+    b'{"user_id":"u1","event_type":"purchase","amount":0.12345678,"ts":1}',
+    b'{"user_id":"u1","event_type":"purchase","amount":5.10,"ts":1}',
+    b'{"user_id":"u1","event_type":"purchase","amount":0,"ts":0}',
+    b'{"user_id":"u1","event_type":"purchase","amount":01,"ts":1}',
+    b'{"user_id":"u1","event_type":"purchase","amount":1e3,"ts":1}',
+    b'{"user_id":"u1","event_type":"purchase","amount":-1,"ts":1}',
+    b' {"user_id":"u1","event_type":"login","amount":1,"ts":5}',
+    b'{ "user_id" : "u 1" ,\n "event_type":\t"login", "amount": 1 , "ts": 5 }\r\n',
+    b'{"event_type":"login","user_id":"u1","amount":1,"ts":5}',
+    b'{"user_id":"u1","event_type":"login","amount":1,"ts":5,"extra":1}',
+    b'{"user_id":"u1","event_type":"login","amount":1,"ts":5,"ts":6}',
+    b'{"user_id":"u\\"1","event_type":"login","amount":1,"ts":5}',
+    b'{"user_id":"\xc3\xbc","event_type":"login","amount":1,"ts":5}',
+    b'{"user_id":"\xff","event_type":"login","amount":1,"ts":5}',
+    b'{"user_id":"","event_type":"login","amount":1,"ts":5}',
+    b'{"user_id":"u1","event_type":"LOGIN","amount":1,"ts":5}',
+    b'{"user_id":"u1","event_type":"login","amount":1,"ts":999999999999999999}',
+    b'{"user_id":"u1","event_type":"login","amount":1,"ts":9223372036854775807}',
+    b'{"user_id":"u1","event_type":"login","amount":1,"ts":9223372036854775808}',
+    b'{"user_id":"u1","event_type":"login","amount":1,"ts":5.0}',
+    b'', None, b'null', b'[]',
+]
+
+
+def test_vectorized_parse_agrees_with_the_validator_record_by_record(records) -> None:
+    """The Arrow fast path and the Python fallback together give exactly ``validate``'s rows."""
+    import pyarrow as pa
+
+    values = [r.value for r in records] + _EDGE_VALUES
+    batch = pa.RecordBatch.from_pydict({
+        "key": [b"k"] * len(values), "value": values, "topic": [c.INPUT_TOPIC] * len(values),
+        "partition": [0] * len(values), "offset": list(range(len(values)))})
+    out = list(job.parse_batches(iter([batch])))
+    assert len(out) == 2  # both paths were used
+    rows = {r["src_offset"]: r for b in out for r in b.to_pylist()}
+    assert sorted(rows) == list(range(len(values)))
+    for i, value in enumerate(values):
+        event, reason = validate(value)
+        row = rows[i]
+        assert row["reason"] == reason, value
+        if reason is None:
+            assert (row["user_id"], row["event_type"], row["amount_cents"], row["ts"]) == (
+                event["user_id"], event["event_type"], c.amount_cents(event["amount"]), event["ts"]), value
+            assert row["raw_value"] is None
+        else:
+            assert (row["raw_key"], row["raw_value"]) == (b"k", value)
