@@ -157,7 +157,7 @@ def build_query(raw, state_partitions: int):
     """
     from pyspark.sql import functions as F
 
-    parsed = parse(raw)
+    parsed = parse(raw.select("key", "value", "topic", "partition", "offset").repartition(state_partitions, "key"))
     profiles = profile_updates(parsed).select(
         F.lit("profile").alias("kind"), "user_id", "last_login_ts", "purchases", "total_cents", "events",
         *(F.lit(None).cast(t).alias(n) for n, t in [("reason", "string"), ("raw_key", "binary"),

@@ -463,6 +463,17 @@ class _Columns:
     def __len__(self) -> int:
         return len(self.offsets)
 
+    def extend(self, msgs: list) -> None:
+        """Append a chunk that ``_clean_chunk`` accepted, column by column (no per-record branches)."""
+        self.keys.extend([m.key() for m in msgs])
+        self.values.extend([m.value() for m in msgs])
+        self.offsets.extend([m.offset() for m in msgs])
+        stamps = [m.timestamp() for m in msgs]
+        self.ts_us.extend([ts * 1000 if kind else -1000 for kind, ts in stamps])
+        self.ts_types.extend([kind - 1 for kind, _ts in stamps])
+        if self.include_headers:
+            self.headers.extend([m.headers() or None for m in msgs])
+
     def to_batch(self):
         import pyarrow as pa
 
@@ -514,6 +525,13 @@ def _headers_array(headers: list, list_type: Any) -> Any:
     return pa.ListArray.from_arrays(pa.array(offsets), entries, type=list_type, mask=pa.array(~present))
 
 
+def _clean_chunk(msgs: list, pos: int, end: int) -> bool:
+    """True if every message is a record and all lie in ``[pos, end)`` (offsets only increase)."""
+    first, last = msgs[0], msgs[-1]
+    return (last.error() is None and first.error() is None and first.offset() >= pos
+            and last.offset() < end and not any([m.error() for m in msgs]))
+
+
 def read_range(cfg: KafkaSourceConfig, rng: OffsetRange) -> Iterator[Any]:
     """Records of ``rng`` as Arrow record batches (or tuples with ``arrowBatches=false``).
 
@@ -553,6 +571,10 @@ def read_range(cfg: KafkaSourceConfig, rng: OffsetRange) -> Iterator[Any]:
                     )
                 continue
             deadline = time.monotonic() + timeout_s
+            if arrow and _clean_chunk(msgs, pos, end):
+                cols.extend(msgs)
+                pos = msgs[-1].offset() + 1
+                msgs = ()  # all taken: skip the record-by-record loop below
             for m in msgs:
                 err = m.error()
                 if err is not None:

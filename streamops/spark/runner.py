@@ -198,12 +198,17 @@ def _run_query_once(spark, spec: AppSpec, settings: Settings, build: Callable, t
     def sink(df, batch_id: int) -> None:
         t0 = time.monotonic()
         table = df.toArrow()  # always evaluate: the state store must advance even on a replay
+        t1 = time.monotonic()
         records = to_records(table, batch_id)
+        t2 = time.monotonic()
         written = committer.commit(batch_id, records)
+        t3 = time.monotonic()
         write_heartbeat(hb, {
             "app": spec.name, "pid": os.getpid(), "app_id": spark.sparkContext.applicationId,
             "status": "running", "batch_id": batch_id, "replayed": written is None,
-            "records": len(records), "sink_seconds": round(time.monotonic() - t0, 3),
+            "records": len(records), "sink_seconds": round(t3 - t0, 3),
+            "compute_seconds": round(t1 - t0, 3), "encode_seconds": round(t2 - t1, 3),
+            "commit_seconds": round(t3 - t2, 3),
             "heartbeat_ms": int(time.time() * 1000), "started_ms": int(started * 1000),
         })
 
