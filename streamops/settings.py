@@ -32,6 +32,7 @@ ENV_VARS: dict[str, str] = {
     "airflow_trigger_log_port": "STREAMOPS_AIRFLOW_TRIGGER_LOG_PORT",
     "bootstrap_servers": "STREAMOPS_BOOTSTRAP_SERVERS",
     "spark_master": "STREAMOPS_SPARK_MASTER",
+    "ledger_url": "STREAMOPS_LEDGER_URL",
 }
 
 Port = int
@@ -67,6 +68,8 @@ class Settings(BaseModel):
     #: external services (production); default to the embedded ones
     bootstrap_servers: str | None = None
     spark_master: str | None = None
+    #: SQLAlchemy URL of the operations ledger; default SQLite under the state dir
+    ledger_url: str | None = None
 
     @field_validator("repo", "home")
     @classmethod
@@ -96,6 +99,10 @@ class Settings(BaseModel):
     @property
     def spark_master_url(self) -> str:
         return self.spark_master or f"spark://{self.host}:{self.spark_master_port}"
+
+    @property
+    def ledger_db_url(self) -> str:
+        return self.ledger_url or f"sqlite:///{self.state_dir / 'ledger.db'}"
 
     @property
     def airflow_url(self) -> str:

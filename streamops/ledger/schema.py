@@ -1,0 +1,78 @@
+"""Ledger tables. Changing them means a new migration under ``migrations/versions``."""
+
+from __future__ import annotations
+
+from sqlalchemy import JSON, BigInteger, Column, DateTime, Float, Integer, MetaData, String, Table, Text
+
+metadata = MetaData()
+
+#: what operators asked for (one row per app)
+desired = Table(
+    "desired_state", metadata,
+    Column("app", String(100), primary_key=True),
+    Column("status", String(20), nullable=False),  # running | stopped
+    Column("parallelism", Integer, nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    Column("updated_by", String(200), nullable=False),
+    Column("operation_id", Integer),
+)
+
+#: what the driver / supervisor last reported (one row per app)
+observed = Table(
+    "observed_state", metadata,
+    Column("app", String(100), primary_key=True),
+    Column("status", String(20), nullable=False),  # starting | running | restarting | stopped | failed
+    Column("pid", Integer),
+    Column("host", String(200)),
+    Column("spark_app_id", String(200)),
+    Column("parallelism", Integer),
+    Column("executors", Integer),
+    Column("last_batch", BigInteger),
+    Column("input_rate", Float),
+    Column("processing_rate", Float),
+    Column("lag", JSON),  # {"topic": {"partition": lag}}
+    Column("state_rows", BigInteger),
+    Column("state_bytes", BigInteger),
+    Column("error", Text),
+    Column("heartbeat_at", DateTime(timezone=True), nullable=False),
+)
+
+#: every operation, requested, refused, running or finished
+operations = Table(
+    "operations", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("app", String(100), nullable=False, index=True),
+    Column("kind", String(50), nullable=False),
+    Column("params", JSON, nullable=False),
+    Column("requested_by", String(200), nullable=False),
+    Column("started_at", DateTime(timezone=True), nullable=False),
+    Column("ended_at", DateTime(timezone=True)),
+    Column("outcome", String(20), nullable=False),  # running | succeeded | failed | refused
+    Column("error", Text),
+    Column("before", JSON),  # offsets, state version, parallelism before
+    Column("after", JSON),
+)
+
+#: at most one operation per app at a time
+leases = Table(
+    "leases", metadata,
+    Column("app", String(100), primary_key=True),
+    Column("operation_id", Integer, nullable=False),
+    Column("kind", String(50), nullable=False),
+    Column("holder", String(200), nullable=False),
+    Column("acquired_at", DateTime(timezone=True), nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+)
+
+savepoints = Table(
+    "savepoints", metadata,
+    Column("id", String(100), primary_key=True),
+    Column("app", String(100), nullable=False, index=True),
+    Column("batch_id", BigInteger, nullable=False),
+    Column("path", Text, nullable=False),
+    Column("sha256", String(64), nullable=False),
+    Column("bytes", BigInteger, nullable=False),
+    Column("offsets", JSON, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("operation_id", Integer),
+)

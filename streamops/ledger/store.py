@@ -1,0 +1,269 @@
+"""Ledger access: one ``Ledger`` per process, short transactions, no ORM session state.
+
+Leases make "one operation per app at a time" hold across processes and hosts: the lease row's
+primary key is the app, so of two concurrent requests exactly one INSERT succeeds; the other is
+refused with who holds it and since when, and is itself recorded (outcome ``refused``). A lease
+has a time to live, renewed by the holder while it works, so a crashed holder does not block the
+app forever.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import create_engine, delete, event, insert, select, update
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
+
+from streamops.exceptions import StreamopsError
+from streamops.ledger import schema as t
+
+MIGRATIONS = Path(__file__).parent / "migrations"
+DEFAULT_LEASE_S = 600.0
+
+
+class OperationInProgress(StreamopsError):
+    """Another operation holds the app's lease.
+
+    Operator action: wait for it to finish (``streamops status APP``) or, if its holder died,
+    for the lease to expire; nothing was changed.
+    """
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _db_time(dt: datetime) -> datetime:
+    """Naive UTC for storage: SQLite keeps no zone, and comparisons must agree on every backend."""
+    return dt.astimezone(UTC).replace(tzinfo=None)
+
+
+def _aware(dt: datetime | None) -> datetime | None:
+    return None if dt is None else (dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC))
+
+
+def requested_by(explicit: str | None = None) -> str:
+    """Who asked: an explicit caller (e.g. an Airflow run id), the Airflow task context, or the CLI user."""
+    if explicit:
+        return explicit
+    run_id = os.environ.get("AIRFLOW_CTX_DAG_RUN_ID")
+    if run_id:
+        return f"airflow:{os.environ.get('AIRFLOW_CTX_DAG_ID', '?')}/{run_id}"
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = str(os.getuid())
+    return f"cli:{user}"
+
+
+@dataclass(frozen=True)
+class Operation:
+    id: int
+    app: str
+    kind: str
+    requested_by: str
+
+
+def _row(r: Any) -> dict[str, Any]:
+    d = dict(r._mapping)
+    for k, v in d.items():
+        if isinstance(v, datetime):
+            d[k] = _aware(v)
+    return d
+
+
+class Ledger:
+    def __init__(self, url: str) -> None:
+        self.url = url
+        kwargs: dict[str, Any] = {}
+        if url.startswith("sqlite"):
+            path = url.split("///", 1)[-1]
+            if path and path != ":memory:":
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+            kwargs["connect_args"] = {"timeout": 30}
+        self.engine: Engine = create_engine(url, **kwargs)
+        if url.startswith("sqlite"):
+            event.listen(self.engine, "connect", _sqlite_pragmas)
+
+    @classmethod
+    def open(cls, url: str) -> Ledger:
+        """Connect and bring the schema up to date."""
+        ledger = cls(url)
+        ledger.migrate()
+        return ledger
+
+    def migrate(self) -> None:
+        from alembic import command
+        from alembic.config import Config
+
+        cfg = Config()
+        cfg.set_main_option("script_location", str(MIGRATIONS))
+        with self.engine.begin() as conn:
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "head")
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # -- operations and leases -----------------------------------------------------------------
+    def begin(self, app: str, kind: str, params: Mapping[str, Any] | None = None, *, who: str | None = None,
+              before: Mapping[str, Any] | None = None, ttl_s: float = DEFAULT_LEASE_S) -> Operation:
+        """Record a running operation and take the app's lease, or raise ``OperationInProgress``."""
+        who = requested_by(who)
+        now = utcnow()
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(delete(t.leases).where(t.leases.c.app == app,
+                                                    t.leases.c.expires_at < _db_time(now)))
+                op_id = conn.execute(insert(t.operations).values(
+                    app=app, kind=kind, params=dict(params or {}), requested_by=who,
+                    started_at=_db_time(now), outcome="running", before=dict(before) if before else None,
+                )).inserted_primary_key[0]
+                conn.execute(insert(t.leases).values(
+                    app=app, operation_id=op_id, kind=kind, holder=who, acquired_at=_db_time(now),
+                    expires_at=_db_time(now + timedelta(seconds=ttl_s)),
+                ))
+        except IntegrityError:
+            holder = self.lease(app)
+            message = (f"{app}: operation {holder['kind']} #{holder['operation_id']} running since "
+                       f"{holder['acquired_at']:%Y-%m-%d %H:%M:%S} UTC, asked by {holder['holder']}"
+                       if holder else f"{app}: another operation just took the lease")
+            with self.engine.begin() as conn:
+                conn.execute(insert(t.operations).values(
+                    app=app, kind=kind, params=dict(params or {}), requested_by=who,
+                    started_at=_db_time(now), ended_at=_db_time(utcnow()), outcome="refused", error=message,
+                ))
+            raise OperationInProgress(message) from None
+        return Operation(int(op_id), app, kind, who)
+
+    def renew(self, op: Operation, ttl_s: float = DEFAULT_LEASE_S) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(update(t.leases).where(t.leases.c.app == op.app, t.leases.c.operation_id == op.id)
+                         .values(expires_at=_db_time(utcnow() + timedelta(seconds=ttl_s))))
+
+    def finish(self, op: Operation, outcome: str, *, error: str | None = None,
+               after: Mapping[str, Any] | None = None) -> None:
+        """End the operation (succeeded / failed) and release its lease."""
+        if outcome not in ("succeeded", "failed"):
+            raise ValueError(f"outcome must be succeeded or failed, not {outcome!r}")
+        with self.engine.begin() as conn:
+            conn.execute(update(t.operations).where(t.operations.c.id == op.id).values(
+                ended_at=_db_time(utcnow()), outcome=outcome, error=error, after=dict(after) if after else None))
+            conn.execute(delete(t.leases).where(t.leases.c.app == op.app, t.leases.c.operation_id == op.id))
+
+    @contextmanager
+    def operation(self, app: str, kind: str, params: Mapping[str, Any] | None = None, *,
+                  who: str | None = None, before: Mapping[str, Any] | None = None,
+                  ttl_s: float = DEFAULT_LEASE_S) -> Iterator[OperationRecord]:
+        """``with ledger.operation(...) as rec: ...; rec.after = {...}`` — failed if the body raises."""
+        op = self.begin(app, kind, params, who=who, before=before, ttl_s=ttl_s)
+        rec = OperationRecord(op)
+        try:
+            yield rec
+        except BaseException as exc:
+            self.finish(op, "failed", error=f"{type(exc).__name__}: {exc}"[:4000], after=rec.after)
+            raise
+        self.finish(op, "succeeded", after=rec.after)
+
+    def lease(self, app: str) -> dict[str, Any] | None:
+        with self.engine.connect() as conn:
+            r = conn.execute(select(t.leases).where(t.leases.c.app == app)).first()
+        return _row(r) if r else None
+
+    def operations(self, app: str | None = None, limit: int = 20) -> list[dict[str, Any]]:
+        q = select(t.operations).order_by(t.operations.c.id.desc()).limit(limit)
+        if app is not None:
+            q = q.where(t.operations.c.app == app)
+        with self.engine.connect() as conn:
+            return [_row(r) for r in conn.execute(q)]
+
+    def get_operation(self, op_id: int) -> dict[str, Any] | None:
+        with self.engine.connect() as conn:
+            r = conn.execute(select(t.operations).where(t.operations.c.id == op_id)).first()
+        return _row(r) if r else None
+
+    # -- desired and observed state -------------------------------------------------------------
+    def set_desired(self, app: str, *, status: str, parallelism: int, who: str | None = None,
+                    op: Operation | None = None) -> None:
+        if status not in ("running", "stopped"):
+            raise ValueError(f"desired status must be running or stopped, not {status!r}")
+        values = {"status": status, "parallelism": parallelism, "updated_at": _db_time(utcnow()),
+                  "updated_by": requested_by(who), "operation_id": op.id if op else None}
+        self._upsert(t.desired, app, values)
+
+    def desired(self, app: str) -> dict[str, Any] | None:
+        return self._get(t.desired, app)
+
+    def report_observed(self, app: str, **fields: Any) -> None:
+        """Upsert what the driver / supervisor sees; unknown fields are an error, missing ones kept."""
+        unknown = set(fields) - {c.name for c in t.observed.columns}
+        if unknown:
+            raise ValueError(f"unknown observed fields: {sorted(unknown)}")
+        fields.setdefault("heartbeat_at", utcnow())
+        fields["heartbeat_at"] = _db_time(fields["heartbeat_at"])
+        self._upsert(t.observed, app, fields)
+
+    def observed(self, app: str) -> dict[str, Any] | None:
+        return self._get(t.observed, app)
+
+    # -- savepoints ------------------------------------------------------------------------------
+    def add_savepoint(self, *, id: str, app: str, batch_id: int, path: str, sha256: str, bytes: int,
+                      offsets: Mapping[str, Any], created_at: datetime | None = None,
+                      op: Operation | None = None) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(insert(t.savepoints).values(
+                id=id, app=app, batch_id=batch_id, path=path, sha256=sha256, bytes=bytes,
+                offsets=dict(offsets), created_at=_db_time(created_at or utcnow()),
+                operation_id=op.id if op else None))
+
+    def savepoints(self, app: str) -> list[dict[str, Any]]:
+        """Newest first."""
+        with self.engine.connect() as conn:
+            return [_row(r) for r in conn.execute(
+                select(t.savepoints).where(t.savepoints.c.app == app)
+                .order_by(t.savepoints.c.created_at.desc(), t.savepoints.c.batch_id.desc()))]
+
+    def delete_savepoint(self, savepoint_id: str) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(delete(t.savepoints).where(t.savepoints.c.id == savepoint_id))
+
+    # -- helpers -----------------------------------------------------------------------------------
+    def _get(self, table, app: str) -> dict[str, Any] | None:
+        with self.engine.connect() as conn:
+            r = conn.execute(select(table).where(table.c.app == app)).first()
+        return _row(r) if r else None
+
+    def _upsert(self, table, app: str, values: dict[str, Any]) -> None:
+        with self.engine.begin() as conn:
+            done = conn.execute(update(table).where(table.c.app == app).values(**values)).rowcount
+            if not done:
+                try:
+                    with conn.begin_nested():
+                        conn.execute(insert(table).values(app=app, **values))
+                except IntegrityError:  # inserted concurrently: update it instead
+                    conn.execute(update(table).where(table.c.app == app).values(**values))
+
+
+@dataclass
+class OperationRecord:
+    op: Operation
+    after: dict[str, Any] | None = None
+
+    @property
+    def id(self) -> int:
+        return self.op.id
+
+
+def _sqlite_pragmas(dbapi_conn, _record) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")  # readers (status) never block the writer
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.close()
