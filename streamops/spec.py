@@ -37,6 +37,63 @@ class Parallelism(BaseModel):
         return self
 
 
+_MASTER = re.compile(r"^(local(\[(\d+|\*)\])?|spark://[^/\s]+:\d+(,[^/\s]+:\d+)*|k8s://https?://\S+)$")
+_AGE = re.compile(r"^\s*(\d+)\s*(h|hours?|d|days?|w|weeks?)\s*$")
+_AGE_UNITS = {"h": 3600, "hour": 3600, "hours": 3600, "d": 86400, "day": 86400, "days": 86400,
+              "w": 604800, "week": 604800, "weeks": 604800}
+
+
+def age_seconds(text: str) -> float:
+    """'12 hours' / '7 days' / '2 weeks' -> seconds (savepoint retention)."""
+    m = _AGE.match(text)
+    if not m:
+        raise ValueError(f"not an age: {text!r} (use e.g. '12 hours', '7 days', '2 weeks')")
+    return int(m.group(1)) * _AGE_UNITS[m.group(2)]
+
+
+def _cron(v: str) -> str:
+    from croniter import croniter
+
+    if not croniter.is_valid(v):
+        raise ValueError(f"not a cron expression: {v!r} (five fields, e.g. '0 8 * * 1-5')")
+    return v
+
+
+class SavepointPolicy(BaseModel):
+    """When savepoints are taken (cron, UTC) and how many / how old ones are kept."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    schedule: str | None = None
+    retain_count: int = Field(5, ge=1)
+    retain_age: str = "7 days"
+
+    @field_validator("schedule")
+    @classmethod
+    def _valid_schedule(cls, v: str | None) -> str | None:
+        return None if v is None else _cron(v)
+
+    @field_validator("retain_age")
+    @classmethod
+    def _valid_age(cls, v: str) -> str:
+        age_seconds(v)
+        return v
+
+
+class ScaleWindow(BaseModel):
+    """From each ``start`` (cron, UTC) until the next ``end`` the app runs at ``parallelism``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    name: str = Field(pattern=r"^[a-z][a-z0-9_-]*$")
+    start: str
+    end: str
+    parallelism: int = Field(ge=1)
+
+    @field_validator("start", "end")
+    @classmethod
+    def _valid_cron(cls, v: str) -> str:
+        return _cron(v)
+
+
 class AppSpec(BaseModel):
     """One streaming application."""
 
@@ -57,6 +114,53 @@ class AppSpec(BaseModel):
     parallelism: Parallelism = Parallelism()
     checkpoint_root: Path | None = None
     spark_master: str | None = None  # None: the platform's standalone master; "local[N]" or a URL
+    savepoints: SavepointPolicy = SavepointPolicy()
+    scale_windows: tuple[ScaleWindow, ...] = ()
+
+    @field_validator("spark_master")
+    @classmethod
+    def _valid_master(cls, v: str | None) -> str | None:
+        if v is not None and not _MASTER.match(v):
+            raise ValueError(f"not a Spark master: {v!r} (local[N], spark://host:port or k8s://https://host:port)")
+        return v
+
+    @model_validator(mode="after")
+    def _parallelism_usable(self) -> AppSpec:
+        limit = self.max_usable_parallelism
+        if self.parallelism.max > limit:
+            raise ValueError(f"parallelism.max {self.parallelism.max} > {limit}, the most this app can use "
+                             f"(input_partitions {self.input_partitions}, state_partitions "
+                             f"{self.state_partitions})")
+        names = [w.name for w in self.scale_windows]
+        for w in self.scale_windows:
+            if not self.parallelism.min <= w.parallelism <= self.parallelism.max:
+                raise ValueError(f"scale window {w.name!r}: parallelism {w.parallelism} outside "
+                                 f"[{self.parallelism.min}, {self.parallelism.max}] (parallelism.min/max)")
+            if names.count(w.name) > 1:
+                raise ValueError(f"scale window name {w.name!r} used twice")
+        return self
+
+    @property
+    def max_usable_parallelism(self) -> int:
+        """One core per task: more cores than the widest stage (scan or state) would sit idle."""
+        return max(self.input_partitions, self.state_partitions)
+
+    def check_parallelism(self, n: int) -> int:
+        """``n`` if this app can run at it, else a ``UsageError`` naming the limit and how to raise it."""
+        limit = self.max_usable_parallelism
+        if n < 1:
+            raise UsageError(f"{self.name}: parallelism must be at least 1, got {n}")
+        if n > limit:
+            raise UsageError(
+                f"{self.name}: parallelism {n} is more than it can use: {limit} (input_partitions "
+                f"{self.input_partitions}, state_partitions {self.state_partitions}). To raise it, add "
+                f"partitions to {', '.join(self.input_topics)} and input_partitions in the spec, or "
+                f"`streamops rebuild-state {self.name} --from-changelog --state-partitions N`")
+        if not self.parallelism.min <= n <= self.parallelism.max:
+            raise UsageError(f"{self.name}: parallelism {n} outside the spec's range "
+                             f"[{self.parallelism.min}, {self.parallelism.max}] (parallelism.min/max in "
+                             f"include/streams.yaml)")
+        return n
 
     @field_validator("trigger_interval")
     @classmethod

@@ -1,0 +1,1 @@
+"""Operating apps: deciding (pure reconcile logic, scale windows) and doing (supervisor, operations)."""

@@ -1,0 +1,33 @@
+"""Scale windows: which parallelism the spec asks for at a given time (UTC)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from streamops.spec import AppSpec, ScaleWindow
+
+
+def _last(cron: str, now: datetime) -> datetime:
+    """The latest fire time at or before ``now`` (a window starting or ending at ``now`` has)."""
+    from croniter import croniter
+
+    return croniter(cron, now + timedelta(seconds=1)).get_prev(datetime)
+
+
+def active_window(spec: AppSpec, now: datetime | None = None) -> ScaleWindow | None:
+    """The window whose latest start is after its latest end; the most recently started wins."""
+    now = (now or datetime.now(UTC)).astimezone(UTC)
+    best: tuple[datetime, ScaleWindow] | None = None
+    for w in spec.scale_windows:
+        started = _last(w.start, now)
+        if started > _last(w.end, now) and (best is None or started > best[0]):
+            best = (started, w)
+    return best[1] if best else None
+
+
+def scheduled_parallelism(spec: AppSpec, now: datetime | None = None) -> tuple[int, str]:
+    """(parallelism, why) at ``now``: the active window's, else the spec's default."""
+    w = active_window(spec, now)
+    if w is not None:
+        return w.parallelism, f"scale window {w.name!r}"
+    return spec.parallelism.default, "default (no scale window active)"
