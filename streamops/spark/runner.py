@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -38,6 +39,41 @@ class RunOptions:
 
 def app_dir(settings: Settings, app: str) -> Path:
     return settings.state_dir / "apps" / app
+
+
+class ObservedReporter:
+    """Writes the driver's observed state to the ledger. Best effort: a ledger outage is logged
+    (once per kind of error) and never stops the stream."""
+
+    def __init__(self, settings: Settings, app: str) -> None:
+        self.app = app
+        self._ledger = None
+        self._warned: set[str] = set()
+        try:
+            from streamops.ledger import Ledger
+
+            self._ledger = Ledger.open(settings.ledger_db_url)
+        except Exception as exc:  # noqa: BLE001
+            self._warn(exc)
+
+    def _warn(self, exc: Exception) -> None:
+        kind = type(exc).__name__
+        if kind not in self._warned:
+            self._warned.add(kind)
+            log.warning("%s: cannot write observed state to the ledger (%s); the stream goes on",
+                        self.app, str(exc).splitlines()[0][:200])
+
+    def report(self, **fields) -> None:
+        if self._ledger is None:
+            return
+        try:
+            self._ledger.report_observed(self.app, **fields)
+        except Exception as exc:  # noqa: BLE001
+            self._warn(exc)
+
+    def close(self) -> None:
+        if self._ledger is not None:
+            self._ledger.close()
 
 
 def heartbeat_path(settings: Settings, app: str) -> Path:
@@ -68,8 +104,9 @@ def batches_path(settings: Settings, app: str) -> Path:
     return app_dir(settings, app) / "batches.jsonl"
 
 
-def progress_listener(path: Path):
-    """A StreamingQueryListener appending one JSON line per micro-batch (rates, durations, offsets)."""
+def progress_listener(path: Path, reporter: ObservedReporter | None = None):
+    """A StreamingQueryListener appending one JSON line per micro-batch (rates, durations, offsets)
+    and reporting rates and state size as observed state."""
     from pyspark.sql.streaming import StreamingQueryListener
 
     class ProgressRecorder(StreamingQueryListener):
@@ -89,6 +126,9 @@ def progress_listener(path: Path):
             path.parent.mkdir(parents=True, exist_ok=True)
             with open(path, "a") as f:
                 f.write(json.dumps(line, default=str) + "\n")
+            if reporter is not None:
+                reporter.report(input_rate=line["input_rows_per_s"], processing_rate=line["processed_rows_per_s"],
+                                state_rows=line["state_rows"], state_bytes=line["state_bytes"])
 
         def onQueryIdle(self, event) -> None:
             pass
@@ -142,14 +182,19 @@ def run_app(
     spark = build_session(spec, settings, master=opts.master, parallelism=opts.parallelism,
                           extra=opts.extra_conf)
     spark.sparkContext.setLogLevel("WARN")
-    spark.streams.addListener(progress_listener(batches_path(settings, spec.name)))
+    reporter = ObservedReporter(settings, spec.name)
+    reporter.report(status="starting", pid=os.getpid(), host=socket.gethostname(),
+                    spark_app_id=spark.sparkContext.applicationId,
+                    parallelism=opts.parallelism or spec.parallelism.default, error=None)
+    spark.streams.addListener(progress_listener(batches_path(settings, spec.name), reporter))
     hb = heartbeat_path(settings, spec.name)
     failures = 0
+    final = "stopped"
     try:
         while not stop.is_set():
             committed_before = _last_batch(hb)
             try:
-                _run_query_once(spark, spec, settings, build, to_records, hb, stop, targets)
+                _run_query_once(spark, spec, settings, build, to_records, hb, stop, targets, reporter)
                 return 0
             except Exception as exc:
                 if _last_batch(hb) != committed_before:
@@ -157,15 +202,20 @@ def run_app(
                 failures += 1
                 if failures > opts.max_restarts:
                     log.error("%s failed %d times in a row; giving up: %s", spec.name, failures, exc)
+                    final = "failed"
+                    reporter.report(error=str(exc)[:2000])
                     raise
                 delay = min(opts.max_backoff, opts.backoff * 2 ** (failures - 1))
                 log.warning("%s query failed (%s); restart %d/%d from the checkpoint in %.1fs",
                             spec.name, str(exc).splitlines()[0][:300], failures, opts.max_restarts, delay)
                 _update_heartbeat(hb, status="restarting", error=str(exc)[:2000], restarts=failures)
+                reporter.report(status="restarting", error=str(exc)[:2000])
                 stop.wait(delay)
         return 0
     finally:
         _update_heartbeat(hb, status="stopped")
+        reporter.report(status=final, pid=None)
+        reporter.close()
         spark.stop()
 
 
@@ -184,8 +234,20 @@ def _update_heartbeat(hb: Path, **fields) -> None:
     write_heartbeat(hb, {**current, **fields, "heartbeat_ms": int(time.time() * 1000)})
 
 
+def _executors(spark) -> int:
+    """Executors registered with the driver (local mode: the driver itself, 1)."""
+    sc = spark.sparkContext
+    if sc.master.startswith("local"):
+        return 1
+    try:
+        return max(0, sc._jsc.sc().getExecutorMemoryStatus().size() - 1)
+    except Exception:  # noqa: BLE001 - e.g. Spark Connect: unknown
+        return 0
+
+
 def _run_query_once(spark, spec: AppSpec, settings: Settings, build: Callable, to_records: Callable,
-                    hb: Path, stop: threading.Event, targets: dict | None) -> None:
+                    hb: Path, stop: threading.Event, targets: dict | None,
+                    reporter: ObservedReporter | None = None) -> None:
     """Start the query, run until stopped / caught up (returns) or failed (raises)."""
     from streamops.spark.commit import BatchCommitter
     from streamops.spark.kafka_io import read_kafka
@@ -211,6 +273,8 @@ def _run_query_once(spark, spec: AppSpec, settings: Settings, build: Callable, t
             "commit_seconds": round(t3 - t2, 3),
             "heartbeat_ms": int(time.time() * 1000), "started_ms": int(started * 1000),
         })
+        if reporter is not None:
+            reporter.report(status="running", last_batch=batch_id, executors=_executors(spark), error=None)
 
     raw = read_kafka(
         spark,

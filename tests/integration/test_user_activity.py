@@ -3,6 +3,8 @@ of the driver mid-batch, and a broker restart. ``streamops check`` is the oracle
 
 from __future__ import annotations
 
+import json
+
 from streamops.checkpoints import layout
 from streamops.demo.generator import generate_records
 from streamops.platform import manager
@@ -28,6 +30,17 @@ def test_100k_events_with_malformed_records_exact(app_factory) -> None:
     assert dlq["expected"] == dlq["actual"] == bad and 800 < bad < 1200
     state = next(v for v in report["views"] if v["view"] == "state")
     assert state["actual"] == 1000
+
+    # the driver reported what it did to the ledger; status reads it back with the lag
+    r = app.cli("status", "user_activity", "--json")
+    assert r.returncode == 0, r.stderr[-2000:]
+    st = json.loads(r.stdout)
+    obs = st["observed"]
+    assert (obs["status"], obs["pid"], obs["last_batch"]) == ("stopped", None, app.committed_batch())
+    assert obs["spark_app_id"] and obs["executors"] >= 1
+    assert st["checkpoint"]["last_committed_batch"] == app.committed_batch()
+    assert st["total_lag"] == 0 and len(st["lag"]["user-events"]) == 6
+    assert sum(int(o) for o in st["checkpoint"]["committed_offsets"]["user-events"].values()) == 100_000
 
 
 def test_stop_and_restart_mid_stream_exact(app_factory) -> None:

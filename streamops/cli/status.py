@@ -1,0 +1,32 @@
+"""``streamops status [APP]``: desired vs observed, lag, last batch, last operations."""
+
+from __future__ import annotations
+
+import argparse
+
+from streamops.cli.common import emit, settings_from
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from streamops.ledger import Ledger
+    from streamops.lifecycle.status import app_status, render
+    from streamops.spec import default_spec_path, get_app, load_specs
+
+    settings = settings_from(args)
+    specs = load_specs(default_spec_path(settings.repo))
+    chosen = [get_app(specs, args.app)] if args.app else list(specs.values())
+    ledger = Ledger.open(settings.ledger_db_url)
+    try:
+        states = [app_status(spec, settings, ledger, with_lag=not args.no_lag) for spec in chosen]
+    finally:
+        ledger.close()
+    emit(args, states if not args.app else states[0], "\n".join(render(s) for s in states))
+    return 0
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("status", parents=[common], help="desired vs observed state, lag, last batch, operations",
+                       description="Status of one app (or all in include/streams.yaml).")
+    p.add_argument("app", nargs="?", help="app name (default: all)")
+    p.add_argument("--no-lag", action="store_true", help="skip asking the broker for end offsets")
+    p.set_defaults(func=cmd_status)

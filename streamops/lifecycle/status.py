@@ -1,0 +1,105 @@
+"""``status``: desired vs observed per app, lag per partition, last batch, last operations.
+
+Read-only and tolerant: a missing ledger row, checkpoint or broker shows up as ``None`` with a
+note instead of failing, because status is what operators run when something is broken.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from streamops.checkpoints import layout
+from streamops.ledger import Ledger
+from streamops.settings import Settings
+from streamops.spec import AppSpec
+
+LAST_OPERATIONS = 5
+
+
+def last_progress(path: Path) -> dict[str, Any] | None:
+    """The last line of the driver's batches.jsonl (one line per micro-batch)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - 65536))
+            lines = f.read().splitlines()
+    except FileNotFoundError:
+        return None
+    for line in reversed(lines):
+        try:
+            return json.loads(line)
+        except ValueError:
+            continue
+    return None
+
+
+def lag(settings: Settings, spec: AppSpec, committed: dict[str, dict[int, int]]) -> tuple[dict | None, str | None]:
+    """Per topic and partition: end offset - committed offset (whole topic if nothing committed)."""
+    from streamops.kafka.admin import end_offsets
+
+    out: dict[str, dict[str, int]] = {}
+    try:
+        for topic in spec.input_topics:
+            ends = end_offsets(settings.kafka_bootstrap, topic, timeout=5)
+            done = committed.get(topic, {})
+            out[topic] = {str(p): hi - done.get(p, lo) for p, (lo, hi) in sorted(ends.items())}
+    except Exception as exc:  # noqa: BLE001 - status must still show the rest
+        return None, f"lag unknown: {str(exc).splitlines()[0][:200]}"
+    return out, None
+
+
+def app_status(spec: AppSpec, settings: Settings, ledger: Ledger, *, with_lag: bool = True) -> dict[str, Any]:
+    from streamops.spark.runner import batches_path
+    from streamops.spark.session import checkpoint_dir
+
+    ckpt = checkpoint_dir(settings, spec)
+    committed = layout.committed_offsets(ckpt)
+    notes: list[str] = []
+    lag_map = None
+    if with_lag:
+        lag_map, note = lag(settings, spec, committed)
+        if note:
+            notes.append(note)
+    progress = last_progress(batches_path(settings, spec.name))
+    return {
+        "app": spec.name,
+        "desired": ledger.desired(spec.name),
+        "observed": ledger.observed(spec.name),
+        "lease": ledger.lease(spec.name),
+        "checkpoint": {"path": str(ckpt), "last_committed_batch": layout.last_committed_batch(ckpt),
+                       "committed_offsets": {t: {str(p): o for p, o in ps.items()} for t, ps in committed.items()}},
+        "lag": lag_map,
+        "total_lag": sum(sum(ps.values()) for ps in lag_map.values()) if lag_map else None,
+        "last_batch": progress,
+        "operations": ledger.operations(spec.name, limit=LAST_OPERATIONS),
+        "notes": notes,
+    }
+
+
+def render(st: dict[str, Any]) -> str:
+    d, o, b = st["desired"] or {}, st["observed"] or {}, st["last_batch"] or {}
+    lines = [f"{st['app']}: desired {d.get('status', '-')} x{d.get('parallelism', '-')}, "
+             f"observed {o.get('status', 'never seen')} x{o.get('parallelism') or '-'} "
+             f"(executors {o.get('executors') if o.get('executors') is not None else '-'}, "
+             f"pid {o.get('pid') or '-'}, heartbeat {o.get('heartbeat_at') or '-'})"]
+    lines.append(f"  last committed batch {st['checkpoint']['last_committed_batch']}, "
+                 f"lag {st['total_lag'] if st['total_lag'] is not None else '?'}")
+    if st["lag"]:
+        for topic, parts in st["lag"].items():
+            lines.append(f"    {topic}: " + " ".join(f"p{p}={n}" for p, n in parts.items()))
+    if b:
+        rate_in, rate_done = b.get("input_rows_per_s") or 0, b.get("processed_rows_per_s") or 0
+        lines.append(f"  batch {b.get('batch_id')}: {b.get('input_rows')} rows, in {rate_in:.0f}/s, "
+                     f"processed {rate_done:.0f}/s, state {b.get('state_rows')} rows / "
+                     f"{b.get('state_bytes')} bytes")
+    if st["lease"]:
+        le = st["lease"]
+        lines.append(f"  operation {le['kind']} #{le['operation_id']} running since {le['acquired_at']}, "
+                     f"asked by {le['holder']}")
+    for op in st["operations"]:
+        lines.append(f"  #{op['id']} {op['kind']} {op['outcome']} {op['started_at']:%Y-%m-%d %H:%M:%S} "
+                     f"by {op['requested_by']}" + (f": {op['error'][:120]}" if op.get("error") else ""))
+    lines += [f"  note: {n}" for n in st["notes"]]
+    return "\n".join(lines)
