@@ -7,6 +7,7 @@ BIN := $(VENV)/bin
 
 run: bootstrap
 	$(BIN)/streamops platform up
+	$(BIN)/streamops deploy user_activity
 
 test: bootstrap-test
 	$(BIN)/python -m pytest

@@ -104,6 +104,9 @@ class Ledger:
         from alembic import command
         from alembic.config import Config
 
+        import logging
+
+        logging.getLogger("alembic").setLevel(logging.WARNING)
         cfg = Config()
         cfg.set_main_option("script_location", str(MIGRATIONS))
         with self.engine.begin() as conn:
@@ -172,6 +175,18 @@ class Ledger:
             self.finish(op, "failed", error=f"{type(exc).__name__}: {exc}"[:4000], after=rec.after)
             raise
         self.finish(op, "succeeded", after=rec.after)
+
+    def record(self, app: str, kind: str, params: Mapping[str, Any] | None = None, *, who: str,
+               outcome: str = "succeeded", error: str | None = None, before: Mapping[str, Any] | None = None,
+               after: Mapping[str, Any] | None = None) -> int:
+        """Log an action taken without a lease (the supervisor restarting a crashed driver)."""
+        now = _db_time(utcnow())
+        with self.engine.begin() as conn:
+            return int(conn.execute(insert(t.operations).values(
+                app=app, kind=kind, params=dict(params or {}), requested_by=who, started_at=now, ended_at=now,
+                outcome=outcome, error=error, before=dict(before) if before else None,
+                after=dict(after) if after else None,
+            )).inserted_primary_key[0])
 
     def lease(self, app: str) -> dict[str, Any] | None:
         with self.engine.connect() as conn:

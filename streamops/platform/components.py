@@ -10,8 +10,8 @@ from typing import Literal
 
 from streamops.settings import ENV_VARS, Settings
 
-Group = Literal["kafka", "spark", "airflow"]
-GROUPS: tuple[Group, ...] = ("kafka", "spark", "airflow")
+Group = Literal["kafka", "spark", "airflow", "supervisor"]
+GROUPS: tuple[Group, ...] = ("kafka", "spark", "airflow", "supervisor")
 
 
 @dataclass(frozen=True)
@@ -145,6 +145,9 @@ def build(settings: Settings) -> list[Component]:
             start_timeout=180,
         ),
     ]
+    # last: it launches app drivers, which need the broker and Spark
+    comps.append(Component("supervisor", "supervisor", (sys.executable, "-m", "streamops.cli", "supervise"),
+                           start_timeout=60))
     return comps
 
 

@@ -73,7 +73,21 @@ def check_all(settings: Settings, comps: list[Component]) -> dict[str, bool]:
             else:
                 key = c.name.removeprefix("airflow-").replace("-", "_")
                 out[c.name] = (health.get(key) or {}).get("status") == "healthy"
+    if "supervisor" in names:
+        out["supervisor"] = supervisor_healthy(settings)
     return out
+
+
+def supervisor_healthy(settings: Settings, max_age: float = 15.0) -> bool:
+    """Its reconcile loop wrote a heartbeat recently."""
+    import json
+    import time
+
+    try:
+        beat = json.loads((settings.state_dir / "supervisor.json").read_text())["heartbeat"]
+    except (FileNotFoundError, ValueError, KeyError):
+        return False
+    return time.time() - beat < max_age
 
 
 def probe(settings: Settings) -> dict[str, Any]:

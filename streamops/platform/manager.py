@@ -241,5 +241,27 @@ def _stop(settings: Settings, comps: Iterable[Component], timeout: float = 20.0)
 def down(
     settings: Settings, only: Iterable[Group] | None = None, timeout: float = 20.0
 ) -> list[dict]:
-    """Stop components in reverse start order: SIGTERM, bounded wait, then SIGKILL."""
-    return _stop(settings, reversed(select(settings, only)), timeout=timeout)
+    """Stop components in reverse start order: SIGTERM, bounded wait, then SIGKILL.
+
+    With the supervisor gone, the app drivers it launched are stopped too (gracefully, at a
+    batch boundary): nothing the platform started outlives ``down``.
+    """
+    comps = list(reversed(select(settings, only)))
+    out = _stop(settings, [c for c in comps if c.group == "supervisor"], timeout=timeout)
+    if any(c.group == "supervisor" for c in comps):
+        out += stop_drivers(settings)
+    return out + _stop(settings, [c for c in comps if c.group != "supervisor"], timeout=timeout)
+
+
+def stop_drivers(settings: Settings) -> list[dict]:
+    from streamops.lifecycle import driver
+
+    out = []
+    apps = settings.state_dir / "apps"
+    for pid_file in sorted(apps.glob("*/driver.pid")) if apps.exists() else []:
+        app = pid_file.parent.name
+        rec = read_pid(pid_file)
+        if driver.stop(settings, app):
+            out.append({"name": f"driver:{app}", "pid": rec.pid if rec else None, "was_running": True,
+                        "killed": False})
+    return out

@@ -37,6 +37,10 @@ class RunOptions:
     extra_conf: dict[str, str] = field(default_factory=dict)
 
 
+#: seconds between liveness heartbeats while no batch commits
+HEARTBEAT_S = 5.0
+
+
 def app_dir(settings: Settings, app: str) -> Path:
     return settings.state_dir / "apps" / app
 
@@ -293,8 +297,14 @@ def _run_query_once(spark, spec: AppSpec, settings: Settings, build: Callable, t
         .trigger(processingTime=spec.trigger_interval)
         .start()
     )
+    beat = time.monotonic()
     try:
         while query.isActive:
+            if time.monotonic() - beat > HEARTBEAT_S:  # alive even when no batch runs
+                beat = time.monotonic()
+                _update_heartbeat(hb, status="running")
+                if reporter is not None:
+                    reporter.report(status="running")
             if targets is not None:
                 progress = query.lastProgress
                 if progress and _reached(progress["sources"][0].get("endOffset"), targets) and \

@@ -27,7 +27,7 @@ def test_up_status_down_round_trip(platform_factory) -> None:
     info = json.loads(r.stdout)
     comps = {c["name"]: c for c in info["components"]}
     assert set(comps) == {"kafka", "spark-master", "spark-worker-1", "spark-worker-2", "airflow-api-server",
-                          "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer"}
+                          "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer", "supervisor"}
     assert all(c["healthy"] and c["pid"] for c in comps.values()), comps
     assert info["airflow_url"] == s.airflow_url
     assert json.loads((s.airflow_home / "simple_auth_manager_passwords.json.generated").read_text())["admin"]

@@ -1,0 +1,70 @@
+"""``streamops deploy|stop APP``: change an app's desired state and wait for it (audited)."""
+
+from __future__ import annotations
+
+import argparse
+
+from streamops.cli.check import load_app
+from streamops.cli.common import emit, progress_printer
+
+
+def _ledger(settings):
+    from streamops.ledger import Ledger
+
+    return Ledger.open(settings.ledger_db_url)
+
+
+def cmd_deploy(args: argparse.Namespace) -> int:
+    from streamops.lifecycle.operations import deploy
+
+    settings, spec = load_app(args)
+    ledger = _ledger(settings)
+    try:
+        out = deploy(settings, spec, ledger, parallelism=args.parallelism, timeout=args.timeout,
+                     progress=progress_printer(args))
+    finally:
+        ledger.close()
+    emit(args, out, f"{spec.name}: running x{out['parallelism']} (operation #{out['operation_id']}, "
+                    f"batch {out['after']['batch']}, {out['seconds']} s)")
+    return 0
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    from streamops.lifecycle.operations import stop
+
+    settings, spec = load_app(args)
+    ledger = _ledger(settings)
+    try:
+        out = stop(settings, spec, ledger, now=args.now, timeout=args.timeout, progress=progress_printer(args))
+    finally:
+        ledger.close()
+    emit(args, out, f"{spec.name}: stopped at batch {out['after']['batch']} (operation #{out['operation_id']}, "
+                    f"{out['seconds']} s)")
+    return 0
+
+
+def _positive(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("deploy", parents=[common], help="run an app (returns when its first batch committed)",
+                       description="Set the app's desired state to running and wait until a micro-batch "
+                                   "after the start has committed (or it runs with nothing to read).")
+    p.add_argument("app", help="app name from include/streams.yaml")
+    p.add_argument("--parallelism", type=_positive, help="executor cores (default: the spec's default)")
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait (default 300)")
+    p.set_defaults(func=cmd_deploy)
+
+    p = sub.add_parser("stop", parents=[common], help="stop an app at a batch boundary (--now: kill)",
+                       description="Set the app's desired state to stopped and wait until its driver exited.")
+    p.add_argument("app", help="app name from include/streams.yaml")
+    p.add_argument("--now", action="store_true", help="kill the driver instead of a graceful stop")
+    p.add_argument("--timeout", type=float, default=180.0, help="seconds to wait (default 180)")
+    p.set_defaults(func=cmd_stop)

@@ -1,0 +1,44 @@
+"""``streamops supervise``: run the reconcile loop in the foreground (``platform up`` starts it)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import threading
+
+from streamops.cli.common import emit, settings_from
+
+
+def cmd_supervise(args: argparse.Namespace) -> int:
+    from streamops.ledger import Ledger
+    from streamops.lifecycle.supervisor import Supervisor
+    from streamops.spec import default_spec_path, load_specs
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    settings = settings_from(args)
+    specs = load_specs(default_spec_path(settings.repo))
+    ledger = Ledger.open(settings.ledger_db_url)
+    sup = Supervisor(settings, specs, ledger)
+    try:
+        if args.once:
+            actions = sup.reconcile_once()
+            emit(args, {a: {"action": x.kind, "reason": x.reason} for a, x in actions.items()},
+                 "\n".join(f"{a}: {x.kind} ({x.reason})" for a, x in actions.items()))
+            return 0
+        stop = threading.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop.set())
+        sup.run(stop, interval=args.interval)
+        return 0
+    finally:
+        ledger.close()
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("supervise", parents=[common], help="reconcile desired vs observed state (loop)",
+                       description="Launch, restart (with backoff and a crash-loop limit), stop and resize "
+                                   "app drivers so they match the desired state in the ledger.")
+    p.add_argument("--once", action="store_true", help="one reconcile pass, then exit")
+    p.add_argument("--interval", type=float, default=2.0, help="seconds between passes (default 2)")
+    p.set_defaults(func=cmd_supervise)

@@ -1,0 +1,103 @@
+"""Launching and stopping an app's driver process (detached, own session, pid record, log).
+
+The driver is the job module run by this venv's Python (``python jobs/<module>.py --app NAME
+--parallelism N``); PySpark's gateway starts the JVM through ``spark-submit`` in client mode
+as its child. Graceful stop signals only the Python driver (SIGTERM: stop at a batch boundary,
+then ``spark.stop()``); the JVM exits with it. Anything left after the timeout is killed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from streamops.platform import process
+from streamops.settings import Settings
+from streamops.spark.runner import app_dir
+from streamops.spec import AppSpec
+
+
+def pid_path(settings: Settings, app: str) -> Path:
+    return app_dir(settings, app) / "driver.pid"
+
+
+def log_path(settings: Settings, app: str) -> Path:
+    return app_dir(settings, app) / "driver.log"
+
+
+def job_path(spec: AppSpec, settings: Settings) -> Path:
+    return settings.repo / Path(*spec.job.split(".")).with_suffix(".py")
+
+
+def driver_env(settings: Settings) -> dict[str, str]:
+    env = {**os.environ, **settings.env(), "PYSPARK_PYTHON": sys.executable,
+           "PYSPARK_DRIVER_PYTHON": sys.executable, "SPARK_LOCAL_IP": settings.host}
+    try:
+        from streamops.platform.java import find_java
+
+        java, _major = find_java(env)
+        env.setdefault("JAVA_HOME", str(java.parent.parent))
+    except Exception:  # noqa: BLE001 - the driver will say what is missing in its log
+        pass
+    return env
+
+
+def running(settings: Settings, app: str) -> process.PidRecord | None:
+    rec = process.read_pid(pid_path(settings, app))
+    return rec if rec is not None and rec.alive else None
+
+
+def launch(spec: AppSpec, settings: Settings, parallelism: int) -> process.PidRecord:
+    argv = [sys.executable, str(job_path(spec, settings)), "--app", spec.name, "--parallelism", str(parallelism)]
+    rec = process.spawn(argv, env=driver_env(settings), log_path=log_path(settings, spec.name),
+                        pid_path=pid_path(settings, spec.name), cwd=app_dir(settings, spec.name))
+    meta = app_dir(settings, spec.name) / "launch.json"
+    meta.write_text(json.dumps({"pid": rec.pid, "parallelism": parallelism, "launched_at": rec.started_at}))
+    return rec
+
+
+def launched_parallelism(settings: Settings, app: str) -> int | None:
+    try:
+        return int(json.loads((app_dir(settings, app) / "launch.json").read_text())["parallelism"])
+    except (FileNotFoundError, ValueError, KeyError, TypeError):
+        return None
+
+
+def stop(settings: Settings, app: str, *, now: bool = False, timeout: float = 120.0) -> bool:
+    """Stop the driver: graceful (SIGTERM to the Python driver, bounded wait) or ``now`` (SIGKILL).
+
+    Returns True if it was running. Whatever outlives the wait is killed, the JVM included.
+    """
+    rec = process.read_pid(pid_path(settings, app))
+    if rec is None or not rec.alive:
+        pid_path(settings, app).unlink(missing_ok=True)
+        return False
+    if not now:
+        leader = rec.process()
+        if leader is not None:
+            leader.send_signal(signal.SIGTERM)
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline and rec.alive:
+                process._reap([leader])
+                time.sleep(0.2)
+    process.terminate(rec, timeout=0 if now else 10)
+    pid_path(settings, app).unlink(missing_ok=True)
+    return True
+
+
+def heartbeat_age(settings: Settings, app: str) -> float | None:
+    """Seconds since the driver's last heartbeat (driver.json), None if it never wrote one."""
+    try:
+        hb = json.loads((app_dir(settings, app) / "driver.json").read_text())
+        return max(0.0, time.time() - hb["heartbeat_ms"] / 1000)
+    except (FileNotFoundError, ValueError, KeyError, TypeError):
+        return None
+
+
+def log_tail(settings: Settings, app: str, lines: int = 30) -> str:
+    return process.tail(log_path(settings, app), lines)
+

@@ -1,0 +1,137 @@
+"""``streamops supervise``: the reconcile loop (desired in the ledger vs observed processes).
+
+Each pass, per app in the specs: observe (driver pid record, heartbeat age, launched
+parallelism, crash history), ``reconcile.decide``, act (launch / stop / restart / resize by
+restart), and write what it did to the ledger (observed state, and an operation row for every
+launch, restart or stop it performs on its own). Crash history lives in
+``apps/<app>/supervisor.json`` so a restarted supervisor keeps counting.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from streamops.ledger import Ledger
+from streamops.lifecycle import driver
+from streamops.lifecycle.reconcile import Action, Desired, History, Observed, RestartPolicy, decide
+from streamops.settings import Settings
+from streamops.spec import AppSpec
+
+log = logging.getLogger("streamops.supervisor")
+WHO = "supervisor"
+
+
+def heartbeat_file(settings: Settings) -> Path:
+    return settings.state_dir / "supervisor.json"
+
+
+class Supervisor:
+    def __init__(self, settings: Settings, specs: dict[str, AppSpec], ledger: Ledger,
+                 policy: RestartPolicy | None = None) -> None:
+        self.settings, self.specs, self.ledger = settings, specs, ledger
+        self.policy = policy or RestartPolicy()
+
+    # -- per-app memory ------------------------------------------------------------------------
+    def _mem_path(self, app: str) -> Path:
+        return driver.app_dir(self.settings, app) / "supervisor.json"
+
+    def _mem(self, app: str) -> dict[str, Any]:
+        try:
+            return json.loads(self._mem_path(app).read_text())
+        except (FileNotFoundError, ValueError):
+            return {"crashes": [], "launched_at": None, "gave_up_at": None}
+
+    def _save(self, app: str, mem: dict[str, Any]) -> None:
+        path = self._mem_path(app)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(mem))
+        tmp.replace(path)
+
+    # -- one pass ------------------------------------------------------------------------------
+    def observe(self, spec: AppSpec, mem: dict[str, Any], now: float) -> tuple[Observed, History]:
+        app = spec.name
+        rec = driver.running(self.settings, app)
+        if rec is None and driver.pid_path(self.settings, app).exists():
+            # it was ours and it is gone without being asked to stop: a crash, counted once
+            driver.pid_path(self.settings, app).unlink(missing_ok=True)
+            mem["crashes"] = [now, *mem["crashes"]][:50]
+            self.ledger.report_observed(app, status="crashed", pid=None)
+            self.ledger.record(app, "driver-exit", who=WHO, outcome="failed",
+                               error=driver.log_tail(self.settings, app, 20)[-2000:])
+        observed = Observed(
+            alive=rec is not None,
+            parallelism=driver.launched_parallelism(self.settings, app) if rec else None,
+            heartbeat_age=driver.heartbeat_age(self.settings, app) if rec else None,
+        )
+        launched = mem.get("launched_at")
+        if observed.alive and observed.heartbeat_age is not None and launched and \
+                observed.heartbeat_age > now - launched:
+            observed = Observed(True, observed.parallelism, None)  # heartbeat from a previous run
+        history = History(crashes_ago=tuple(now - c for c in mem["crashes"]),
+                          launched_ago=(now - launched) if launched else None)
+        return observed, history
+
+    def reconcile_app(self, spec: AppSpec) -> Action:
+        app = spec.name
+        now = time.time()
+        mem = self._mem(app)
+        row = self.ledger.desired(app)
+        desired = Desired(row["status"], row["parallelism"]) if row else None
+        if row and mem.get("gave_up_at") and row["updated_at"].timestamp() > mem["gave_up_at"]:
+            mem.update(crashes=[], gave_up_at=None)  # desired changed since we gave up: try again
+        observed, history = self.observe(spec, mem, now)
+        action = decide(desired, observed, history, self.policy)
+        if action.kind == "give_up" and mem.get("gave_up_at"):
+            action = Action("none", "given up (crash loop); deploy again to retry")
+        self._act(spec, action, observed, mem, now)
+        self._save(app, mem)
+        return action
+
+    def _act(self, spec: AppSpec, action: Action, observed: Observed, mem: dict[str, Any], now: float) -> None:
+        app = spec.name
+        if action.kind in ("none", "wait"):
+            return
+        log.info("%s: %s (%s)", app, action.kind, action.reason)
+        if action.kind == "give_up":
+            mem["gave_up_at"] = now
+            self.ledger.report_observed(app, status="crash-loop", error=action.reason)
+            self.ledger.record(app, "give-up", who=WHO, outcome="failed", error=action.reason)
+            return
+        if action.kind in ("stop", "restart", "resize"):
+            driver.stop(self.settings, app, now=action.kind == "restart",
+                        timeout=max(60.0, 10 * spec.trigger_seconds))
+            if action.kind == "stop":
+                self.ledger.report_observed(app, status="stopped", pid=None)
+                self.ledger.record(app, "supervisor-stop", who=WHO, params={"reason": action.reason})
+                return
+        assert action.parallelism is not None
+        rec = driver.launch(spec, self.settings, action.parallelism)
+        mem["launched_at"] = now
+        self.ledger.report_observed(app, status="starting", pid=rec.pid, parallelism=action.parallelism,
+                                    error=None)
+        self.ledger.record(app, f"supervisor-{action.kind}", who=WHO,
+                           params={"parallelism": action.parallelism, "reason": action.reason},
+                           before={"parallelism": observed.parallelism}, after={"pid": rec.pid})
+
+    def reconcile_once(self) -> dict[str, Action]:
+        out = {}
+        for spec in self.specs.values():
+            try:
+                out[spec.name] = self.reconcile_app(spec)
+            except Exception as exc:  # one app's trouble must not starve the others
+                log.exception("%s: reconcile failed", spec.name)
+                out[spec.name] = Action("none", f"reconcile failed: {exc}")
+        return out
+
+    def run(self, stop: threading.Event, interval: float = 2.0) -> None:
+        while not stop.is_set():
+            self.reconcile_once()
+            hb = heartbeat_file(self.settings)
+            hb.write_text(json.dumps({"heartbeat": time.time(), "apps": sorted(self.specs)}))
+            stop.wait(interval)

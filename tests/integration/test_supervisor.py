@@ -1,0 +1,70 @@
+"""deploy / kill -9 / supervisor restart / stop on real broker + Spark cluster, audited in the ledger."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import psutil
+
+from streamops.checkpoints import layout
+from streamops.ledger import Ledger
+from streamops.lifecycle import driver
+from streamops.platform import manager
+
+
+def test_deploy_then_kill_9_is_restarted_by_the_supervisor_exact(app_factory) -> None:
+    app = app_factory("ua-supervise")
+    app.produce(20_000, seed=7)
+    r = app.cli("deploy", "user_activity")
+    assert r.returncode == 1 and "supervisor is not running" in r.stderr  # refused, nothing changed
+    probe = Ledger.open(app.settings.ledger_db_url)
+    assert probe.desired("user_activity") is None
+    probe.close()
+    manager.up(app.settings, only=["supervisor"])  # as `platform up` starts it
+    try:
+        r = app.cli("deploy", "user_activity", "--parallelism", "2", "--json", timeout=420)
+        assert r.returncode == 0, r.stderr[-3000:] + manager.log_path(app.settings, "supervisor").read_text()[-3000:]
+        out = json.loads(r.stdout)
+        assert out["parallelism"] == 2 and out["after"]["batch"] is not None
+
+        # a concurrent operation on the same app is refused while one holds the lease
+        ledger = Ledger.open(app.settings.ledger_db_url)
+        op = ledger.begin("user_activity", "resize", who="test:holder")
+        r2 = app.cli("stop", "user_activity")
+        assert r2.returncode == 1 and "operation resize" in r2.stderr and "asked by test:holder" in r2.stderr
+        ledger.finish(op, "succeeded")
+
+        first = driver.running(app.settings, "user_activity")
+        assert first is not None
+        victims = [first.process(), *first.process().children(recursive=True)]
+        for p in victims:
+            p.kill()
+        psutil.wait_procs(victims, timeout=10)
+
+        app.produce(10_000, seed=8)
+        deadline = time.time() + 400
+        while sum(layout.committed_offsets(app.checkpoint).get("user-events", {}).values()) < 30_000:
+            assert time.time() < deadline, driver.log_tail(app.settings, "user_activity", 40)
+            time.sleep(1)
+        second = driver.running(app.settings, "user_activity")
+        assert second is not None and second.pid != first.pid
+
+        r = app.cli("stop", "user_activity", "--json", timeout=300)
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert driver.running(app.settings, "user_activity") is None
+        report = app.check()
+        assert report["ok"] and report["input_records"] == 30_000, report
+
+        ops = list(reversed(ledger.operations("user_activity", limit=50)))
+        kinds = [(o["kind"], o["outcome"]) for o in ops]
+        assert kinds[0] == ("deploy", "succeeded")
+        assert ("supervisor-launch", "succeeded") in kinds and ("driver-exit", "failed") in kinds
+        assert kinds.count(("supervisor-launch", "succeeded")) == 2
+        assert ("stop", "refused") in kinds and kinds[-1][0] in ("stop", "supervisor-stop")
+        assert any(k == ("stop", "succeeded") for k in kinds)
+        assert ledger.observed("user_activity")["status"] == "stopped"
+        ledger.close()
+    finally:
+        manager.down(app.settings, only=["supervisor"])  # also stops any driver it launched
+        assert driver.running(app.settings, "user_activity") is None
