@@ -247,9 +247,25 @@ def down(
     batch boundary): nothing the platform started outlives ``down``.
     """
     comps = list(reversed(select(settings, only)))
-    out = _stop(settings, [c for c in comps if c.group == "supervisor"], timeout=timeout)
-    if any(c.group == "supervisor" for c in comps):
-        out += stop_drivers(settings)
+    sup = [c for c in comps if c.group == "supervisor"]
+    drivers: list[dict] = []
+    signalled: set[str] = set()
+    if sup:
+        # the drivers are the supervisor's children: signal only the supervisor itself first (a
+        # tree-wide SIGTERM would hit each driver's JVM mid-batch), then stop them gracefully
+        for c in sup:
+            rec = _record(settings, c)
+            leader = rec.process() if rec else None
+            if leader is not None:
+                signalled.add(c.name)
+                leader.terminate()
+                try:
+                    leader.wait(timeout)
+                except psutil.TimeoutExpired:
+                    pass
+        drivers = stop_drivers(settings)
+    out = [{**d, "was_running": d["was_running"] or d["name"] in signalled}
+           for d in _stop(settings, sup, timeout=timeout)] + drivers
     return out + _stop(settings, [c for c in comps if c.group != "supervisor"], timeout=timeout)
 
 

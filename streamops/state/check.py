@@ -161,6 +161,7 @@ def _local_spark(settings: Settings):
     os.environ.setdefault("SPARK_LOCAL_IP", settings.host)
     spark = (SparkSession.builder.master("local[1]").appName("streamops-check")
              .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "1")
+             .config("spark.ui.showConsoleProgress", "false")
              .getOrCreate())
     _ = spark.streams.active  # creates the StateStoreCoordinator the state reader talks to
     return spark
