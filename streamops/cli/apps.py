@@ -1,4 +1,4 @@
-"""``streamops deploy|stop APP``: change an app's desired state and wait for it (audited)."""
+"""``streamops deploy|resize|stop APP``: change an app's desired state and wait for it (audited)."""
 
 from __future__ import annotations
 
@@ -43,6 +43,22 @@ def cmd_stop(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_resize(args: argparse.Namespace) -> int:
+    from streamops.lifecycle.operations import resize
+
+    settings, spec = load_app(args)
+    ledger = _ledger(settings)
+    try:
+        out = resize(settings, spec, ledger, parallelism=args.parallelism, strategy=args.strategy,
+                     timeout=args.timeout, progress=progress_printer(args))
+    finally:
+        ledger.close()
+    what = "already at" if out["noop"] else "resized to"
+    emit(args, out, f"{spec.name}: {what} x{out['parallelism']} (operation #{out['operation_id']}, "
+                    f"{out['seconds']} s)")
+    return 0
+
+
 def _positive(text: str) -> int:
     try:
         n = int(text)
@@ -61,6 +77,15 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--parallelism", type=_positive, help="executor cores (default: the spec's default)")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait (default 300)")
     p.set_defaults(func=cmd_deploy)
+
+    p = sub.add_parser("resize", parents=[common], help="change a running app's parallelism",
+                       description="restart: graceful stop at a batch boundary and relaunch from the same "
+                                   "checkpoint with the new executor count.")
+    p.add_argument("app", help="app name from include/streams.yaml")
+    p.add_argument("--parallelism", type=_positive, required=True, help="executor cores")
+    p.add_argument("--strategy", choices=["restart"], default="restart", help="how (default restart)")
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait (default 300)")
+    p.set_defaults(func=cmd_resize)
 
     p = sub.add_parser("stop", parents=[common], help="stop an app at a batch boundary (--now: kill)",
                        description="Set the app's desired state to stopped and wait until its driver exited.")

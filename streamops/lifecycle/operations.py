@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from streamops.checkpoints import layout
-from streamops.exceptions import StreamopsError
+from streamops.exceptions import StreamopsError, UsageError
 from streamops.ledger import Ledger
 from streamops.lifecycle import driver
 from streamops.lifecycle.status import lag
@@ -64,7 +64,7 @@ def deploy(settings: Settings, spec: AppSpec, ledger: Ledger, *, parallelism: in
            progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
     """Desired running at ``parallelism``; returns once a batch after the start has committed
     (or the driver runs with nothing to read)."""
-    n = spec.check_parallelism(parallelism or spec.parallelism.default)
+    n = spec.check_parallelism(spec.parallelism.default if parallelism is None else parallelism)
     require_supervisor(settings)
     before = _snapshot(settings, spec, ledger)
     with ledger.operation(spec.name, "deploy", {"parallelism": n}, who=who, before=before) as rec:
@@ -78,12 +78,44 @@ def deploy(settings: Settings, spec: AppSpec, ledger: Ledger, *, parallelism: in
             "seconds": round(time.time() - t0, 1)}
 
 
+def resize(settings: Settings, spec: AppSpec, ledger: Ledger, *, parallelism: int, strategy: str = "restart",
+           who: str | None = None, timeout: float = 300.0,
+           progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
+    """Change a running app's parallelism. ``restart``: graceful stop at a batch boundary, relaunch
+    from the same checkpoint with the new executor count. Returns once it committed a batch at the
+    new size (or runs caught up). A no-op when already at that size."""
+    if strategy != "restart":
+        raise UsageError(f"unknown strategy {strategy!r}; available: restart")
+    n = spec.check_parallelism(parallelism)
+    require_supervisor(settings)
+    desired = ledger.desired(spec.name)
+    if desired is None or desired["status"] != "running":
+        raise UsageError(f"{spec.name} is not deployed; `streamops deploy {spec.name} --parallelism {n}`")
+    before = _snapshot(settings, spec, ledger)
+    with ledger.operation(spec.name, "resize", {"parallelism": n, "strategy": strategy}, who=who,
+                          before=before) as rec:
+        t0 = time.time()
+        observed = ledger.observed(spec.name) or {}
+        if desired["parallelism"] == n and observed.get("parallelism") == n:
+            rec.after = {**before, "noop": True}
+            return {"app": spec.name, "operation_id": rec.id, "parallelism": n, "noop": True,
+                    "before": before, "after": rec.after, "seconds": 0.0}
+        ledger.set_desired(spec.name, status="running", parallelism=n, who=who, op=rec.op)
+        progress(f"{spec.name}: desired x{n} ({strategy}); waiting for a batch at the new size ...")
+        o = _wait(settings, spec, ledger, t0, timeout, before["batch"], parallelism=n)
+        rec.after = {**_snapshot(settings, spec, ledger), "executors": o.get("executors"), "pid": o.get("pid")}
+    return {"app": spec.name, "operation_id": rec.id, "parallelism": n, "noop": False, "before": before,
+            "after": rec.after, "seconds": round(time.time() - t0, 1)}
+
+
 def _wait(settings: Settings, spec: AppSpec, ledger: Ledger, t0: float, timeout: float,
-          batch_before: int | None) -> dict[str, Any]:
+          batch_before: int | None, parallelism: int | None = None) -> dict[str, Any]:
     deadline = time.time() + timeout
     while time.time() < deadline:
         o = ledger.observed(spec.name) or {}
         fresh = o.get("heartbeat_at") is not None and o["heartbeat_at"].timestamp() >= t0
+        if parallelism is not None and o.get("parallelism") != parallelism:
+            fresh = False
         if fresh and o.get("status") == "running":
             new_batch = o.get("last_batch") is not None and (batch_before is None or o["last_batch"] > batch_before)
             if new_batch:

@@ -189,7 +189,8 @@ def run_app(
     reporter = ObservedReporter(settings, spec.name)
     reporter.report(status="starting", pid=os.getpid(), host=socket.gethostname(),
                     spark_app_id=spark.sparkContext.applicationId,
-                    parallelism=opts.parallelism or spec.parallelism.default, error=None)
+                    parallelism=opts.parallelism or spec.parallelism.default, executors=None,
+                    last_batch=None, error=None)
     spark.streams.addListener(progress_listener(batches_path(settings, spec.name), reporter))
     hb = heartbeat_path(settings, spec.name)
     failures = 0
