@@ -1,4 +1,4 @@
-"""``streamops deploy|resize|stop APP``: change an app's desired state and wait for it (audited)."""
+"""``streamops deploy|resize|scale-windows|stop APP``: change an app's desired state and wait for it (audited)."""
 
 from __future__ import annotations
 
@@ -59,6 +59,29 @@ def cmd_resize(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_scale_windows(args: argparse.Namespace) -> int:
+    from streamops.lifecycle.operations import resize
+    from streamops.lifecycle.windows import window_plan
+
+    settings, spec = load_app(args)
+    ledger = _ledger(settings)
+    try:
+        if args.override is not None:
+            spec.check_parallelism(args.override)
+        plan = window_plan(spec, ledger.desired(spec.name), override=args.override)
+        if args.dry_run or plan["action"] == "none":
+            emit(args, {**plan, "dry_run": args.dry_run},
+                 f"{spec.name}: {plan['action']} — {plan['reason']}" + (" (dry run)" if args.dry_run else ""))
+            return 0
+        out = resize(settings, spec, ledger, parallelism=plan["target"], timeout=args.timeout,
+                     progress=progress_printer(args))
+    finally:
+        ledger.close()
+    emit(args, {**plan, "dry_run": False, "resize": out},
+         f"{spec.name}: resized {plan['reason']} (operation #{out['operation_id']}, {out['seconds']} s)")
+    return 0
+
+
 def _positive(text: str) -> int:
     try:
         n = int(text)
@@ -86,6 +109,15 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--strategy", choices=["restart"], default="restart", help="how (default restart)")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait (default 300)")
     p.set_defaults(func=cmd_resize)
+
+    p = sub.add_parser("scale-windows", parents=[common], help="resize a running app to its scale window",
+                       description="Apply the spec's scale windows now: resize (restart strategy) when the "
+                                   "window's parallelism differs from the desired one; a no-op otherwise.")
+    p.add_argument("app", help="app name from include/streams.yaml")
+    p.add_argument("--override", type=_positive, metavar="N", help="use N instead of the schedule")
+    p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the resize (default 300)")
+    p.set_defaults(func=cmd_scale_windows)
 
     p = sub.add_parser("stop", parents=[common], help="stop an app at a batch boundary (--now: kill)",
                        description="Set the app's desired state to stopped and wait until its driver exited.")

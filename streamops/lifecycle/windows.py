@@ -31,3 +31,22 @@ def scheduled_parallelism(spec: AppSpec, now: datetime | None = None) -> tuple[i
     if w is not None:
         return w.parallelism, f"scale window {w.name!r}"
     return spec.parallelism.default, "default (no scale window active)"
+
+
+def window_plan(spec: AppSpec, desired: dict | None, now: datetime | None = None,
+                override: int | None = None) -> dict:
+    """What applying the scale windows at ``now`` would do: ``resize`` to a new size, or ``none``.
+
+    ``override`` (a manual run's parameter) replaces the schedule. An app that is not deployed
+    (or stopped) is left alone: windows size running apps, they do not start them.
+    """
+    target, why = (override, "manual override") if override is not None else scheduled_parallelism(spec, now)
+    current = desired["parallelism"] if desired else None
+    if not desired or desired["status"] != "running":
+        return {"app": spec.name, "action": "none", "target": target, "current": current,
+                "reason": f"{spec.name} is not running; scale windows only resize running apps"}
+    if current == target:
+        return {"app": spec.name, "action": "none", "target": target, "current": current,
+                "reason": f"already at {target} ({why})"}
+    return {"app": spec.name, "action": "resize", "target": target, "current": current,
+            "reason": f"{current} -> {target} ({why})"}

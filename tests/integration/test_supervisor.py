@@ -58,6 +58,12 @@ def test_deploy_then_kill_9_is_restarted_by_the_supervisor_exact(app_factory) ->
         assert third is not None and third.pid != second.pid
         r = app.cli("resize", "user_activity", "--parallelism", "1", "--json")
         assert r.returncode == 0 and json.loads(r.stdout)["noop"] is True, r.stderr[-2000:]
+        # no scale window is active: the schedule wants the default (2); a dry run changes nothing
+        r = app.cli("scale-windows", "user_activity", "--dry-run", "--json")
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert {k: json.loads(r.stdout)[k] for k in ("action", "current", "target")} == {
+            "action": "resize", "current": 1, "target": 2}
+        assert ledger.desired("user_activity")["parallelism"] == 1
         r = app.cli("resize", "user_activity", "--parallelism", "5")
         assert r.returncode == 2 and "outside the spec's range [1, 4]" in r.stderr
         app.produce(5_000, seed=9)

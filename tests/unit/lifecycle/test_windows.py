@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from streamops.lifecycle.windows import active_window, scheduled_parallelism
+from streamops.lifecycle.windows import active_window, scheduled_parallelism, window_plan
 from streamops.spec import AppSpec
 
 SPEC = AppSpec(
@@ -37,3 +37,17 @@ def test_window_spanning_midnight() -> None:
     assert active_window(spec, at("2026-11-23 23:00")).name == "night"
     assert active_window(spec, at("2026-11-24 05:59")).name == "night"
     assert active_window(spec, at("2026-11-24 06:00")) is None
+
+
+def test_window_plan() -> None:
+    running2 = {"status": "running", "parallelism": 2}
+    monday_9 = at("2026-11-23 09:00")
+    assert window_plan(SPEC, running2, monday_9) == {
+        "app": "app1", "action": "resize", "target": 4, "current": 2, "reason": "2 -> 4 (scale window 'business')"}
+    assert window_plan(SPEC, {"status": "running", "parallelism": 4}, monday_9)["action"] == "none"
+    assert window_plan(SPEC, running2, at("2026-11-23 19:00"))["reason"] == \
+        "already at 2 (default (no scale window active))"
+    assert window_plan(SPEC, running2, monday_9, override=3)["reason"] == "2 -> 3 (manual override)"
+    stopped = window_plan(SPEC, {"status": "stopped", "parallelism": 2}, monday_9)
+    assert stopped["action"] == "none" and "not running" in stopped["reason"]
+    assert window_plan(SPEC, None, monday_9)["action"] == "none"
