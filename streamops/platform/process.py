@@ -21,6 +21,21 @@ import psutil
 _CHILDREN: dict[int, subprocess.Popen] = {}
 
 
+def start_ticks(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (Linux ``/proc/PID/stat`` field 22).
+
+    Unlike a wall-clock create time it does not move when the system clock is stepped or slewed
+    (psutil derives create times from the current boot time, which does), so it identifies a
+    process exactly.
+    """
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        return int(stat[stat.rindex(b")") + 2:].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 @dataclass(frozen=True)
 class PidRecord:
     pid: int
@@ -28,12 +43,20 @@ class PidRecord:
     create_time: float
     started_at: float
     argv: list[str]
+    ticks: int | None = None  # start_ticks(pid) when recorded (None: not on Linux / old record)
+
+    def _same_start(self, proc: psutil.Process) -> bool:
+        if self.ticks is not None:
+            ticks = start_ticks(proc.pid)
+            if ticks is not None:
+                return ticks == self.ticks
+        return abs(proc.create_time() - self.create_time) <= 1.0
 
     def process(self) -> psutil.Process | None:
         """The live process this record describes, or None (gone, zombie, or pid recycled)."""
         try:
             proc = psutil.Process(self.pid)
-            if abs(proc.create_time() - self.create_time) > 1.0:
+            if not self._same_start(proc):
                 return None
             if proc.status() == psutil.STATUS_ZOMBIE:
                 return None
@@ -80,7 +103,7 @@ def spawn(
         create_time = psutil.Process(proc.pid).create_time()
     except psutil.NoSuchProcess:
         create_time = time.time()
-    record = PidRecord(proc.pid, proc.pid, create_time, time.time(), list(argv))
+    record = PidRecord(proc.pid, proc.pid, create_time, time.time(), list(argv), start_ticks(proc.pid))
     tmp = pid_path.with_suffix(".tmp")
     tmp.write_text(json.dumps(asdict(record)))
     tmp.replace(pid_path)
@@ -98,11 +121,20 @@ def _tree(record: PidRecord) -> list[psutil.Process]:
             procs[child.pid] = child
     for proc in psutil.process_iter():
         try:
-            if os.getpgid(proc.pid) == record.pgid and proc.create_time() >= record.create_time - 1:
+            if os.getpgid(proc.pid) == record.pgid and _started_after(proc, record):
                 procs.setdefault(proc.pid, proc)
         except (ProcessLookupError, psutil.NoSuchProcess, PermissionError):
             continue
     return [p for p in procs.values() if _running(p)]
+
+
+def _started_after(proc: psutil.Process, record: PidRecord) -> bool:
+    """Started no earlier than the record's leader (so not an older process reusing the pgid)."""
+    if record.ticks is not None:
+        ticks = start_ticks(proc.pid)
+        if ticks is not None:
+            return ticks >= record.ticks
+    return proc.create_time() >= record.create_time - 1
 
 
 def _running(proc: psutil.Process) -> bool:

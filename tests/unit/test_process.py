@@ -49,6 +49,18 @@ def test_recycled_pid_is_not_ours(tmp_path: Path) -> None:
     assert me.is_running()
 
 
+def test_identity_uses_start_ticks_not_the_wall_clock() -> None:
+    from streamops.platform.process import start_ticks
+
+    me = psutil.Process()
+    ticks = start_ticks(me.pid)
+    assert ticks is not None
+    # the wall clock was stepped by 100 s since the record was written: still our process
+    assert PidRecord(me.pid, me.pid, me.create_time() + 100, time.time(), ["x"], ticks).alive
+    # same pid and create time but another start: a recycled pid, not ours
+    assert not PidRecord(me.pid, me.pid, me.create_time(), time.time(), ["x"], ticks + 1).alive
+
+
 def test_read_pid_tolerates_garbage(tmp_path: Path) -> None:
     (tmp_path / "x.pid").write_text("not json")
     assert read_pid(tmp_path / "x.pid") is None
