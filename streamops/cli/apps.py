@@ -106,7 +106,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                                    "checkpoint with the new executor count.")
     p.add_argument("app", help="app name from include/streams.yaml")
     p.add_argument("--parallelism", type=_positive, required=True, help="executor cores")
-    p.add_argument("--strategy", choices=["restart"], default="restart", help="how (default restart)")
+    p.add_argument("--strategy", choices=["restart", "live"], default="restart",
+                   help="restart: new driver from the same checkpoint; live: add/remove executors of the running app")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait (default 300)")
     p.set_defaults(func=cmd_resize)
 

@@ -15,6 +15,8 @@ desired = Table(
     Column("updated_at", DateTime(timezone=True), nullable=False),
     Column("updated_by", String(200), nullable=False),
     Column("operation_id", Integer),
+    # how a parallelism change is applied: restart (new driver) | live (executors of the running app)
+    Column("strategy", String(20), nullable=False, server_default="restart"),
 )
 
 #: what the driver / supervisor last reported (one row per app)

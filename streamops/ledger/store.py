@@ -207,11 +207,13 @@ class Ledger:
 
     # -- desired and observed state -------------------------------------------------------------
     def set_desired(self, app: str, *, status: str, parallelism: int, who: str | None = None,
-                    op: Operation | None = None) -> None:
+                    op: Operation | None = None, strategy: str = "restart") -> None:
         if status not in ("running", "stopped"):
             raise ValueError(f"desired status must be running or stopped, not {status!r}")
+        if strategy not in ("restart", "live"):
+            raise ValueError(f"strategy must be restart or live, not {strategy!r}")
         values = {"status": status, "parallelism": parallelism, "updated_at": _db_time(utcnow()),
-                  "updated_by": requested_by(who), "operation_id": op.id if op else None}
+                  "updated_by": requested_by(who), "operation_id": op.id if op else None, "strategy": strategy}
         self._upsert(t.desired, app, values)
 
     def desired(self, app: str) -> dict[str, Any] | None:

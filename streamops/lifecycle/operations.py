@@ -1,7 +1,10 @@
 """Operations on apps as core functions (the CLI and the Airflow operators are thin callers).
 
-Each one takes the app's lease in the ledger, records before/after, changes the desired state,
-and waits (bounded) until the supervisor has made the observed state match.
+Each operation has three steps so that waiting can happen anywhere: ``request_*`` checks the
+request, takes the app's lease, records "before" and changes the desired state, returning a
+``Pending`` (plain data: an Airflow trigger carries it); ``poll`` says, without blocking, whether
+the supervisor has made the observed state match; ``complete`` / ``abandon`` record the outcome
+and release the lease. ``deploy`` / ``resize`` / ``stop`` chain them for the CLI.
 """
 
 from __future__ import annotations
@@ -9,11 +12,13 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from streamops.checkpoints import layout
 from streamops.exceptions import StreamopsError, UsageError
 from streamops.ledger import Ledger
+from streamops.ledger.store import Operation
 from streamops.lifecycle import driver
 from streamops.lifecycle.status import lag
 from streamops.lifecycle.supervisor import heartbeat_file
@@ -51,6 +56,38 @@ def require_supervisor(settings: Settings) -> None:
             f"restart it with `streamops platform up`")
 
 
+STRATEGIES = ("restart", "live")
+
+
+@dataclass
+class Pending:
+    """An operation whose desired state is set, and what "converged" means for it."""
+
+    app: str
+    kind: str  # deploy | resize | stop
+    operation_id: int
+    requested_by: str
+    t0: float
+    deadline: float
+    before: dict[str, Any]
+    parallelism: int | None = None
+    batch_before: int | None = None
+    #: set when there is nothing to wait for (a no-op resize): the operation is already finished
+    result: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Pending:
+        return cls(**data)
+
+    @property
+    def op(self) -> Operation:
+        return Operation(self.operation_id, self.app, self.kind, self.requested_by)
+
+
 def _snapshot(settings: Settings, spec: AppSpec, ledger: Ledger) -> dict[str, Any]:
     ckpt = checkpoint_dir(settings, spec)
     desired = ledger.desired(spec.name) or {}
@@ -59,97 +96,184 @@ def _snapshot(settings: Settings, spec: AppSpec, ledger: Ledger) -> dict[str, An
             "offsets": {t: {str(p): o for p, o in ps.items()} for t, ps in layout.committed_offsets(ckpt).items()}}
 
 
-def deploy(settings: Settings, spec: AppSpec, ledger: Ledger, *, parallelism: int | None = None,
-           who: str | None = None, timeout: float = 300.0,
-           progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
-    """Desired running at ``parallelism``; returns once a batch after the start has committed
-    (or the driver runs with nothing to read)."""
+def _begin(settings: Settings, spec: AppSpec, ledger: Ledger, kind: str, params: dict[str, Any],
+           who: str | None, timeout: float, parallelism: int | None) -> Pending:
+    before = _snapshot(settings, spec, ledger)
+    op = ledger.begin(spec.name, kind, params, who=who, before=before, ttl_s=max(600.0, timeout + 120))
+    t0 = time.time()
+    return Pending(app=spec.name, kind=kind, operation_id=op.id, requested_by=op.requested_by, t0=t0,
+                   deadline=t0 + timeout, before=before, parallelism=parallelism, batch_before=before["batch"])
+
+
+def _guarded(ledger: Ledger, pending: Pending, step: Callable[[], None]) -> Pending:
+    """Run the step that changes desired state; if it fails, the operation is recorded failed."""
+    try:
+        step()
+    except BaseException as exc:
+        abandon(ledger, pending, f"{type(exc).__name__}: {exc}")
+        raise
+    return pending
+
+
+def request_deploy(settings: Settings, spec: AppSpec, ledger: Ledger, *, parallelism: int | None = None,
+                   who: str | None = None, timeout: float = 300.0) -> Pending:
+    """Desired running at ``parallelism`` (the spec's default when None)."""
     n = spec.check_parallelism(spec.parallelism.default if parallelism is None else parallelism)
     require_supervisor(settings)
-    before = _snapshot(settings, spec, ledger)
-    with ledger.operation(spec.name, "deploy", {"parallelism": n}, who=who, before=before) as rec:
-        t0 = time.time()
-        ledger.set_desired(spec.name, status="running", parallelism=n, who=who, op=rec.op)
-        progress(f"{spec.name}: desired running x{n}; waiting for the first committed batch ...")
-        observed = _wait(settings, spec, ledger, t0, timeout, before["batch"])
-        rec.after = {**_snapshot(settings, spec, ledger), "pid": observed.get("pid"),
-                     "spark_app_id": observed.get("spark_app_id")}
-    return {"app": spec.name, "operation_id": rec.id, "parallelism": n, "before": before, "after": rec.after,
-            "seconds": round(time.time() - t0, 1)}
+    pending = _begin(settings, spec, ledger, "deploy", {"parallelism": n}, who, timeout, n)
+    return _guarded(ledger, pending, lambda: ledger.set_desired(
+        spec.name, status="running", parallelism=n, who=who, op=pending.op))
 
 
-def resize(settings: Settings, spec: AppSpec, ledger: Ledger, *, parallelism: int, strategy: str = "restart",
-           who: str | None = None, timeout: float = 300.0,
-           progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
-    """Change a running app's parallelism. ``restart``: graceful stop at a batch boundary, relaunch
-    from the same checkpoint with the new executor count. Returns once it committed a batch at the
-    new size (or runs caught up). A no-op when already at that size."""
-    if strategy != "restart":
-        raise UsageError(f"unknown strategy {strategy!r}; available: restart")
+def check_strategy(settings: Settings, spec: AppSpec, strategy: str) -> str:
+    """``live`` needs a cluster manager that can add executors to a running application."""
+    if strategy not in STRATEGIES:
+        raise UsageError(f"unknown strategy {strategy!r}; available: {', '.join(STRATEGIES)}")
+    if strategy == "live":
+        master = spec.spark_master or settings.spark_master_url
+        if not master.startswith(("spark://", "k8s://")):
+            raise UsageError(f"{spec.name} runs on {master}: a live resize needs a standalone (spark://) or "
+                             f"k8s:// master that can add executors; use --strategy restart")
+    return strategy
+
+
+def request_resize(settings: Settings, spec: AppSpec, ledger: Ledger, *, parallelism: int,
+                   strategy: str = "restart", who: str | None = None, timeout: float = 300.0) -> Pending:
+    """Change a running app's parallelism. ``restart``: graceful stop at a batch boundary and a new
+    driver from the same checkpoint with the new executor count; ``live``: the running driver adds
+    or removes executors, the query keeps running. Already at that size: a finished no-op."""
+    check_strategy(settings, spec, strategy)
     n = spec.check_parallelism(parallelism)
     require_supervisor(settings)
     desired = ledger.desired(spec.name)
     if desired is None or desired["status"] != "running":
         raise UsageError(f"{spec.name} is not deployed; `streamops deploy {spec.name} --parallelism {n}`")
-    before = _snapshot(settings, spec, ledger)
-    with ledger.operation(spec.name, "resize", {"parallelism": n, "strategy": strategy}, who=who,
-                          before=before) as rec:
-        t0 = time.time()
-        observed = ledger.observed(spec.name) or {}
-        if desired["parallelism"] == n and observed.get("parallelism") == n:
-            rec.after = {**before, "noop": True}
-            return {"app": spec.name, "operation_id": rec.id, "parallelism": n, "noop": True,
-                    "before": before, "after": rec.after, "seconds": 0.0}
-        ledger.set_desired(spec.name, status="running", parallelism=n, who=who, op=rec.op)
-        progress(f"{spec.name}: desired x{n} ({strategy}); waiting for a batch at the new size ...")
-        o = _wait(settings, spec, ledger, t0, timeout, before["batch"], parallelism=n)
-        rec.after = {**_snapshot(settings, spec, ledger), "executors": o.get("executors"), "pid": o.get("pid")}
-    return {"app": spec.name, "operation_id": rec.id, "parallelism": n, "noop": False, "before": before,
-            "after": rec.after, "seconds": round(time.time() - t0, 1)}
+    pending = _begin(settings, spec, ledger, "resize", {"parallelism": n, "strategy": strategy}, who, timeout, n)
+    pending.extra["strategy"] = strategy
+    observed = ledger.observed(spec.name) or {}
+    if desired["parallelism"] == n and observed.get("parallelism") == n:
+        after = {**pending.before, "noop": True}
+        ledger.finish(pending.op, "succeeded", after=after)
+        pending.result = {"app": spec.name, "operation_id": pending.operation_id, "parallelism": n, "noop": True,
+                          "strategy": strategy, "before": pending.before, "after": after, "seconds": 0.0}
+        return pending
+    return _guarded(ledger, pending, lambda: ledger.set_desired(
+        spec.name, status="running", parallelism=n, who=who, op=pending.op, strategy=strategy))
 
 
-def _wait(settings: Settings, spec: AppSpec, ledger: Ledger, t0: float, timeout: float,
-          batch_before: int | None, parallelism: int | None = None) -> dict[str, Any]:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        o = ledger.observed(spec.name) or {}
-        fresh = o.get("heartbeat_at") is not None and o["heartbeat_at"].timestamp() >= t0
-        if parallelism is not None and o.get("parallelism") != parallelism:
-            fresh = False
-        if fresh and o.get("status") == "running":
-            new_batch = o.get("last_batch") is not None and (batch_before is None or o["last_batch"] > batch_before)
-            if new_batch:
-                return o
-            lags, _note = lag(settings, spec, layout.committed_offsets(checkpoint_dir(settings, spec)))
-            if lags is not None and sum(sum(p.values()) for p in lags.values()) == 0:
-                return o  # running and caught up: there is no batch to wait for
-        if o.get("status") in ("crash-loop",):
-            break
-        time.sleep(0.5)
-    raise NotConverged(f"{spec.name} did not commit a batch within {timeout:.0f} s; last driver log lines:\n"
-                       f"{driver.log_tail(settings, spec.name, 30)}")
+def request_stop(settings: Settings, spec: AppSpec, ledger: Ledger, *, now: bool = False, who: str | None = None,
+                 timeout: float = 180.0) -> Pending:
+    """Desired stopped; graceful (batch boundary) unless ``now`` (the driver is killed at once)."""
+    require_supervisor(settings)
+    pending = _begin(settings, spec, ledger, "stop", {"now": now}, who, timeout, None)
+
+    def step() -> None:
+        desired = ledger.desired(spec.name)
+        ledger.set_desired(spec.name, status="stopped",
+                           parallelism=desired["parallelism"] if desired else spec.parallelism.default,
+                           who=who, op=pending.op)
+        if now:  # do not wait for the supervisor's graceful stop
+            driver.stop(settings, spec.name, now=True)
+
+    return _guarded(ledger, pending, step)
+
+
+def poll(settings: Settings, spec: AppSpec, ledger: Ledger, pending: Pending) -> dict[str, Any] | None:
+    """Non-blocking: the observed state once converged, else None. Raises ``NotConverged`` when it
+    cannot converge any more (crash loop, deadline passed). Keeps the lease alive."""
+    if pending.result is not None:
+        return pending.result
+    if time.time() - pending.extra.get("renewed", pending.t0) > 60:
+        ledger.renew(pending.op, ttl_s=max(600.0, pending.deadline - time.time() + 120))
+        pending.extra["renewed"] = time.time()
+    if pending.kind == "stop":
+        if driver.running(settings, spec.name) is None:
+            return ledger.observed(spec.name) or {}
+        if time.time() > pending.deadline:
+            raise NotConverged(f"{spec.name} still running after {pending.deadline - pending.t0:.0f} s; "
+                               f"`streamops stop {spec.name} --now` kills it")
+        return None
+    o = ledger.observed(spec.name) or {}
+    if _converged(settings, spec, o, pending):
+        return o
+    if o.get("status") == "crash-loop" or time.time() > pending.deadline:
+        what = "a batch" if pending.kind == "deploy" else f"a batch at x{pending.parallelism}"
+        raise NotConverged(f"{spec.name} did not commit {what} within {pending.deadline - pending.t0:.0f} s "
+                           f"(observed: {o.get('status')}); last driver log lines:\n"
+                           f"{driver.log_tail(settings, spec.name, 30)}")
+    return None
+
+
+def _converged(settings: Settings, spec: AppSpec, o: dict[str, Any], pending: Pending) -> bool:
+    fresh = o.get("heartbeat_at") is not None and o["heartbeat_at"].timestamp() >= pending.t0
+    if not fresh or o.get("status") != "running" or o.get("parallelism") != pending.parallelism:
+        return False
+    if o.get("last_batch") is not None and (pending.batch_before is None or o["last_batch"] > pending.batch_before):
+        return True
+    lags, _note = lag(settings, spec, layout.committed_offsets(checkpoint_dir(settings, spec)))
+    return lags is not None and sum(sum(p.values()) for p in lags.values()) == 0  # caught up: no batch to wait for
+
+
+def complete(settings: Settings, spec: AppSpec, ledger: Ledger, pending: Pending,
+             observed: dict[str, Any]) -> dict[str, Any]:
+    """Record the converged operation as succeeded (with "after") and release the lease."""
+    if pending.result is not None:
+        return pending.result
+    after = _snapshot(settings, spec, ledger)
+    if pending.kind != "stop":
+        after.update(pid=observed.get("pid"), spark_app_id=observed.get("spark_app_id"),
+                     executors=observed.get("executors"))
+    ledger.finish(pending.op, "succeeded", after=after)
+    out: dict[str, Any] = {"app": spec.name, "operation_id": pending.operation_id, "before": pending.before,
+                           "after": after, "seconds": round(time.time() - pending.t0, 1)}
+    if pending.kind != "stop":
+        out["parallelism"] = pending.parallelism
+    if pending.kind == "resize":
+        out.update(noop=False, strategy=pending.extra.get("strategy", "restart"))
+    return out
+
+
+def abandon(ledger: Ledger, pending: Pending, error: str) -> None:
+    """Record the operation as failed and release the lease (desired state stays as asked)."""
+    if pending.result is None:
+        ledger.finish(pending.op, "failed", error=error[:4000])
+
+
+def wait(settings: Settings, spec: AppSpec, ledger: Ledger, pending: Pending, *, interval: float = 0.5,
+         progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
+    """Block until converged (then ``complete``), or ``abandon`` and raise."""
+    try:
+        while (observed := poll(settings, spec, ledger, pending)) is None:
+            time.sleep(interval)
+    except BaseException as exc:
+        abandon(ledger, pending, f"{type(exc).__name__}: {exc}")
+        raise
+    return complete(settings, spec, ledger, pending, observed)
+
+
+def deploy(settings: Settings, spec: AppSpec, ledger: Ledger, *, parallelism: int | None = None,
+           who: str | None = None, timeout: float = 300.0,
+           progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
+    """Returns once a batch after the start has committed (or the driver runs with nothing to read)."""
+    pending = request_deploy(settings, spec, ledger, parallelism=parallelism, who=who, timeout=timeout)
+    progress(f"{spec.name}: desired running x{pending.parallelism}; waiting for the first committed batch ...")
+    return wait(settings, spec, ledger, pending)
+
+
+def resize(settings: Settings, spec: AppSpec, ledger: Ledger, *, parallelism: int, strategy: str = "restart",
+           who: str | None = None, timeout: float = 300.0,
+           progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
+    """Returns once a batch committed at the new size (or it runs caught up at that size)."""
+    pending = request_resize(settings, spec, ledger, parallelism=parallelism, strategy=strategy, who=who,
+                             timeout=timeout)
+    if pending.result is None:
+        progress(f"{spec.name}: desired x{pending.parallelism} ({strategy}); waiting for a batch at the new size ...")
+    return wait(settings, spec, ledger, pending)
 
 
 def stop(settings: Settings, spec: AppSpec, ledger: Ledger, *, now: bool = False, who: str | None = None,
          timeout: float = 180.0, progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
-    """Desired stopped; graceful (batch boundary) unless ``now``. Returns once no driver runs."""
-    require_supervisor(settings)
-    before = _snapshot(settings, spec, ledger)
-    with ledger.operation(spec.name, "stop", {"now": now}, who=who, before=before) as rec:
-        t0 = time.time()
-        desired = ledger.desired(spec.name)
-        ledger.set_desired(spec.name, status="stopped",
-                           parallelism=desired["parallelism"] if desired else spec.parallelism.default,
-                           who=who, op=rec.op)
-        if now:  # do not wait for the supervisor's graceful stop
-            driver.stop(settings, spec.name, now=True)
-        progress(f"{spec.name}: desired stopped; waiting for the driver to exit ...")
-        deadline = time.time() + timeout
-        while driver.running(settings, spec.name) is not None:
-            if time.time() > deadline:
-                raise NotConverged(f"{spec.name} still running after {timeout:.0f} s; "
-                                   f"`streamops stop {spec.name} --now` kills it")
-            time.sleep(0.5)
-        rec.after = _snapshot(settings, spec, ledger)
-    return {"app": spec.name, "operation_id": rec.id, "before": before, "after": rec.after,
-            "seconds": round(time.time() - t0, 1)}
+    """Returns once no driver runs."""
+    pending = request_stop(settings, spec, ledger, now=now, who=who, timeout=timeout)
+    progress(f"{spec.name}: desired stopped; waiting for the driver to exit ...")
+    return wait(settings, spec, ledger, pending)

@@ -10,13 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-Kind = Literal["none", "launch", "restart", "stop", "resize", "wait", "give_up"]
+Kind = Literal["none", "launch", "restart", "stop", "resize", "resize_live", "wait", "give_up"]
 
 
 @dataclass(frozen=True)
 class Desired:
     status: Literal["running", "stopped"]
     parallelism: int
+    strategy: Literal["restart", "live"] = "restart"
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,8 @@ class Observed:
     parallelism: int | None = None
     heartbeat_age: float | None = None
     status: str | None = None  # the driver's own word: starting | running | restarting | stopped
+    #: a live resize asked of the running driver for the desired size, not applied yet: its age
+    live_request_age: float | None = None
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,8 @@ class RestartPolicy:
     heartbeat_timeout_s: float = 120.0
     #: grace after launch before a missing heartbeat counts
     startup_grace_s: float = 180.0
+    #: a live resize the driver has not applied in this long falls back to a restart
+    live_resize_timeout_s: float = 90.0
 
 
 @dataclass(frozen=True)
@@ -94,6 +99,15 @@ def decide(desired: Desired | None, observed: Observed, history: History,
         age = "never" if observed.heartbeat_age is None else f"{observed.heartbeat_age:.0f} s ago"
         return Action("restart", f"driver alive but its last heartbeat was {age}", parallelism=desired.parallelism)
     if observed.parallelism is not None and observed.parallelism != desired.parallelism:
-        return Action("resize", f"running at {observed.parallelism}, desired {desired.parallelism}",
-                      parallelism=desired.parallelism)
+        change = f"running at {observed.parallelism}, desired {desired.parallelism}"
+        if desired.strategy == "live":
+            age = observed.live_request_age
+            if age is None:
+                return Action("resize_live", f"{change} (live)", parallelism=desired.parallelism)
+            if age <= policy.live_resize_timeout_s:
+                return Action("wait", f"{change}: live resize asked {age:.0f} s ago, not applied yet",
+                              after_s=1.0)
+            return Action("resize", f"{change}: live resize not applied in {age:.0f} s; restarting instead",
+                          parallelism=desired.parallelism)
+        return Action("resize", change, parallelism=desired.parallelism)
     return Action("none", "running as desired")

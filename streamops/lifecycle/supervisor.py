@@ -54,7 +54,20 @@ class Supervisor:
         tmp.replace(path)
 
     # -- one pass ------------------------------------------------------------------------------
-    def observe(self, spec: AppSpec, mem: dict[str, Any], now: float) -> tuple[Observed, History]:
+    def _live_request_age(self, app: str, desired: Desired | None, parallelism: int | None, now: float) -> float | None:
+        """Age of a live resize asked of the driver for the desired size and not applied yet."""
+        if desired is None or desired.strategy != "live" or parallelism == desired.parallelism:
+            return None
+        try:
+            req = json.loads((driver.app_dir(self.settings, app) / "control.json").read_text())
+        except (FileNotFoundError, ValueError):
+            return None
+        if req.get("parallelism") != desired.parallelism:
+            return None
+        return max(0.0, now - float(req.get("requested_at", 0)))
+
+    def observe(self, spec: AppSpec, mem: dict[str, Any], now: float,
+                desired: Desired | None = None) -> tuple[Observed, History]:
         app = spec.name
         rec = driver.running(self.settings, app)
         if rec is None and driver.pid_path(self.settings, app).exists():
@@ -64,15 +77,14 @@ class Supervisor:
             self.ledger.report_observed(app, status="crashed", pid=None)
             self.ledger.record(app, "driver-exit", who=WHO, outcome="failed",
                                error=driver.log_tail(self.settings, app, 20)[-2000:])
-        observed = Observed(
-            alive=rec is not None,
-            parallelism=driver.launched_parallelism(self.settings, app) if rec else None,
-            heartbeat_age=driver.heartbeat_age(self.settings, app) if rec else None,
-        )
+        parallelism = driver.launched_parallelism(self.settings, app) if rec else None
+        heartbeat_age = driver.heartbeat_age(self.settings, app) if rec else None
         launched = mem.get("launched_at")
-        if observed.alive and observed.heartbeat_age is not None and launched and \
-                observed.heartbeat_age > now - launched:
-            observed = Observed(True, observed.parallelism, None)  # heartbeat from a previous run
+        if rec is not None and heartbeat_age is not None and launched and heartbeat_age > now - launched:
+            heartbeat_age = None  # heartbeat from a previous run
+        observed = Observed(alive=rec is not None, parallelism=parallelism, heartbeat_age=heartbeat_age,
+                            live_request_age=self._live_request_age(app, desired, parallelism, now)
+                            if rec else None)
         history = History(crashes_ago=tuple(now - c for c in mem["crashes"]),
                           launched_ago=(now - launched) if launched else None)
         return observed, history
@@ -82,10 +94,10 @@ class Supervisor:
         now = time.time()
         mem = self._mem(app)
         row = self.ledger.desired(app)
-        desired = Desired(row["status"], row["parallelism"]) if row else None
+        desired = Desired(row["status"], row["parallelism"], row.get("strategy") or "restart") if row else None
         if row and mem.get("gave_up_at") and row["updated_at"].timestamp() > mem["gave_up_at"]:
             mem.update(crashes=[], gave_up_at=None)  # desired changed since we gave up: try again
-        observed, history = self.observe(spec, mem, now)
+        observed, history = self.observe(spec, mem, now, desired)
         action = decide(desired, observed, history, self.policy)
         if action.kind == "give_up" and mem.get("gave_up_at"):
             action = Action("none", "given up (crash loop); deploy again to retry")
@@ -102,6 +114,13 @@ class Supervisor:
             mem["gave_up_at"] = now
             self.ledger.report_observed(app, status="crash-loop", error=action.reason)
             self.ledger.record(app, "give-up", who=WHO, outcome="failed", error=action.reason)
+            return
+        if action.kind == "resize_live":
+            assert action.parallelism is not None
+            driver.request_parallelism(self.settings, app, action.parallelism)
+            self.ledger.record(app, "supervisor-resize-live", who=WHO,
+                               params={"parallelism": action.parallelism, "reason": action.reason},
+                               before={"parallelism": observed.parallelism})
             return
         if action.kind in ("stop", "restart", "resize"):
             driver.stop(self.settings, app, now=action.kind == "restart",

@@ -9,7 +9,20 @@ import pytest
 
 from streamops.exceptions import UsageError
 from streamops.ledger import Ledger
-from streamops.lifecycle.operations import SupervisorNotRunning, deploy, require_supervisor, resize, stop
+from streamops.lifecycle.operations import (
+    NotConverged,
+    Pending,
+    SupervisorNotRunning,
+    abandon,
+    check_strategy,
+    complete,
+    deploy,
+    poll,
+    request_resize,
+    require_supervisor,
+    resize,
+    stop,
+)
 from streamops.settings import Settings
 from streamops.spec import AppSpec
 
@@ -62,3 +75,51 @@ def test_resize_needs_a_deployed_app_and_a_known_strategy(env) -> None:
     with pytest.raises(UsageError, match="unknown strategy 'sideways'"):
         resize(settings, SPEC, ledger, parallelism=2, strategy="sideways")
     assert ledger.operations("app1") == []
+
+
+def test_live_resize_needs_a_master_that_can_add_executors(env) -> None:
+    settings, ledger = env
+    beat(settings)
+    ledger.set_desired("app1", status="running", parallelism=1, who="test")
+    local = SPEC.model_copy(update={"spark_master": "local[2]"})
+    with pytest.raises(UsageError, match=r"runs on local\[2\].*--strategy restart"):
+        resize(settings, local, ledger, parallelism=2, strategy="live")
+    assert ledger.operations("app1") == []
+    assert check_strategy(settings, SPEC.model_copy(update={"spark_master": "spark://h:7077"}), "live") == "live"
+
+
+def test_request_sets_desired_holds_the_lease_and_pending_round_trips(env) -> None:
+    settings, ledger = env
+    beat(settings)
+    ledger.set_desired("app1", status="running", parallelism=1, who="test")
+    spec = SPEC.model_copy(update={"spark_master": "spark://h:7077"})
+    pending = request_resize(settings, spec, ledger, parallelism=3, strategy="live", who="t:1", timeout=5)
+    assert Pending.from_dict(json.loads(json.dumps(pending.to_dict()))) == pending  # a trigger carries it
+    desired = ledger.desired("app1")
+    assert (desired["parallelism"], desired["strategy"]) == (3, "live")
+    assert ledger.lease("app1")["operation_id"] == pending.operation_id
+    assert poll(settings, spec, ledger, pending) is None  # nothing observed yet: not converged
+    pending.deadline = time.time() - 1
+    with pytest.raises(NotConverged, match="did not commit a batch at x3"):
+        poll(settings, spec, ledger, pending)
+    abandon(ledger, pending, "gave up")
+    op = ledger.get_operation(pending.operation_id)
+    assert (op["outcome"], op["error"], op["requested_by"]) == ("failed", "gave up", "t:1")
+    assert ledger.lease("app1") is None
+
+
+def test_converged_when_a_batch_at_the_new_size_committed(env) -> None:
+    settings, ledger = env
+    beat(settings)
+    ledger.set_desired("app1", status="running", parallelism=1, who="test")
+    pending = request_resize(settings, SPEC, ledger, parallelism=2, who="t:2")
+    ledger.report_observed("app1", status="running", parallelism=1, last_batch=7)
+    assert poll(settings, SPEC, ledger, pending) is None  # old size
+    ledger.report_observed("app1", status="running", parallelism=2, last_batch=8, pid=42, executors=2)
+    observed = poll(settings, SPEC, ledger, pending)
+    assert observed is not None and observed["last_batch"] == 8
+    out = complete(settings, SPEC, ledger, pending, observed)
+    assert (out["parallelism"], out["noop"], out["strategy"], out["after"]["executors"]) == (2, False, "restart", 2)
+    assert ledger.get_operation(pending.operation_id)["outcome"] == "succeeded" and ledger.lease("app1") is None
+    again = request_resize(settings, SPEC, ledger, parallelism=2, who="t:3")
+    assert again.result is not None and again.result["noop"] is True and ledger.lease("app1") is None

@@ -7,6 +7,7 @@ from streamops.lifecycle.reconcile import Desired, History, Observed, RestartPol
 P = RestartPolicy(backoff_s=2, max_backoff_s=60, crash_loop_limit=3, window_s=300,
                   heartbeat_timeout_s=60, startup_grace_s=120)
 RUN2 = Desired("running", 2)
+LIVE2 = Desired("running", 2, "live")
 
 
 @pytest.mark.parametrize("desired, observed, history, kind, par", [
@@ -16,6 +17,11 @@ RUN2 = Desired("running", 2)
     (RUN2, Observed(False), History(), "launch", 2),
     (RUN2, Observed(True, 2, 3.0), History(), "none", None),
     (RUN2, Observed(True, 1, 3.0), History(), "resize", 2),
+    (LIVE2, Observed(True, 1, 3.0), History(), "resize_live", 2),                 # ask the driver
+    (LIVE2, Observed(True, 1, 3.0, live_request_age=5.0), History(), "wait", None),  # being applied
+    (LIVE2, Observed(True, 1, 3.0, live_request_age=91.0), History(), "resize", 2),  # fall back
+    (LIVE2, Observed(True, 2, 3.0), History(), "none", None),
+    (LIVE2, Observed(False), History(), "launch", 2),                            # no driver: launch
     (RUN2, Observed(True, 2, 61.0), History(), "restart", 2),                   # hung
     (RUN2, Observed(True, None, None), History(launched_ago=30), "none", None),  # still starting
     (RUN2, Observed(True, None, None), History(launched_ago=121), "restart", 2),

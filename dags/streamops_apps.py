@@ -1,0 +1,105 @@
+"""App operations as DAGs, generated from ``include/streams.yaml``.
+
+One DAG per operation (deploy, resize, stop) whose trigger form validates the app (enum of the
+specs' apps), the parallelism (integer range) and the strategy (enum) before a run is created;
+the app's own limits are checked again by the core before anything changes. One scale-window
+DAG per app, scheduled at its windows' starts and ends, with a manual ``override``. Waiting for
+convergence is deferred to the triggerer: no worker slot is held while an app converges.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from airflow.sdk import DAG, Param
+from airflow.timetables.trigger import MultipleCronTriggerTimetable
+from streamops_airflow.operators import DeployAppOperator, ResizeAppOperator, ScaleWindowsOperator, StopAppOperator
+
+from streamops.settings import Settings
+from streamops.spec import default_spec_path, load_specs
+
+SPECS = load_specs(default_spec_path(Settings.from_env().repo))
+APPS = sorted(SPECS)
+MAX_PARALLELISM = max(s.parallelism.max for s in SPECS.values())
+COMMON = {
+    "start_date": datetime(2026, 1, 1),
+    "catchup": False,
+    "max_active_runs": 1,
+    "render_template_as_native_obj": True,
+    "default_args": {"retries": 0, "retry_delay": timedelta(seconds=30)},
+}
+TIMEOUT = Param(600, type="integer", minimum=30, maximum=7200, title="Timeout (s)",
+                description="How long to wait for the app to converge before the task fails.")
+
+
+def app_param() -> Param:
+    return Param(APPS[0], type="string", enum=APPS, title="App", description="An app from include/streams.yaml.")
+
+
+def parallelism_param(default: int | None, *, nullable: bool, description: str) -> Param:
+    types = ["null", "integer"] if nullable else "integer"
+    return Param(default, type=types, minimum=1, maximum=MAX_PARALLELISM, title="Parallelism",
+                 description=description)
+
+
+def strategy_param() -> Param:
+    return Param("restart", type="string", enum=["restart", "live"], title="Strategy",
+                 description="restart: graceful stop, new driver from the same checkpoint; "
+                             "live: add/remove executors of the running app (standalone or k8s master).")
+
+
+with DAG(
+    dag_id="streamops_deploy",
+    schedule=None,
+    tags=["streamops", "operations"],
+    doc_md="Deploy (run) an app; succeeds once its first batch after the start has committed.",
+    params={"app": app_param(),
+            "parallelism": parallelism_param(None, nullable=True,
+                                             description="Executor cores; empty: the spec's default."),
+            "timeout": TIMEOUT},
+    **COMMON,
+):
+    DeployAppOperator(task_id="deploy", app="{{ params.app }}", parallelism="{{ params.parallelism }}",
+                      timeout_s="{{ params.timeout }}")
+
+with DAG(
+    dag_id="streamops_resize",
+    schedule=None,
+    tags=["streamops", "operations"],
+    doc_md="Resize a running app; no-op when already at that size. Refused outside the app's limits.",
+    params={"app": app_param(),
+            "parallelism": parallelism_param(1, nullable=False, description="New executor cores."),
+            "strategy": strategy_param(), "timeout": TIMEOUT},
+    **COMMON,
+):
+    ResizeAppOperator(task_id="resize", app="{{ params.app }}", parallelism="{{ params.parallelism }}",
+                      strategy="{{ params.strategy }}", timeout_s="{{ params.timeout }}")
+
+with DAG(
+    dag_id="streamops_stop",
+    schedule=None,
+    tags=["streamops", "operations"],
+    doc_md="Stop an app at a batch boundary (`now`: kill the driver; the batch in flight is replayed).",
+    params={"app": app_param(), "now": Param(False, type="boolean", title="Kill now"), "timeout": TIMEOUT},
+    **COMMON,
+):
+    StopAppOperator(task_id="stop", app="{{ params.app }}", now="{{ params.now }}", timeout_s="{{ params.timeout }}")
+
+for _name, _spec in SPECS.items():
+    _crons = sorted({c for w in _spec.scale_windows for c in (w.start, w.end)})
+    with DAG(
+        dag_id=f"streamops_scale_windows__{_name}",
+        schedule=MultipleCronTriggerTimetable(*_crons, timezone="UTC") if _crons else None,
+        tags=["streamops", "scale-windows", _name],
+        doc_md=f"Resize `{_name}` to its scale window at each window start and end (UTC): "
+               + (", ".join(f"{w.name}: {w.start} → {w.end} at {w.parallelism}" for w in _spec.scale_windows)
+                  or "no windows in the spec (manual runs only)")
+               + ". A no-op when already at size or not running. `override` replaces the schedule.",
+        params={"override": Param(None, type=["null", "integer"], minimum=_spec.parallelism.min,
+                                  maximum=_spec.parallelism.max, title="Override parallelism",
+                                  description="Empty: follow the schedule."),
+                "strategy": strategy_param(), "timeout": TIMEOUT},
+        **COMMON,
+    ):
+        ScaleWindowsOperator(task_id="scale", app=_name, override="{{ params.override }}",
+                             strategy="{{ params.strategy }}", timeout_s="{{ params.timeout }}")

@@ -1,0 +1,99 @@
+"""The generated app-operation DAGs, run with ``dag.test()`` against a real (SQLite) Airflow DB.
+
+Paths that need no running app: form validation, refusals that must change nothing, the
+scale-window plan for an app that is not running. Deploy/resize through the scheduler and the
+triggerer run in tests/integration/test_airflow_operations.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+
+from streamops.ledger import Ledger
+from streamops.settings import Settings
+from tests.dags.test_dag_integrity import REPO, _bag
+
+APP_DAGS = REPO / "dags" / "streamops_apps.py"
+
+
+@pytest.fixture(scope="module")
+def airflow_db() -> Settings:
+    from streamops.platform import manager
+
+    settings = Settings.from_env()
+    manager.migrate_airflow_db(settings, dict(os.environ), lambda _m: None)
+    return settings
+
+
+@pytest.fixture(scope="module")
+def dags(airflow_db):
+    bag = _bag(APP_DAGS)
+    assert not bag.import_errors
+    return bag.dags
+
+
+@pytest.fixture
+def ledger(airflow_db):
+    led = Ledger.open(airflow_db.ledger_db_url)
+    yield led
+    led.close()
+
+
+def _supervisor_beat(settings: Settings) -> None:
+    settings.state_dir.mkdir(parents=True, exist_ok=True)
+    (settings.state_dir / "supervisor.json").write_text(json.dumps({"heartbeat": time.time()}))
+
+
+def test_dags_are_generated_from_the_specs(dags) -> None:
+    from streamops.spec import default_spec_path, load_specs
+
+    apps = sorted(load_specs(default_spec_path(REPO)))
+    assert {"streamops_deploy", "streamops_resize", "streamops_stop"} <= set(dags)
+    assert {f"streamops_scale_windows__{a}" for a in apps} <= set(dags)
+    form = dags["streamops_resize"].params
+    assert form.get_param("app").schema["enum"] == apps
+    assert form.get_param("strategy").schema["enum"] == ["restart", "live"]
+    assert form.get_param("parallelism").schema["minimum"] == 1
+    assert dags["streamops_deploy"].params.get_param("parallelism").schema["type"] == ["null", "integer"]
+
+
+@pytest.mark.parametrize("conf, message", [
+    ({"app": "user_activity", "parallelism": 99}, "greater than the maximum"),
+    ({"app": "user_activity", "parallelism": 0}, "less than the minimum"),
+    ({"app": "nope", "parallelism": 2}, "is not one of"),
+    ({"app": "user_activity", "parallelism": 2, "strategy": "teleport"}, "is not one of"),
+])
+def test_invalid_form_values_are_refused_before_a_run_exists(dags, ledger, conf, message) -> None:
+    from airflow.sdk.exceptions import ParamValidationError
+
+    with pytest.raises(ParamValidationError, match=message):
+        dags["streamops_resize"].test(run_conf=conf)
+    assert ledger.operations("user_activity") == [] and ledger.desired("user_activity") is None
+
+
+def test_resize_of_an_app_never_deployed_fails_and_changes_nothing(dags, ledger, airflow_db) -> None:
+    _supervisor_beat(airflow_db)
+    run = dags["streamops_resize"].test(run_conf={"app": "user_activity", "parallelism": 2})
+    assert run.state == "failed"
+    assert [ti.state for ti in run.get_task_instances()] == ["failed"]
+    assert ledger.operations("user_activity") == [] and ledger.desired("user_activity") is None
+
+
+def test_scale_windows_leave_a_stopped_app_alone(dags, ledger, airflow_db) -> None:
+    ledger.set_desired("user_activity", status="stopped", parallelism=2, who="test")
+    try:
+        run = dags["streamops_scale_windows__user_activity"].test(run_conf={"override": 3})
+        assert run.state == "success"
+        assert ledger.desired("user_activity")["parallelism"] == 2  # nothing resized
+        assert ledger.operations("user_activity") == []
+    finally:
+        from sqlalchemy import delete
+
+        from streamops.ledger import schema
+
+        with ledger.engine.begin() as conn:
+            conn.execute(delete(schema.desired))

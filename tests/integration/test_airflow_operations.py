@@ -1,0 +1,98 @@
+"""Deploy / resize / stop an app by triggering the generated DAGs through Airflow's REST API.
+
+Real scheduler, worker, triggerer, supervisor, broker and Spark cluster. The operation tasks
+defer while the app converges (seen as the ``deferred`` task state), every change is in the
+ledger with the Airflow run that asked for it, and the app's state is exact at the end.
+"""
+
+from __future__ import annotations
+
+import time
+
+from streamops.ledger import Ledger
+from streamops.lifecycle import driver
+from streamops.platform import manager
+from tests.fixtures.apps import AppHarness
+from tests.integration.test_airflow_api import _request, _token
+
+APP = "user_activity"
+OPERATION_DAGS = ("streamops_deploy", "streamops_resize", "streamops_stop")
+
+
+def _run(s, token: str, dag_id: str, conf: dict, timeout: float = 600) -> tuple[dict, set[str]]:
+    """Trigger a run, wait for it to end; returns (its task's XCom return value, task states seen)."""
+    status, run = _request(s, "POST", f"/api/v2/dags/{dag_id}/dagRuns", token, {"logical_date": None, "conf": conf})
+    assert status == 200, (status, run)
+    run_id, task_id = run["dag_run_id"], dag_id.removeprefix("streamops_")
+    seen: set[str] = set()
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        _, ti = _request(s, "GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}", token)
+        if ti and ti.get("state"):
+            seen.add(ti["state"])
+        _, run = _request(s, "GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}", token)
+        if run["state"] in ("success", "failed"):
+            break
+        time.sleep(1)
+    assert run["state"] == "success", (dag_id, run["state"], seen,
+                                       manager.log_path(s, "supervisor").read_text()[-2000:],
+                                       driver.log_tail(s, APP, 30))
+    _, xcom = _request(s, "GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/"
+                                 "return_value", token)
+    return xcom["value"], seen | {"run_id:" + run_id}
+
+
+def test_deploy_resize_stop_through_the_rest_api_exact(platform, kafka, spark_cluster, airflow_platform) -> None:
+    s = platform.ensure("supervisor")
+    app = AppHarness(s, s.spark_master_url)
+    app.produce(20_000, seed=21)
+    token = _token(s)
+    deadline = time.time() + 180
+    while any(_request(s, "GET", f"/api/v2/dags/{d}", token)[0] != 200 for d in OPERATION_DAGS):
+        assert time.time() < deadline, "the dag-processor never parsed dags/streamops_apps.py"
+        time.sleep(2)
+    for d in OPERATION_DAGS:
+        assert _request(s, "PATCH", f"/api/v2/dags/{d}", token, {"is_paused": False})[0] == 200
+
+    ledger = Ledger.open(s.ledger_db_url)
+    try:
+        # invalid form values: no run is created, nothing changes
+        for conf in ({"app": APP, "parallelism": 99}, {"app": "nope", "parallelism": 1},
+                     {"app": APP, "parallelism": 2, "strategy": "teleport"}):
+            status, _ = _request(s, "POST", "/api/v2/dags/streamops_resize/dagRuns", token,
+                                 {"logical_date": None, "conf": conf})
+            assert status == 400, (conf, status)
+        assert ledger.operations(APP) == [] and ledger.desired(APP) is None
+
+        out, seen = _run(s, token, "streamops_deploy", {"app": APP, "parallelism": 1})
+        assert "deferred" in seen, seen  # waited in the triggerer, not in a worker slot
+        assert out["parallelism"] == 1 and out["after"]["batch"] is not None
+        deploy_run = next(x for x in seen if x.startswith("run_id:")).removeprefix("run_id:")
+        first = driver.running(s, APP)
+        assert first is not None
+
+        app.produce(10_000, seed=22)
+        out, seen = _run(s, token, "streamops_resize", {"app": APP, "parallelism": 2, "strategy": "restart"})
+        assert out["noop"] is False and out["parallelism"] == 2 and "deferred" in seen
+        assert ledger.observed(APP)["parallelism"] == 2 and ledger.desired(APP)["parallelism"] == 2
+        second = driver.running(s, APP)
+        assert second is not None and second.pid != first.pid
+
+        out, _ = _run(s, token, "streamops_resize", {"app": APP, "parallelism": 2})
+        assert out["noop"] is True
+
+        out, _ = _run(s, token, "streamops_stop", {"app": APP})
+        assert driver.running(s, APP) is None and ledger.desired(APP)["status"] == "stopped"
+
+        report = app.check()
+        assert report["ok"] and report["input_records"] == 30_000, report
+
+        ops = [o for o in reversed(ledger.operations(APP, limit=50)) if not o["kind"].startswith(("supervisor", "driver"))]
+        assert [(o["kind"], o["outcome"]) for o in ops] == [
+            ("deploy", "succeeded"), ("resize", "succeeded"), ("resize", "succeeded"), ("stop", "succeeded")]
+        assert ops[0]["requested_by"] == f"airflow:streamops_deploy/{deploy_run}/deploy"
+        assert all(o["requested_by"].startswith("airflow:streamops_") for o in ops)
+        assert ledger.lease(APP) is None
+    finally:
+        ledger.close()
+        driver.stop(s, APP, now=True)
