@@ -1,9 +1,10 @@
 """App operations as DAGs, generated from ``include/streams.yaml``.
 
-One DAG per operation (deploy, resize, stop) whose trigger form validates the app (enum of the
+One DAG per operation (deploy, resize, stop, restore) whose trigger form validates the app (enum of the
 specs' apps), the parallelism (integer range) and the strategy (enum) before a run is created;
 the app's own limits are checked again by the core before anything changes. One scale-window
-DAG per app, scheduled at its windows' starts and ends, with a manual ``override``. Waiting for
+DAG per app, scheduled at its windows' starts and ends, with a manual ``override``, and one
+savepoint DAG per app on the spec's savepoint schedule. Waiting for
 convergence is deferred to the triggerer: no worker slot is held while an app converges.
 """
 
@@ -13,7 +14,14 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import DAG, Param
 from airflow.timetables.trigger import MultipleCronTriggerTimetable
-from streamops_airflow.operators import DeployAppOperator, ResizeAppOperator, ScaleWindowsOperator, StopAppOperator
+from streamops_airflow.operators import (
+    DeployAppOperator,
+    ResizeAppOperator,
+    RestoreOperator,
+    SavepointOperator,
+    ScaleWindowsOperator,
+    StopAppOperator,
+)
 
 from streamops.settings import Settings
 from streamops.spec import default_spec_path, load_specs
@@ -85,7 +93,33 @@ with DAG(
 ):
     StopAppOperator(task_id="stop", app="{{ params.app }}", now="{{ params.now }}", timeout_s="{{ params.timeout }}")
 
+with DAG(
+    dag_id="streamops_restore",
+    schedule=None,
+    tags=["streamops", "operations"],
+    doc_md="Restore an app to a savepoint (`streamops savepoints APP` lists them). Defaults to a dry run: "
+           "the plan (offsets per partition, state version) is in the task log and its return value.",
+    params={"app": app_param(),
+            "savepoint": Param("", type="string", minLength=1, title="Savepoint id"),
+            "dry_run": Param(True, type="boolean", title="Dry run", description="Only show the plan."),
+            "timeout": TIMEOUT},
+    **COMMON,
+):
+    RestoreOperator(task_id="restore", app="{{ params.app }}", savepoint="{{ params.savepoint }}",
+                    dry_run="{{ params.dry_run }}", timeout_s="{{ params.timeout }}")
+
 for _name, _spec in SPECS.items():
+    with DAG(
+        dag_id=f"streamops_savepoint__{_name}",
+        schedule=_spec.savepoints.schedule,
+        tags=["streamops", "savepoints", _name],
+        doc_md=f"Savepoint `{_name}` while it runs (schedule `{_spec.savepoints.schedule}` UTC), keeping "
+               f"{_spec.savepoints.retain_count} and at most {_spec.savepoints.retain_age}.",
+        params={},
+        **COMMON,
+    ):
+        SavepointOperator(task_id="savepoint", app=_name)
+
     _crons = sorted({c for w in _spec.scale_windows for c in (w.start, w.end)})
     with DAG(
         dag_id=f"streamops_scale_windows__{_name}",

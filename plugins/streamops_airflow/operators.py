@@ -198,3 +198,81 @@ class ScaleWindowsOperator(AppOperationOperator):
             return plan
         return request_resize(settings, spec, ledger, parallelism=plan["target"], strategy=str(self.strategy),
                               who=who, timeout=timeout)
+
+
+def _flag(value: Any) -> bool:
+    return value if isinstance(value, bool) else str(value).lower() in ("true", "1", "yes")
+
+
+class SavepointOperator(BaseOperator):
+    """Take a savepoint of ``app`` while it runs (applies the spec's retention); returns its manifest summary."""
+
+    template_fields = ("app",)
+
+    def __init__(self, *, app: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.app = app
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        from streamops.exceptions import StreamopsError
+        from streamops.ledger import Ledger
+        from streamops.lifecycle.savepoints import take
+        from streamops.settings import Settings
+        from streamops.spec import default_spec_path, get_app, load_specs
+
+        from airflow.exceptions import AirflowSkipException
+
+        from streamops.checkpoints import layout
+        from streamops.spark.session import checkpoint_dir
+
+        settings = Settings.from_env()
+        try:
+            spec = get_app(load_specs(default_spec_path(settings.repo)), str(self.app))
+            if layout.last_committed_batch(checkpoint_dir(settings, spec)) is None:
+                raise AirflowSkipException(f"{spec.name} has committed nothing yet: no savepoint to take")
+            ledger = Ledger.open(settings.ledger_db_url)
+            try:
+                out = take(settings, spec, ledger, who=_who(context), progress=self.log.info)
+            finally:
+                ledger.close()
+        except StreamopsError as exc:
+            raise AirflowException(f"savepoint {self.app}: {exc}") from exc
+        self.log.info("savepoint %s at batch %s: %s files, %s bytes, sha256 %s (%s s)", out["id"], out["batch_id"],
+                      out["files"], out["bytes"], out["sha256"], out["seconds"])
+        return out
+
+
+class RestoreOperator(BaseOperator):
+    """Restore ``app`` to ``savepoint``; ``dry_run`` (the default) logs and returns the plan only."""
+
+    template_fields = ("app", "savepoint", "dry_run")
+
+    def __init__(self, *, app: str, savepoint: str, dry_run: bool | str = True, timeout_s: float = 600.0,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.app, self.savepoint, self.dry_run, self.timeout_s = app, savepoint, dry_run, timeout_s
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        from streamops.exceptions import StreamopsError
+        from streamops.ledger import Ledger
+        from streamops.lifecycle.savepoints import restore
+        from streamops.settings import Settings
+        from streamops.spec import default_spec_path, get_app, load_specs
+
+        settings = Settings.from_env()
+        try:
+            spec = get_app(load_specs(default_spec_path(settings.repo)), str(self.app))
+            ledger = Ledger.open(settings.ledger_db_url)
+            try:
+                out = restore(settings, spec, ledger, str(self.savepoint), dry_run=_flag(self.dry_run),
+                              who=_who(context), timeout=float(self.timeout_s), progress=self.log.info)
+            finally:
+                ledger.close()
+        except StreamopsError as exc:
+            raise AirflowException(f"restore {self.app}: {exc}") from exc
+        for p in out["offsets"]:
+            self.log.info("%s[%s]: %s -> %s (%s to reprocess)", p["topic"], p["partition"], p["current"],
+                          p["restore_to"], p["reprocess"])
+        self.log.info("%s %s to batch %s (state version %s)", "would restore" if out["dry_run"] else "restored",
+                      self.app, out["batch_id"], out["state_version"])
+        return out

@@ -39,6 +39,15 @@ def batch_offsets(checkpoint: Path, batch_id: int) -> list[dict]:
     return out
 
 
+def batch_end_offsets(checkpoint: Path, batch_id: int) -> dict[str, dict[str, int]]:
+    """All sources' end offsets of ``batch_id`` merged, JSON-shaped ``{topic: {"partition": offset}}``."""
+    out: dict[str, dict[str, int]] = {}
+    for source in batch_offsets(checkpoint, batch_id):
+        for topic, parts in source.items():
+            out.setdefault(topic, {}).update({str(p): int(o) for p, o in parts.items()})
+    return out
+
+
 def committed_offsets(checkpoint: Path) -> dict[str, dict[int, int]]:
     """Input offsets covered by the last committed batch (empty if nothing committed)."""
     batch = last_committed_batch(checkpoint)

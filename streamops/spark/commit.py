@@ -8,6 +8,12 @@ included). Here each batch's output, changelog and DLQ records plus a marker
 half-written batch), reads the last committed marker, and skips batches it already committed —
 while still letting Spark recompute them so the state store advances. Readers use
 ``isolation.level=read_committed``.
+
+The latest marker wins (markers of one app share a key, so one partition, in order). A restore
+to a savepoint writes a *rewind* marker (``rewind``) so the batches after the savepoint are
+written again: upserts (profiles, changelog) are idempotent per key; records tied to one input
+record (DLQ entries, carrying the ``streamops.source.*`` headers) whose input offset was already
+emitted before the rewind (``emitted_until``) are dropped, so no record is counted twice.
 """
 
 from __future__ import annotations
@@ -30,9 +36,43 @@ class OutRecord:
     headers: Sequence[Header] = ()
 
 
+H_SOURCE_TOPIC = "streamops.source.topic"
+H_SOURCE_PARTITION = "streamops.source.partition"
+H_SOURCE_OFFSET = "streamops.source.offset"
+Offsets = dict[str, dict[str, int]]
+
+
+def merge_max(a: Offsets, b: Offsets) -> Offsets:
+    out = {t: dict(ps) for t, ps in a.items()}
+    for t, ps in b.items():
+        for p, o in ps.items():
+            out.setdefault(t, {})[str(p)] = max(int(o), out.get(t, {}).get(str(p), -1))
+    return out
+
+
+def already_emitted(record: OutRecord, emitted_until: Offsets) -> bool:
+    """A record tied to one input record whose input offset is below what was emitted before."""
+    if not emitted_until or not record.headers:
+        return False
+    h = dict(record.headers)
+    try:
+        topic = h[H_SOURCE_TOPIC].decode()
+        partition, offset = h[H_SOURCE_PARTITION].decode(), int(h[H_SOURCE_OFFSET])
+    except (KeyError, ValueError):
+        return False
+    return offset < emitted_until.get(topic, {}).get(partition, -1)
+
+
 def last_committed_batch(bootstrap: str, commits_topic: str, app: str, *, config: dict | None = None,
                          timeout: float = 30.0) -> int:
-    """Highest batch id in committed markers for ``app`` (-1 if none)."""
+    """Batch id of ``app``'s latest committed marker (-1 if none)."""
+    marker = last_marker(bootstrap, commits_topic, app, config=config, timeout=timeout)
+    return -1 if marker is None else int(marker["batch_id"])
+
+
+def last_marker(bootstrap: str, commits_topic: str, app: str, *, config: dict | None = None,
+                timeout: float = 30.0) -> dict | None:
+    """``app``'s latest committed marker (None if none)."""
     c = Consumer({
         "bootstrap.servers": bootstrap, "group.id": f"_streamops-{app}-marker-reader",
         "enable.auto.commit": False, "isolation.level": "read_committed",
@@ -43,7 +83,7 @@ def last_committed_batch(bootstrap: str, commits_topic: str, app: str, *, config
         md = c.list_topics(commits_topic, timeout=timeout).topics.get(commits_topic)
         if md is None or md.error is not None or not md.partitions:
             return -1
-        last = -1
+        last = None
         for p in md.partitions:
             low, high = c.get_watermark_offsets(TopicPartition(commits_topic, p), timeout=timeout)
             if high <= low:
@@ -61,7 +101,7 @@ def last_committed_batch(bootstrap: str, commits_topic: str, app: str, *, config
                             continue
                         raise KafkaException(m.error())
                     if m.key() == app.encode():
-                        last = max(last, int(json.loads(m.value())["batch_id"]))
+                        last = json.loads(m.value())  # in offset order: the latest wins
                 if done:
                     break
             c.unassign()
@@ -90,19 +130,29 @@ class BatchCommitter:
         })
         # fences an older instance with the same transactional.id and aborts its open transaction
         self.producer.init_transactions(timeout)
-        self.last_committed = last_committed_batch(bootstrap, commits_topic, app)
+        marker = last_marker(bootstrap, commits_topic, app) or {}
+        self.last_committed: int = int(marker.get("batch_id", -1))
+        self.emitted_until: Offsets = marker.get("emitted_until") or {}
+        self.dropped = 0  # records not written again after a rewind (already emitted)
 
-    def commit(self, batch_id: int, records: Iterable[OutRecord]) -> int | None:
-        """Write ``records`` + marker atomically; None if ``batch_id`` was already committed."""
+    def commit(self, batch_id: int, records: Iterable[OutRecord], input_end: Offsets | None = None) -> int | None:
+        """Write ``records`` + marker atomically; None if ``batch_id`` was already committed.
+
+        ``input_end``: the batch's input end offsets, kept in the marker as ``emitted_until``."""
         if batch_id <= self.last_committed:
             return None
         n = 0
+        emitted = merge_max(self.emitted_until, input_end or {})
         self.producer.begin_transaction()
         try:
             for r in records:
+                if already_emitted(r, self.emitted_until):
+                    self.dropped += 1
+                    continue
                 self._produce(r.topic, r.key, r.value, list(r.headers))
                 n += 1
-            marker = {"batch_id": batch_id, "records": n, "committed_at_ms": int(time.time() * 1000)}
+            marker = {"batch_id": batch_id, "records": n, "committed_at_ms": int(time.time() * 1000),
+                      "emitted_until": emitted}
             self._produce(self.commits_topic, self.app.encode(), json.dumps(marker).encode(), [])
             self.producer.commit_transaction(self.timeout)
         except BaseException:
@@ -112,7 +162,23 @@ class BatchCommitter:
                 pass
             raise
         self.last_committed = batch_id
+        self.emitted_until = emitted
         return n
+
+    def rewind(self, batch_id: int) -> dict:
+        """Mark ``batch_id`` as the last committed one (a restore to a savepoint at that batch);
+        fences any running instance. What was emitted before stays recorded in the marker."""
+        marker = {"batch_id": batch_id, "records": 0, "committed_at_ms": int(time.time() * 1000),
+                  "emitted_until": self.emitted_until, "rewind": True, "rewound_from": self.last_committed}
+        self.producer.begin_transaction()
+        try:
+            self._produce(self.commits_topic, self.app.encode(), json.dumps(marker).encode(), [])
+            self.producer.commit_transaction(self.timeout)
+        except BaseException:
+            self.producer.abort_transaction(self.timeout)
+            raise
+        self.last_committed = batch_id
+        return marker
 
     def _produce(self, topic: str, key: bytes | None, value: bytes | None, headers: list[Header]) -> None:
         while True:

@@ -254,12 +254,14 @@ def _run_query_once(spark, spec: AppSpec, settings: Settings, build: Callable, t
                     hb: Path, stop: threading.Event, targets: dict | None,
                     reporter: ObservedReporter | None = None) -> None:
     """Start the query, run until stopped / caught up (returns) or failed (raises)."""
+    from streamops.checkpoints import layout
     from streamops.spark.commit import BatchCommitter
     from streamops.spark.kafka_io import read_kafka
     from streamops.spark.session import checkpoint_dir
 
     # fences any predecessor (a crashed driver's open transaction is aborted here)
     committer = BatchCommitter(settings.kafka_bootstrap, spec.name, spec.commits_topic)
+    ckpt = checkpoint_dir(settings, spec)  # the offsets log holds each batch's planned input end
     started = time.time()
 
     def sink(df, batch_id: int) -> None:
@@ -268,7 +270,7 @@ def _run_query_once(spark, spec: AppSpec, settings: Settings, build: Callable, t
         t1 = time.monotonic()
         records = to_records(table, batch_id)
         t2 = time.monotonic()
-        written = committer.commit(batch_id, records)
+        written = committer.commit(batch_id, records, input_end=layout.batch_end_offsets(ckpt, batch_id))
         t3 = time.monotonic()
         write_heartbeat(hb, {
             "app": spec.name, "pid": os.getpid(), "app_id": spark.sparkContext.applicationId,

@@ -97,3 +97,20 @@ def test_scale_windows_leave_a_stopped_app_alone(dags, ledger, airflow_db) -> No
 
         with ledger.engine.begin() as conn:
             conn.execute(delete(schema.desired))
+
+
+def test_scheduled_savepoint_of_an_app_that_never_ran_is_skipped(dags, ledger) -> None:
+    dag = dags["streamops_savepoint__user_activity"]
+    assert dag.timetable.expression == "0 * * * *"  # the spec's schedule
+    run = dag.test()
+    assert [ti.state for ti in run.get_task_instances()] == ["skipped"]
+    assert ledger.savepoints("user_activity") == [] and ledger.operations("user_activity") == []
+
+
+def test_restore_form_defaults_to_a_dry_run_and_needs_a_savepoint(dags) -> None:
+    from airflow.sdk.exceptions import ParamValidationError
+
+    form = dags["streamops_restore"].params
+    assert form.get_param("dry_run").value is True
+    with pytest.raises(ParamValidationError, match="savepoint"):
+        dags["streamops_restore"].test(run_conf={"app": "user_activity", "savepoint": ""})

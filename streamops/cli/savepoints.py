@@ -1,0 +1,91 @@
+"""``streamops savepoint|savepoints|restore APP``: checkpoint snapshots, listed, restored (audited)."""
+
+from __future__ import annotations
+
+import argparse
+
+from streamops.cli.apps import _ledger
+from streamops.cli.check import load_app
+from streamops.cli.common import emit, progress_printer
+
+
+def _human(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def cmd_savepoint(args: argparse.Namespace) -> int:
+    from streamops.lifecycle.savepoints import take
+
+    settings, spec = load_app(args)
+    ledger = _ledger(settings)
+    try:
+        out = take(settings, spec, ledger, progress=progress_printer(args))
+    finally:
+        ledger.close()
+    emit(args, out, f"{spec.name}: savepoint {out['id']} at batch {out['batch_id']} ({out['files']} files, "
+                    f"{_human(out['bytes'])}, sha256 {out['sha256'][:12]}, {out['seconds']} s)"
+                    + (f"; removed by retention: {', '.join(out['removed'])}" if out["removed"] else ""))
+    return 0
+
+
+def cmd_savepoints(args: argparse.Namespace) -> int:
+    from streamops.lifecycle.savepoints import listing
+
+    settings, spec = load_app(args)
+    ledger = _ledger(settings)
+    try:
+        rows = listing(settings, spec, ledger)
+    finally:
+        ledger.close()
+    lines = [f"{'ID':<40} {'BATCH':>6} {'SIZE':>10}  {'CREATED (UTC)':<25} SHA256"] + [
+        f"{r['id']:<40} {r['batch_id']:>6} {_human(r['bytes']):>10}  {r['created_at']:<25} {r['sha256'][:12]}"
+        + ("" if r["present"] else "  (files missing)") for r in rows]
+    emit(args, rows, "\n".join(lines) if rows else f"{spec.name}: no savepoints")
+    return 0
+
+
+def cmd_restore(args: argparse.Namespace) -> int:
+    from streamops.lifecycle.savepoints import restore
+
+    settings, spec = load_app(args)
+    ledger = _ledger(settings)
+    try:
+        out = restore(settings, spec, ledger, args.savepoint, dry_run=args.dry_run, timeout=args.timeout,
+                      progress=progress_printer(args))
+    finally:
+        ledger.close()
+    head = (f"{spec.name}: {'would restore' if out['dry_run'] else 'restored'} {out['savepoint']} "
+            f"(batch {out['batch_id']}, state version {out['state_version']}, checksum verified)")
+    lines = [head, f"  {'TOPIC':<20} {'PART':>4} {'CURRENT':>10} {'RESTORE TO':>10} {'REPROCESS':>10}"]
+    lines += [f"  {p['topic']:<20} {p['partition']:>4} {str(p['current']):>10} {p['restore_to']:>10} "
+              f"{p['reprocess']:>10}" for p in out["offsets"]]
+    lines.append(f"  records to reprocess: {out['records_to_reprocess']}; current checkpoint (batch "
+                 f"{out['current_batch']}) set aside to {out.get('aside', out['set_aside_to'])}; "
+                 + ("the app is stopped first and started again" if out["restart"] else "the app stays stopped"))
+    emit(args, out, "\n".join(lines))
+    return 0
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("savepoint", parents=[common], help="snapshot the checkpoint while the app runs",
+                       description="Copy what the last committed batch needs (offsets, commits, state) with a "
+                                   "SHA-256 manifest; the app keeps running. Applies the spec's retention.")
+    p.add_argument("app", help="app name from include/streams.yaml")
+    p.set_defaults(func=cmd_savepoint)
+
+    p = sub.add_parser("savepoints", parents=[common], help="list an app's savepoints (newest first)")
+    p.add_argument("app", help="app name from include/streams.yaml")
+    p.set_defaults(func=cmd_savepoints)
+
+    p = sub.add_parser("restore", parents=[common], help="restore an app to a savepoint (--dry-run: show the plan)",
+                       description="Stop at a batch boundary, set the current checkpoint aside, install the "
+                                   "verified savepoint and start again; the batches after it are reprocessed.")
+    p.add_argument("app", help="app name from include/streams.yaml")
+    p.add_argument("savepoint", help="savepoint id (see `streamops savepoints APP`)")
+    p.add_argument("--dry-run", action="store_true", help="print the offsets and state version, change nothing")
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for each step (default 300)")
+    p.set_defaults(func=cmd_restore)

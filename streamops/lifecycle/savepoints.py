@@ -1,0 +1,166 @@
+"""``savepoint`` / ``savepoints`` / ``restore``: checkpoint snapshots as audited operations.
+
+A savepoint is taken while the app keeps running (it copies immutable files, see
+``streamops.checkpoints.savepoint``). A restore stops the app at a batch boundary, sets the
+current checkpoint aside (never deleted by the restore), installs the verified savepoint, writes
+a rewind marker so the batches after it are emitted again without double counting, and starts
+the app again at its previous parallelism. The dry run prints the plan and changes nothing.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from streamops.checkpoints import layout
+from streamops.checkpoints.savepoint import SavepointError, expired, install, snapshot, verify
+from streamops.ledger import Ledger
+from streamops.lifecycle import operations as ops
+from streamops.settings import Settings
+from streamops.spark.session import checkpoint_dir
+from streamops.spec import AppSpec, age_seconds
+
+
+def savepoints_dir(settings: Settings, app: str) -> Path:
+    return settings.state_dir / "savepoints" / app
+
+
+def aside_dir(settings: Settings, app: str) -> Path:
+    """Where restores and resets keep the checkpoints they replaced."""
+    return settings.state_dir / "checkpoints-aside" / app
+
+
+def take(settings: Settings, spec: AppSpec, ledger: Ledger, *, who: str | None = None,
+         progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
+    """Snapshot the last committed batch while the app runs; then apply retention."""
+    ckpt = checkpoint_dir(settings, spec)
+    batch = layout.last_committed_batch(ckpt)
+    if batch is None:
+        raise SavepointError(f"{spec.name}: nothing committed yet in {ckpt}; deploy it and wait for a batch")
+    with ledger.operation(spec.name, "savepoint", {}, who=who, before={"batch": batch}) as rec:
+        t0 = time.monotonic()
+        sid = f"{spec.name}-b{batch}-{datetime.now(UTC):%Y%m%dT%H%M%S}"
+        dest = savepoints_dir(settings, spec.name) / sid
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        progress(f"{spec.name}: copying the checkpoint at batch {batch} to {dest} ...")
+        manifest = snapshot(ckpt, dest, spec.name, batch)
+        seconds = round(time.monotonic() - t0, 3)
+        ledger.add_savepoint(id=sid, app=spec.name, batch_id=batch, path=str(dest), sha256=manifest.sha256,
+                             bytes=manifest.bytes, offsets=manifest.offsets, op=rec.op)
+        removed = apply_retention(settings, spec, ledger, keep=sid)
+        rec.after = {"savepoint": sid, "batch": batch, "sha256": manifest.sha256, "bytes": manifest.bytes,
+                     "files": len(manifest.files), "seconds": seconds, "removed": removed}
+    return {"app": spec.name, "operation_id": rec.id, "id": sid, "path": str(dest), "batch_id": batch,
+            "state_version": manifest.state_version, "sha256": manifest.sha256, "bytes": manifest.bytes,
+            "files": len(manifest.files), "offsets": manifest.offsets, "seconds": seconds, "removed": removed}
+
+
+def apply_retention(settings: Settings, spec: AppSpec, ledger: Ledger, keep: str | None = None) -> list[str]:
+    """Delete savepoints beyond the spec's count and age (never ``keep``, never the newest)."""
+    policy = spec.savepoints
+    removed = []
+    for sp in expired(ledger.savepoints(spec.name), policy.retain_count, age_seconds(policy.retain_age)):
+        if sp["id"] == keep:
+            continue
+        shutil.rmtree(sp["path"], ignore_errors=True)
+        ledger.delete_savepoint(sp["id"])
+        removed.append(sp["id"])
+    return removed
+
+
+def listing(settings: Settings, spec: AppSpec, ledger: Ledger) -> list[dict[str, Any]]:
+    """Newest first, with whether the files are still there."""
+    return [{**sp, "created_at": sp["created_at"].isoformat(), "present": Path(sp["path"]).is_dir()}
+            for sp in ledger.savepoints(spec.name)]
+
+
+def _find(ledger: Ledger, spec: AppSpec, savepoint_id: str) -> dict[str, Any]:
+    known = ledger.savepoints(spec.name)
+    for sp in known:
+        if sp["id"] == savepoint_id:
+            return sp
+    from streamops.exceptions import UsageError
+
+    names = ", ".join(sp["id"] for sp in known[:10]) or "none (take one with `streamops savepoint APP`)"
+    raise UsageError(f"{spec.name}: no savepoint {savepoint_id!r}; known: {names}")
+
+
+def restore_plan(settings: Settings, spec: AppSpec, ledger: Ledger, savepoint_id: str) -> dict[str, Any]:
+    """What a restore would do: per partition current -> savepoint offset and records to reprocess."""
+    sp = _find(ledger, spec, savepoint_id)
+    manifest = verify(Path(sp["path"]), sp["sha256"])
+    ckpt = checkpoint_dir(settings, spec)
+    current = {t: {str(p): o for p, o in ps.items()} for t, ps in layout.committed_offsets(ckpt).items()}
+    partitions = []
+    for topic in sorted(set(current) | set(manifest.offsets)):
+        for p in sorted(set(current.get(topic, {})) | set(manifest.offsets.get(topic, {})), key=int):
+            now, to = current.get(topic, {}).get(p), manifest.offsets.get(topic, {}).get(p, 0)
+            partitions.append({"topic": topic, "partition": int(p), "current": now, "restore_to": to,
+                               "reprocess": max(0, (now or 0) - to)})
+    desired = ledger.desired(spec.name) or {}
+    return {
+        "app": spec.name, "savepoint": sp["id"], "sha256": sp["sha256"], "verified": True,
+        "batch_id": manifest.batch_id, "state_version": manifest.state_version,
+        "current_batch": layout.last_committed_batch(ckpt), "offsets": partitions,
+        "records_to_reprocess": sum(p["reprocess"] for p in partitions),
+        "checkpoint": str(ckpt), "set_aside_to": str(aside_dir(settings, spec.name) / "<time>-op<id>"),
+        "restart": desired.get("status") == "running", "parallelism": desired.get("parallelism"),
+    }
+
+
+def restore(settings: Settings, spec: AppSpec, ledger: Ledger, savepoint_id: str, *, dry_run: bool = False,
+            who: str | None = None, timeout: float = 300.0,
+            progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
+    """Stop, set the checkpoint aside, install the savepoint, rewind the sink, restart."""
+    plan = restore_plan(settings, spec, ledger, savepoint_id)
+    if dry_run:
+        return {**plan, "dry_run": True}
+    ops.require_supervisor(settings)
+    with ledger.operation(spec.name, "restore", {"savepoint": savepoint_id}, who=who,
+                          before={"batch": plan["current_batch"], "offsets": plan["offsets"]}) as rec:
+        t0 = time.time()
+        desired = ledger.desired(spec.name)
+        parallelism = desired["parallelism"] if desired else spec.parallelism.default
+        if plan["restart"]:
+            progress(f"{spec.name}: stopping at a batch boundary ...")
+            ledger.set_desired(spec.name, status="stopped", parallelism=parallelism, who=who, op=rec.op)
+            _wait(settings, spec, ledger, _pending(rec.op, "stop", timeout, None, None))
+        aside = aside_dir(settings, spec.name) / f"{datetime.now(UTC):%Y%m%dT%H%M%S}-op{rec.id}"
+        progress(f"{spec.name}: checkpoint set aside to {aside}; installing {savepoint_id} ...")
+        sp = _find(ledger, spec, savepoint_id)
+        verify(Path(sp["path"]), sp["sha256"])  # again: nothing may have changed since the plan
+        install(Path(sp["path"]), checkpoint_dir(settings, spec), aside)
+        marker = _rewind(settings, spec, plan["batch_id"])
+        if plan["restart"]:
+            progress(f"{spec.name}: starting x{parallelism} from batch {plan['batch_id']} ...")
+            ledger.set_desired(spec.name, status="running", parallelism=parallelism, who=who, op=rec.op)
+            _wait(settings, spec, ledger, _pending(rec.op, "deploy", timeout, parallelism, plan["batch_id"]))
+        rec.after = {"batch": layout.last_committed_batch(checkpoint_dir(settings, spec)), "aside": str(aside),
+                     "savepoint": savepoint_id, "rewind_marker": marker}
+    return {**plan, "dry_run": False, "operation_id": rec.id, "aside": str(aside),
+            "seconds": round(time.time() - t0, 1)}
+
+
+def _pending(op, kind: str, timeout: float, parallelism: int | None, batch_before: int | None) -> ops.Pending:
+    t0 = time.time()
+    return ops.Pending(app=op.app, kind=kind, operation_id=op.id, requested_by=op.requested_by, t0=t0,
+                       deadline=t0 + timeout, before={}, parallelism=parallelism, batch_before=batch_before)
+
+
+def _wait(settings: Settings, spec: AppSpec, ledger: Ledger, pending: ops.Pending) -> None:
+    while ops.poll(settings, spec, ledger, pending) is None:
+        time.sleep(0.5)
+
+
+def _rewind(settings: Settings, spec: AppSpec, batch_id: int) -> dict[str, Any]:
+    from streamops.spark.commit import BatchCommitter
+
+    committer = BatchCommitter(settings.kafka_bootstrap, spec.name, spec.commits_topic)
+    try:
+        return committer.rewind(batch_id)
+    finally:
+        committer.close()

@@ -1,0 +1,26 @@
+"""After a rewind, records tied to an input record already emitted are not written again."""
+
+from __future__ import annotations
+
+from streamops.spark.commit import OutRecord, already_emitted, merge_max
+
+
+def _dlq(topic: str, partition: int, offset: int) -> OutRecord:
+    return OutRecord("dlq", b"k", b"v", (("streamops.source.topic", topic.encode()),
+                                         ("streamops.source.partition", str(partition).encode()),
+                                         ("streamops.source.offset", str(offset).encode())))
+
+
+def test_already_emitted_compares_the_input_offset() -> None:
+    until = {"in": {"0": 100, "1": 5}}
+    assert already_emitted(_dlq("in", 0, 99), until)
+    assert not already_emitted(_dlq("in", 0, 100), until)
+    assert not already_emitted(_dlq("in", 2, 0), until)  # partition never emitted
+    assert not already_emitted(_dlq("other", 0, 0), until)
+    assert not already_emitted(OutRecord("out", b"k", b"v", (("streamops.batch_id", b"3"),)), until)  # upserts
+    assert not already_emitted(_dlq("in", 0, 1), {})
+
+
+def test_merge_max_keeps_the_furthest_offset_per_partition() -> None:
+    assert merge_max({"in": {"0": 10, "1": 7}}, {"in": {"0": 8, "2": 3}, "b": {"0": 1}}) == \
+        {"in": {"0": 10, "1": 7, "2": 3}, "b": {"0": 1}}
