@@ -1,0 +1,200 @@
+"""Resize and savepoint costs while events arrive at a steady rate.
+
+    .venv/bin/python bench/resize.py [--strategies restart,live] [--runs 3] [--rate 2000] \
+        [--savepoint-keys 100000] [--savepoint-runs 3]
+
+One platform (broker, Spark standalone master with 2 workers, supervisor) in a temporary state
+dir on free ports, stopped in ``finally``. The demo app is deployed at parallelism 1 while a
+producer thread writes ``--rate`` events/s. For each strategy, each run resizes 1 -> 2 and back
+2 -> 1 and reports, from the checkpoint's commit log (one file per committed batch, written when
+the batch commits):
+
+- ``pause``: the longest gap between consecutive batch commits from 5 s before the request until
+  the resize converged (the trigger interval is the baseline gap: ``ratio`` = pause / interval);
+- ``to new size``: request -> first batch committed at the new size (the operation's own wait).
+
+At the end the app is stopped and ``check`` compares state, changelog, output and DLQ with the
+fold of every input event: ``lost`` / ``duplicated`` count keys missing or different, and DLQ
+records missing or written twice (both must be 0).
+
+Savepoints: the state is grown to ``--savepoint-keys`` users first, then savepoints are taken
+while the app keeps running at the same rate; reported: savepoint time and the longest gap
+between batch commits while it ran.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+from bench._common import isolated_settings, summary, table
+from streamops.checkpoints import layout
+from streamops.demo import contract as c
+from streamops.platform import manager
+from streamops.settings import Settings
+
+
+def commit_times(ckpt: Path) -> list[tuple[int, float]]:
+    """(batch id, commit time) for every committed batch, from the commit log files' mtimes."""
+    out = []
+    for f in (ckpt / "commits").iterdir():
+        if f.name.isdigit():
+            out.append((int(f.name), f.stat().st_mtime))
+    return sorted(out)
+
+
+def longest_gap(ckpt: Path, start: float, end: float) -> float:
+    """Longest time without a batch commit inside [start, end] (edges count as commits)."""
+    times = [start] + [t for _b, t in commit_times(ckpt) if start < t < end] + [end]
+    return max(b - a for a, b in zip(times, times[1:]))
+
+
+class Feeder(threading.Thread):
+    """Writes events at a steady rate until stopped; counts what it wrote."""
+
+    def __init__(self, settings: Settings, rate: float, users: int, partitions: int) -> None:
+        super().__init__(daemon=True)
+        self.settings, self.rate, self.users, self.partitions = settings, rate, users, partitions
+        self.stop_flag = threading.Event()
+        self.sent = 0
+
+    def run(self) -> None:
+        from streamops.demo.generator import generate_records
+        from streamops.kafka.produce import produce
+
+        seed = 1000
+        while not self.stop_flag.is_set():
+            chunk = int(self.rate)  # one second of events per call
+            records = ((r.key, r.value) for r in generate_records(chunk, self.users, seed=seed, bad_ratio=0.01))
+            produce(self.settings.kafka_bootstrap, c.INPUT_TOPIC, records, partitions=self.partitions,
+                    rate=self.rate)
+            self.sent += chunk
+            seed += 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--strategies", default="restart,live")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--rate", type=float, default=2000.0, help="events per second while resizing")
+    ap.add_argument("--users", type=int, default=5000)
+    ap.add_argument("--savepoint-keys", type=int, default=100_000)
+    ap.add_argument("--savepoint-runs", type=int, default=3)
+    args = ap.parse_args(argv)
+    strategies = [s for s in args.strategies.split(",") if s]
+
+    from streamops.ledger import Ledger
+    from streamops.lifecycle import operations as ops
+    from streamops.lifecycle.savepoints import take
+    from streamops.spark.session import checkpoint_dir
+    from streamops.spec import default_spec_path, get_app, load_specs
+    from streamops.state.check import run_check
+
+    home = Path(tempfile.mkdtemp(prefix="bench-resize-"))
+    settings = isolated_settings(home)
+    spec = get_app(load_specs(default_spec_path(REPO)), c.APP)
+    ckpt = checkpoint_dir(settings, spec)
+    interval = spec.trigger_seconds
+    rows, sp_rows = [], []
+    try:
+        print(f"starting broker, Spark (2 workers) and the supervisor in {home} ...", flush=True)
+        manager.up(settings, only=["kafka", "spark", "supervisor"])
+        import os
+
+        os.environ.update(settings.env())
+        ledger = Ledger.open(settings.ledger_db_url)
+        from streamops.kafka.admin import TopicSpec, ensure_topics
+
+        ensure_topics(settings.kafka_bootstrap, [TopicSpec(name=c.INPUT_TOPIC, partitions=spec.input_partitions)])
+        feeder = Feeder(settings, args.rate, args.users, spec.input_partitions)
+        feeder.start()
+        out = ops.deploy(settings, spec, ledger, parallelism=1, timeout=600)
+        print(f"deployed x1 in {out['seconds']} s", flush=True)
+        time.sleep(10)
+        results: dict[tuple[str, str], list[tuple[float, float]]] = {}
+        for strategy in strategies:
+            for run in range(1, args.runs + 1):
+                for n in (2, 1):
+                    t0 = time.time()
+                    res = ops.resize(settings, spec, ledger, parallelism=n, strategy=strategy, timeout=600)
+                    t1 = time.time()
+                    time.sleep(3 * interval)  # let a few batches pass at the new size
+                    pause = longest_gap(ckpt, t0 - 5, t1)
+                    results.setdefault((strategy, f"{3 - n}->{n}"), []).append((pause, res["seconds"]))
+                    print(f"{strategy} run {run} {3 - n}->{n}: pause {pause:.1f} s, to new size {res['seconds']} s",
+                          flush=True)
+        # savepoints on a state of --savepoint-keys users
+        if args.savepoint_runs:
+            from streamops.demo.generator import generate_records
+            from streamops.kafka.produce import produce
+
+            print(f"growing the state to {args.savepoint_keys} keys ...", flush=True)
+            from streamops.kafka.admin import end_offsets
+
+            # 6 events per key: all but ~0.25% of the keys get at least one
+            produce(settings.kafka_bootstrap, c.INPUT_TOPIC,
+                    ((r.key, r.value) for r in generate_records(args.savepoint_keys * 6, args.savepoint_keys,
+                                                               seed=7, bad_ratio=0.0)),
+                    partitions=spec.input_partitions)
+            target = {p: hi for p, (_lo, hi) in end_offsets(settings.kafka_bootstrap, c.INPUT_TOPIC).items()}
+            deadline = time.time() + 900
+            while any(layout.committed_offsets(ckpt).get(c.INPUT_TOPIC, {}).get(p, 0) < hi for p, hi in target.items()):
+                if time.time() > deadline:
+                    raise SystemExit("the app did not catch up with the state-growing events in 900 s")
+                time.sleep(2)
+            time.sleep(3 * interval)
+            for run in range(1, args.savepoint_runs + 1):
+                t0 = time.time()
+                sp = take(settings, spec, ledger)
+                t1 = time.time()
+                time.sleep(2 * interval)
+                gap = longest_gap(ckpt, t0 - interval, t1 + interval)
+                sp_rows.append((sp["seconds"], gap, sp["bytes"], sp["files"]))
+                print(f"savepoint run {run}: {sp['seconds']} s, {sp['files']} files, {sp['bytes']} bytes, "
+                      f"longest batch gap {gap:.1f} s", flush=True)
+        feeder.stop_flag.set()
+        feeder.join()
+        ops.stop(settings, spec, ledger, timeout=300)
+        report = run_check(spec, settings)
+        lost = sum(d.summary()["missing"] for d in report.diffs)
+        dup = sum(d.summary()["different"] + d.summary()["extra"] + d.summary()["duplicates"] for d in report.diffs)
+        ledger.close()
+    finally:
+        manager.down(settings)
+
+    print()
+    print(f"Resize while {args.rate:.0f} events/s arrive (trigger {interval:.0f} s, {args.runs} runs per row); "
+          f"check after all resizes: {'exact' if report.ok else 'MISMATCH'} over {report.input_records} events, "
+          f"lost {lost}, duplicated/different {dup}")
+    print()
+    trows = []
+    for (strategy, change), vals in results.items():
+        pauses = [p for p, _s in vals]
+        news = [s for _p, s in vals]
+        pmin, pmed, pmax = summary(pauses)
+        smin, smed, smax = summary(news)
+        trows.append([strategy, change, f"{pmin:.1f} / {pmed:.1f} / {pmax:.1f}", f"{pmed / interval:.1f}",
+                      f"{smin:.1f} / {smed:.1f} / {smax:.1f}"])
+    print(table(["strategy", "change", "pause s (min/median/max)", "pause / trigger", "to new size s (min/median/max)"],
+                trows))
+    if sp_rows:
+        print()
+        secs = [r[0] for r in sp_rows]
+        gaps = [r[1] for r in sp_rows]
+        print(table(["savepoint of", "time s (min/median/max)", "longest batch gap s (min/median/max)",
+                     "gap / trigger", "size", "files"],
+                    [[f"{args.savepoint_keys} keys", "{:.2f} / {:.2f} / {:.2f}".format(*summary(secs)),
+                      "{:.1f} / {:.1f} / {:.1f}".format(*summary(gaps)), f"{statistics.median(gaps) / interval:.1f}",
+                      f"{sp_rows[-1][2] / 2**20:.1f} MiB", sp_rows[-1][3]]]))
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
