@@ -2,24 +2,11 @@
 
 from __future__ import annotations
 
-import socket
 import statistics
-from contextlib import ExitStack
 from pathlib import Path
 
+from streamops.platform.ports import free_ports
 from streamops.settings import Settings, default_repo
-
-
-def free_ports(n: int) -> list[int]:
-    with ExitStack() as stack:
-        ports: list[int] = []
-        while len(ports) < n:
-            s = stack.enter_context(socket.socket())
-            s.bind(("127.0.0.1", 0))
-            p = s.getsockname()[1]
-            if all(abs(p - q) > 1 for q in ports):
-                ports.append(p)
-        return ports
 
 
 def isolated_settings(home: Path) -> Settings:

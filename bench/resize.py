@@ -10,8 +10,13 @@ producer thread writes ``--rate`` events/s. For each strategy, each run resizes 
 the batch commits):
 
 - ``pause``: the longest gap between consecutive batch commits from 5 s before the request until
-  the resize converged (the trigger interval is the baseline gap: ``ratio`` = pause / interval);
+  20 s after the resize converged (the first batches at the new size included: a new executor
+  starts cold); the baseline row is the same measure over 30 s windows with no operation
+  (batches take about a trigger interval here), and ``pause / baseline`` compares them;
 - ``to new size``: request -> first batch committed at the new size (the operation's own wait).
+
+After each live scale-out the driver's REST API tells which executors ran the stateful stages
+(one task per state partition), to show the new executor really took state over.
 
 At the end the app is stopped and ``check`` compares state, changelog, output and DLQ with the
 fold of every input event: ``lost`` / ``duplicated`` count keys missing or different, and DLQ
@@ -54,6 +59,40 @@ def longest_gap(ckpt: Path, start: float, end: float) -> float:
     """Longest time without a batch commit inside [start, end] (edges count as commits)."""
     times = [start] + [t for _b, t in commit_times(ckpt) if start < t < end] + [end]
     return max(b - a for a, b in zip(times, times[1:]))
+
+
+SETTLE_S = 20.0  # measured after the resize converged: the first batches at the new size
+BASELINE_S = 30.0  # about as long as a resize window (5 s before + the resize + SETTLE_S)
+
+
+def _driver_ui(settings: Settings, spec) -> tuple[str, str] | None:
+    import json
+
+    from streamops.spark.runner import heartbeat_path
+
+    try:
+        hb = json.loads(heartbeat_path(settings, spec.name).read_text())
+        return hb["ui_url"], hb["app_id"]
+    except (FileNotFoundError, ValueError, KeyError):
+        return None
+
+
+def _last_stage(settings: Settings, spec) -> int:
+    from streamops.spark import ui
+
+    where = _driver_ui(settings, spec)
+    return ui.last_stage(*where) if where else -1
+
+
+def _stateful_executors(settings: Settings, spec, after_stage: int) -> list[list[str]]:
+    """Executor ids of each stateful stage (one task per state partition) since ``after_stage``."""
+    from streamops.spark import ui
+
+    where = _driver_ui(settings, spec)
+    if where is None:
+        return []
+    stages = ui.stage_executors(*where, num_tasks=spec.state_partitions, after_stage=after_stage)
+    return [sorted(ex) for _sid, ex in sorted(stages.items())]
 
 
 class Feeder(threading.Thread):
@@ -102,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     spec = get_app(load_specs(default_spec_path(REPO)), c.APP)
     ckpt = checkpoint_dir(settings, spec)
     interval = spec.trigger_seconds
-    rows, sp_rows = [], []
+    rows, sp_rows, sp_baseline = [], [], []
     try:
         print(f"starting broker, Spark (2 workers) and the supervisor in {home} ...", flush=True)
         manager.up(settings, only=["kafka", "spark", "supervisor"])
@@ -118,18 +157,30 @@ def main(argv: list[str] | None = None) -> int:
         out = ops.deploy(settings, spec, ledger, parallelism=1, timeout=600)
         print(f"deployed x1 in {out['seconds']} s", flush=True)
         time.sleep(10)
+        baseline = []
+        for run in range(1, args.runs + 1):  # the same measure with no operation: the baseline
+            t0 = time.time()
+            time.sleep(BASELINE_S)
+            baseline.append(longest_gap(ckpt, t0, time.time()))
+            print(f"baseline run {run}: longest gap {baseline[-1]:.1f} s over {BASELINE_S:.0f} s", flush=True)
         results: dict[tuple[str, str], list[tuple[float, float]]] = {}
+        spread: list[str] = []
         for strategy in strategies:
             for run in range(1, args.runs + 1):
                 for n in (2, 1):
+                    first_stage = _last_stage(settings, spec)
                     t0 = time.time()
                     res = ops.resize(settings, spec, ledger, parallelism=n, strategy=strategy, timeout=600)
                     t1 = time.time()
-                    time.sleep(3 * interval)  # let a few batches pass at the new size
-                    pause = longest_gap(ckpt, t0 - 5, t1)
+                    time.sleep(SETTLE_S)  # the first batches at the new size count too (cold executors)
+                    pause = longest_gap(ckpt, t0 - 5, time.time())
                     results.setdefault((strategy, f"{3 - n}->{n}"), []).append((pause, res["seconds"]))
                     print(f"{strategy} run {run} {3 - n}->{n}: pause {pause:.1f} s, to new size {res['seconds']} s",
                           flush=True)
+                    if strategy == "live" and n == 2:
+                        used = _stateful_executors(settings, spec, first_stage)
+                        spread.append(f"run {run}: {used}")
+                        print(f"  stateful stages after the scale-out ran on executors {used}", flush=True)
         # savepoints on a state of --savepoint-keys users
         if args.savepoint_runs:
             from streamops.demo.generator import generate_records
@@ -150,6 +201,11 @@ def main(argv: list[str] | None = None) -> int:
                     raise SystemExit("the app did not catch up with the state-growing events in 900 s")
                 time.sleep(2)
             time.sleep(3 * interval)
+            for _run in range(args.savepoint_runs):  # baseline: same window, no savepoint
+                t0 = time.time()
+                time.sleep(2 * interval + 0.5)  # as long as a savepoint window (+-1 trigger around it)
+                sp_baseline.append(longest_gap(ckpt, t0, time.time()))
+            print(f"baseline at {args.savepoint_keys} keys: longest gaps {sp_baseline}", flush=True)
             for run in range(1, args.savepoint_runs + 1):
                 t0 = time.time()
                 sp = take(settings, spec, ledger)
@@ -174,24 +230,32 @@ def main(argv: list[str] | None = None) -> int:
           f"check after all resizes: {'exact' if report.ok else 'MISMATCH'} over {report.input_records} events, "
           f"lost {lost}, duplicated/different {dup}")
     print()
-    trows = []
+    bmed = statistics.median(baseline)
+    bmin, _b, bmax = summary(baseline)
+    trows = [["(none: baseline)", "-", f"{bmin:.1f} / {bmed:.1f} / {bmax:.1f}", "1.0", f"{bmed / interval:.1f}", "-"]]
     for (strategy, change), vals in results.items():
         pauses = [p for p, _s in vals]
         news = [s for _p, s in vals]
         pmin, pmed, pmax = summary(pauses)
         smin, smed, smax = summary(news)
-        trows.append([strategy, change, f"{pmin:.1f} / {pmed:.1f} / {pmax:.1f}", f"{pmed / interval:.1f}",
-                      f"{smin:.1f} / {smed:.1f} / {smax:.1f}"])
-    print(table(["strategy", "change", "pause s (min/median/max)", "pause / trigger", "to new size s (min/median/max)"],
-                trows))
+        trows.append([strategy, change, f"{pmin:.1f} / {pmed:.1f} / {pmax:.1f}", f"{pmed / bmed:.1f}",
+                      f"{pmed / interval:.1f}", f"{smin:.1f} / {smed:.1f} / {smax:.1f}"])
+    print(table(["strategy", "change", "pause s (min/median/max)", "pause / baseline", "pause / trigger",
+                 "to new size s (min/median/max)"], trows))
+    if spread:
+        print()
+        print("Executors that ran the stateful stages after each live scale-out: " + "; ".join(spread))
     if sp_rows:
         print()
         secs = [r[0] for r in sp_rows]
         gaps = [r[1] for r in sp_rows]
         print(table(["savepoint of", "time s (min/median/max)", "longest batch gap s (min/median/max)",
-                     "gap / trigger", "size", "files"],
+                     "baseline gap s (min/median/max)", "gap / baseline", "gap / trigger", "size", "files"],
                     [[f"{args.savepoint_keys} keys", "{:.2f} / {:.2f} / {:.2f}".format(*summary(secs)),
-                      "{:.1f} / {:.1f} / {:.1f}".format(*summary(gaps)), f"{statistics.median(gaps) / interval:.1f}",
+                      "{:.1f} / {:.1f} / {:.1f}".format(*summary(gaps)),
+                      "{:.1f} / {:.1f} / {:.1f}".format(*summary(sp_baseline)),
+                      f"{statistics.median(gaps) / statistics.median(sp_baseline):.1f}",
+                      f"{statistics.median(gaps) / interval:.1f}",
                       f"{sp_rows[-1][2] / 2**20:.1f} MiB", sp_rows[-1][3]]]))
     return 0 if report.ok else 1
 

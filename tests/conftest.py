@@ -32,6 +32,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.unit)
 
 
+@pytest.fixture(autouse=True)
+def _no_leaked_airflow_context():
+    """``dag.test()`` exports AIRFLOW_CTX_* into this process; a later CLI subprocess would then
+    record itself as that DAG run instead of ``cli:USER``. Put the environment back after each test."""
+    before = {k: v for k, v in os.environ.items() if k.startswith("AIRFLOW_CTX_")}
+    yield
+    for k in [k for k in os.environ if k.startswith("AIRFLOW_CTX_")]:
+        if k not in before:
+            del os.environ[k]
+    os.environ.update(before)
+
+
 @pytest.fixture(scope="session")
 def repo() -> Path:
     return REPO

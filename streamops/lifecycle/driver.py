@@ -17,6 +17,8 @@ from pathlib import Path
 
 from streamops.platform import process
 from streamops.settings import Settings
+from streamops.spark import elastic, standby
+from streamops.spark.standby import STANDBY_ENV
 from streamops.spark.runner import app_dir
 from streamops.spec import AppSpec
 
@@ -51,13 +53,63 @@ def running(settings: Settings, app: str) -> process.PidRecord | None:
     return rec if rec is not None and rec.alive else None
 
 
-def launch(spec: AppSpec, settings: Settings, parallelism: int) -> process.PidRecord:
+def standby_pid_path(settings: Settings, app: str) -> Path:
+    return app_dir(settings, app) / "standby.pid"
+
+
+def launch(spec: AppSpec, settings: Settings, parallelism: int, *, standby: bool = False) -> process.PidRecord:
+    """Start a driver. ``standby``: it starts its JVM and SparkContext, then waits for
+    ``promote`` before it touches the checkpoint (see ``streamops.spark.standby``)."""
     argv = [sys.executable, str(job_path(spec, settings)), "--app", spec.name, "--parallelism", str(parallelism)]
-    rec = process.spawn(argv, env=driver_env(settings), log_path=log_path(settings, spec.name),
+    env = driver_env(settings)
+    if standby:
+        clear_standby(settings, spec.name)
+        env[STANDBY_ENV] = "1"
+        return process.spawn(argv, env=env, log_path=log_path(settings, spec.name),
+                             pid_path=standby_pid_path(settings, spec.name), cwd=app_dir(settings, spec.name))
+    (app_dir(settings, spec.name) / elastic.CONTROL).unlink(missing_ok=True)  # asked of a previous driver
+    rec = process.spawn(argv, env=env, log_path=log_path(settings, spec.name),
                         pid_path=pid_path(settings, spec.name), cwd=app_dir(settings, spec.name))
-    meta = app_dir(settings, spec.name) / "launch.json"
-    meta.write_text(json.dumps({"pid": rec.pid, "parallelism": parallelism, "launched_at": rec.started_at}))
+    _write_launch(settings, spec.name, rec, parallelism)
     return rec
+
+
+def _write_launch(settings: Settings, app: str, rec: process.PidRecord, parallelism: int) -> None:
+    meta = app_dir(settings, app) / "launch.json"
+    meta.write_text(json.dumps({"pid": rec.pid, "parallelism": parallelism, "launched_at": time.time()}))
+
+
+def standby_ready(settings: Settings, app: str, rec: process.PidRecord) -> bool:
+    """Has this standby driver got its SparkContext and is waiting to be promoted?"""
+    return standby.is_ready(app_dir(settings, app), rec.pid)
+
+
+def promote(settings: Settings, app: str, rec: process.PidRecord, parallelism: int) -> None:
+    """Make a ready standby the app's driver (the previous one must be stopped already)."""
+    (app_dir(settings, app) / elastic.CONTROL).unlink(missing_ok=True)
+    standby_pid_path(settings, app).replace(pid_path(settings, app))
+    _write_launch(settings, app, rec, parallelism)
+    standby.release(app_dir(settings, app))
+
+
+def clear_standby(settings: Settings, app: str) -> bool:
+    """Kill a standby that was never promoted (returns True if one was running)."""
+    rec = process.read_pid(standby_pid_path(settings, app))
+    standby.clear(app_dir(settings, app))
+    standby_pid_path(settings, app).unlink(missing_ok=True)
+    if rec is not None and rec.alive:
+        process.terminate(rec, timeout=10)
+        return True
+    return False
+
+
+def request_parallelism(settings: Settings, app: str, parallelism: int) -> elastic.ControlRequest:
+    """Ask the running driver to resize itself (live); it applies it from its main loop."""
+    return elastic.write_request(app_dir(settings, app), parallelism)
+
+
+def live_request(settings: Settings, app: str) -> elastic.ControlRequest | None:
+    return elastic.read_request(app_dir(settings, app))
 
 
 def launched_parallelism(settings: Settings, app: str) -> int | None:

@@ -23,6 +23,7 @@ from streamops.lifecycle import driver
 from streamops.lifecycle.status import lag
 from streamops.lifecycle.supervisor import heartbeat_file
 from streamops.settings import Settings
+from streamops.spark import elastic
 from streamops.spark.session import checkpoint_dir
 from streamops.spec import AppSpec
 
@@ -131,7 +132,7 @@ def check_strategy(settings: Settings, spec: AppSpec, strategy: str) -> str:
         raise UsageError(f"unknown strategy {strategy!r}; available: {', '.join(STRATEGIES)}")
     if strategy == "live":
         master = spec.spark_master or settings.spark_master_url
-        if not master.startswith(("spark://", "k8s://")):
+        if not elastic.supports_live(master):
             raise UsageError(f"{spec.name} runs on {master}: a live resize needs a standalone (spark://) or "
                              f"k8s:// master that can add executors; use --strategy restart")
     return strategy

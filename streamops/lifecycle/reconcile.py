@@ -46,6 +46,9 @@ class RestartPolicy:
     startup_grace_s: float = 180.0
     #: a live resize the driver has not applied in this long falls back to a restart
     live_resize_timeout_s: float = 90.0
+    #: a restart resize first starts the next driver as a warm standby; not ready in this long,
+    #: the resize goes on without one (stop, then launch)
+    standby_ready_s: float = 180.0
 
 
 @dataclass(frozen=True)

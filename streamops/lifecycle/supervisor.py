@@ -19,6 +19,7 @@ from typing import Any
 from streamops.ledger import Ledger
 from streamops.lifecycle import driver
 from streamops.lifecycle.reconcile import Action, Desired, History, Observed, RestartPolicy, decide
+from streamops.platform import process
 from streamops.settings import Settings
 from streamops.spec import AppSpec
 
@@ -58,13 +59,10 @@ class Supervisor:
         """Age of a live resize asked of the driver for the desired size and not applied yet."""
         if desired is None or desired.strategy != "live" or parallelism == desired.parallelism:
             return None
-        try:
-            req = json.loads((driver.app_dir(self.settings, app) / "control.json").read_text())
-        except (FileNotFoundError, ValueError):
+        req = driver.live_request(self.settings, app)
+        if req is None or req.parallelism != desired.parallelism:
             return None
-        if req.get("parallelism") != desired.parallelism:
-            return None
-        return max(0.0, now - float(req.get("requested_at", 0)))
+        return max(0.0, now - req.requested_at)
 
     def observe(self, spec: AppSpec, mem: dict[str, Any], now: float,
                 desired: Desired | None = None) -> tuple[Observed, History]:
@@ -105,6 +103,27 @@ class Supervisor:
         self._save(app, mem)
         return action
 
+    def _handover(self, spec: AppSpec, parallelism: int) -> process.PidRecord | None:
+        """Restart resize with a warm standby: start the next driver, wait until its
+        SparkContext is up, stop the current one at a batch boundary, promote the standby.
+        None (standby gone, or not ready in time): the caller stops and launches as before."""
+        app = spec.name
+        standby = driver.launch(spec, self.settings, parallelism, standby=True)
+        deadline = time.monotonic() + self.policy.standby_ready_s
+        while not driver.standby_ready(self.settings, app, standby):
+            if not standby.alive or time.monotonic() > deadline:
+                log.warning("%s: standby driver not ready (%s); restarting without one", app,
+                            "exited" if not standby.alive else f"{self.policy.standby_ready_s:.0f} s")
+                driver.clear_standby(self.settings, app)
+                return None
+            time.sleep(0.2)
+        driver.stop(self.settings, app, timeout=max(60.0, 10 * spec.trigger_seconds))
+        if not standby.alive:
+            driver.clear_standby(self.settings, app)
+            return None
+        driver.promote(self.settings, app, standby, parallelism)
+        return standby
+
     def _act(self, spec: AppSpec, action: Action, observed: Observed, mem: dict[str, Any], now: float) -> None:
         app = spec.name
         if action.kind in ("none", "wait"):
@@ -122,7 +141,12 @@ class Supervisor:
                                params={"parallelism": action.parallelism, "reason": action.reason},
                                before={"parallelism": observed.parallelism})
             return
-        if action.kind in ("stop", "restart", "resize"):
+        rec = None
+        if action.kind == "resize":
+            assert action.parallelism is not None
+            rec = self._handover(spec, action.parallelism)
+        warm = rec is not None
+        if rec is None and action.kind in ("stop", "restart", "resize"):
             driver.stop(self.settings, app, now=action.kind == "restart",
                         timeout=max(60.0, 10 * spec.trigger_seconds))
             if action.kind == "stop":
@@ -130,12 +154,14 @@ class Supervisor:
                 self.ledger.record(app, "supervisor-stop", who=WHO, params={"reason": action.reason})
                 return
         assert action.parallelism is not None
-        rec = driver.launch(spec, self.settings, action.parallelism)
-        mem["launched_at"] = now
+        if rec is None:
+            rec = driver.launch(spec, self.settings, action.parallelism)
+        mem["launched_at"] = time.time()  # a handover took a while: the old driver's heartbeats are older
         self.ledger.report_observed(app, status="starting", pid=rec.pid, parallelism=action.parallelism,
                                     error=None)
         self.ledger.record(app, f"supervisor-{action.kind}", who=WHO,
-                           params={"parallelism": action.parallelism, "reason": action.reason},
+                           params={"parallelism": action.parallelism, "reason": action.reason,
+                                   **({"standby": warm} if action.kind == "resize" else {})},
                            before={"parallelism": observed.parallelism}, after={"pid": rec.pid})
 
     def reconcile_once(self) -> dict[str, Action]:

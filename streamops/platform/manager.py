@@ -274,6 +274,10 @@ def stop_drivers(settings: Settings) -> list[dict]:
 
     out = []
     apps = settings.state_dir / "apps"
+    for pid_file in sorted(apps.glob("*/standby.pid")) if apps.exists() else []:
+        if driver.clear_standby(settings, pid_file.parent.name):  # a handover cut short
+            out.append({"name": f"standby:{pid_file.parent.name}", "pid": None, "was_running": True,
+                        "killed": True})
     for pid_file in sorted(apps.glob("*/driver.pid")) if apps.exists() else []:
         app = pid_file.parent.name
         rec = read_pid(pid_file)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from streamops.settings import Settings
+from streamops.spark import elastic, standby
 from streamops.spec import AppSpec
 
 log = logging.getLogger("streamops.runtime")
@@ -39,6 +40,7 @@ class RunOptions:
 
 #: seconds between liveness heartbeats while no batch commits
 HEARTBEAT_S = 5.0
+CONTROL_TICK_S = 0.5  # how often the driver looks for a live resize request and surplus executors
 
 
 def app_dir(settings: Settings, app: str) -> Path:
@@ -183,13 +185,23 @@ def run_app(
     if opts.exit_at_end:
         targets = {t: {str(p): hi for p, (_lo, hi) in end_offsets(settings.kafka_bootstrap, t).items()}
                    for t in spec.input_topics}
+    is_standby = standby.requested()
     spark = build_session(spec, settings, master=opts.master, parallelism=opts.parallelism,
                           extra=opts.extra_conf)
     spark.sparkContext.setLogLevel("WARN")
     reporter = ObservedReporter(settings, spec.name)
+    n = opts.parallelism or spec.parallelism.default
+    control = scaler = None
+    if elastic.supports_live(spark.sparkContext.master):
+        scaler = elastic.ExecutorScaler(spark, n)
+        control = elastic.LiveControl(scaler, app_dir(settings, spec.name), spec.parallelism.min,
+                                      max(spec.parallelism.max, n), reporter.report)
+    if is_standby and not _standby(spark, spec, settings, stop, scaler):
+        reporter.close()
+        spark.stop()
+        return 0
     reporter.report(status="starting", pid=os.getpid(), host=socket.gethostname(),
-                    spark_app_id=spark.sparkContext.applicationId,
-                    parallelism=opts.parallelism or spec.parallelism.default, executors=None,
+                    spark_app_id=spark.sparkContext.applicationId, parallelism=n, executors=None,
                     last_batch=None, error=None)
     spark.streams.addListener(progress_listener(batches_path(settings, spec.name), reporter))
     hb = heartbeat_path(settings, spec.name)
@@ -199,7 +211,7 @@ def run_app(
         while not stop.is_set():
             committed_before = _last_batch(hb)
             try:
-                _run_query_once(spark, spec, settings, build, to_records, hb, stop, targets, reporter)
+                _run_query_once(spark, spec, settings, build, to_records, hb, stop, targets, reporter, control)
                 return 0
             except Exception as exc:
                 if _last_batch(hb) != committed_before:
@@ -224,6 +236,23 @@ def run_app(
         spark.stop()
 
 
+def _standby(spark, spec: AppSpec, settings: Settings, stop: threading.Event,
+             scaler: elastic.ExecutorScaler | None) -> bool:
+    """Wait, ready, for the promotion (True); False if stopped or never promoted. Nothing
+    about the app (checkpoint, ledger, heartbeat) is touched before it."""
+    last = [0.0]
+
+    def idle() -> None:  # executors the master launched beyond the target: no task runs yet
+        if scaler is not None and time.monotonic() - last[0] > 1.0:
+            last[0] = time.monotonic()
+            scaler.trim()
+
+    log.warning("standby: SparkContext %s ready; waiting to be promoted", spark.sparkContext.applicationId)
+    promoted = standby.await_promotion(app_dir(settings, spec.name), stop.is_set, idle)
+    log.warning("standby %s", "promoted: starting the query" if promoted else "not promoted: exiting")
+    return promoted
+
+
 def _last_batch(hb: Path) -> int | None:
     try:
         return json.loads(hb.read_text()).get("batch_id")
@@ -239,8 +268,12 @@ def _update_heartbeat(hb: Path, **fields) -> None:
     write_heartbeat(hb, {**current, **fields, "heartbeat_ms": int(time.time() * 1000)})
 
 
-def _executors(spark) -> int:
-    """Executors registered with the driver (local mode: the driver itself, 1)."""
+def _executors(spark, control: elastic.LiveControl | None = None) -> int:
+    """Executors registered with the driver (local mode: the driver itself, 1); with live
+    resizing, those not being removed."""
+    if control is not None:
+        with control.lock:
+            return len(control.scaler.executors())
     sc = spark.sparkContext
     if sc.master.startswith("local"):
         return 1
@@ -252,7 +285,8 @@ def _executors(spark) -> int:
 
 def _run_query_once(spark, spec: AppSpec, settings: Settings, build: Callable, to_records: Callable,
                     hb: Path, stop: threading.Event, targets: dict | None,
-                    reporter: ObservedReporter | None = None) -> None:
+                    reporter: ObservedReporter | None = None,
+                    control: elastic.LiveControl | None = None) -> None:
     """Start the query, run until stopped / caught up (returns) or failed (raises)."""
     from streamops.checkpoints import layout
     from streamops.spark.commit import BatchCommitter
@@ -268,20 +302,22 @@ def _run_query_once(spark, spec: AppSpec, settings: Settings, build: Callable, t
         t0 = time.monotonic()
         table = df.toArrow()  # always evaluate: the state store must advance even on a replay
         t1 = time.monotonic()
+        resized = _control_step(control.boundary) if control is not None else None
         records = to_records(table, batch_id)
         t2 = time.monotonic()
         written = committer.commit(batch_id, records, input_end=layout.batch_end_offsets(ckpt, batch_id))
         t3 = time.monotonic()
         write_heartbeat(hb, {
             "app": spec.name, "pid": os.getpid(), "app_id": spark.sparkContext.applicationId,
+            "ui_url": spark.sparkContext.uiWebUrl,
             "status": "running", "batch_id": batch_id, "replayed": written is None,
             "records": len(records), "sink_seconds": round(t3 - t0, 3),
             "compute_seconds": round(t1 - t0, 3), "encode_seconds": round(t2 - t1, 3),
-            "commit_seconds": round(t3 - t2, 3),
+            "commit_seconds": round(t3 - t2, 3), **(resized or {}),
             "heartbeat_ms": int(time.time() * 1000), "started_ms": int(started * 1000),
         })
         if reporter is not None:
-            reporter.report(status="running", last_batch=batch_id, executors=_executors(spark), error=None)
+            reporter.report(status="running", last_batch=batch_id, executors=_executors(spark, control), error=None)
 
     raw = read_kafka(
         spark,
@@ -300,21 +336,26 @@ def _run_query_once(spark, spec: AppSpec, settings: Settings, build: Callable, t
         .trigger(processingTime=spec.trigger_interval)
         .start()
     )
-    beat = time.monotonic()
+    beat = tick = time.monotonic()
     try:
         while query.isActive:
+            if control is not None and time.monotonic() - tick > CONTROL_TICK_S:
+                tick = time.monotonic()
+                change = _control_step(control.tick)
+                if change:
+                    _update_heartbeat(hb, **change)
             if time.monotonic() - beat > HEARTBEAT_S:  # alive even when no batch runs
                 beat = time.monotonic()
                 _update_heartbeat(hb, status="running")
                 if reporter is not None:
-                    reporter.report(status="running")
+                    reporter.report(status="running", executors=_executors(spark, control))
             if targets is not None:
                 progress = query.lastProgress
                 if progress and _reached(progress["sources"][0].get("endOffset"), targets) and \
                         committer.last_committed >= progress["batchId"]:
                     stop.set()
             if stop.is_set():
-                _stop_at_batch_boundary(query, committer, max(60.0, 10 * spec.trigger_seconds))
+                _stop_at_batch_boundary(query, committer, max(60.0, 10 * spec.trigger_seconds), ckpt / "commits")
                 return
             time.sleep(0.2)
         error = query.exception()
@@ -326,7 +367,15 @@ def _run_query_once(spark, spec: AppSpec, settings: Settings, build: Callable, t
         committer.close()
 
 
-def _stop_at_batch_boundary(query, committer, timeout: float) -> None:
+def _control_step(step: Callable[[], dict | None]) -> dict | None:
+    try:
+        return step()
+    except Exception as exc:  # noqa: BLE001 - resizing must never take the query down
+        log.error("live resize control failed: %s", exc)
+        return {"control_error": str(exc)[:500]}
+
+
+def _stop_at_batch_boundary(query, committer, timeout: float, commit_log: Path | None = None) -> None:
     """Let the batch in flight commit (bounded), then stop before the next one gets far.
 
     Waiting for ``isTriggerActive`` to fall alone is not enough: when batches take longer than
@@ -338,4 +387,11 @@ def _stop_at_batch_boundary(query, committer, timeout: float) -> None:
     while (query.status.get("isTriggerActive") and committer.last_committed == done
            and time.monotonic() < deadline):
         time.sleep(0.05)
+    if commit_log is not None and committer.last_committed != done:
+        # the sink's transaction is committed; stopping now would leave Spark's commit log one
+        # batch behind the outputs (replayed and skipped on restart, but `check` and savepoints
+        # see the checkpoint) — let Spark record the batch first
+        marker = commit_log / str(committer.last_committed)
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
     query.stop()

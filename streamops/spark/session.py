@@ -21,9 +21,16 @@ def checkpoint_dir(settings: Settings, spec: AppSpec) -> Path:
     return checkpoint_root(settings, spec) / spec.name
 
 
-def session_conf(spec: AppSpec, settings: Settings, *, parallelism: int | None = None) -> dict[str, str]:
-    """The Spark settings every streaming app runs with (also passed to spark-submit as --conf)."""
+def session_conf(spec: AppSpec, settings: Settings, *, parallelism: int | None = None,
+                 live: bool = False) -> dict[str, str]:
+    """The Spark settings every streaming app runs with (also passed to spark-submit as --conf).
+
+    ``live``: the master can resize the running app, so register for the spec's maximum (the
+    standalone cap is fixed at registration) and let the driver hold the executor count.
+    """
     cores = parallelism or spec.parallelism.default
+    if live:
+        cores = max(cores, spec.parallelism.max)
     return {
         # executors import the job's module (``jobs.*``) from the checkout
         "spark.executorEnv.PYTHONPATH": str(settings.repo),
@@ -51,9 +58,11 @@ def build_session(spec: AppSpec, settings: Settings, *, master: str | None = Non
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", settings.host)
-    builder = SparkSession.builder.appName(f"streamops:{spec.name}").master(
-        master or spec.spark_master or settings.spark_master_url
-    )
-    for key, value in {**session_conf(spec, settings, parallelism=parallelism), **(extra or {})}.items():
+    from streamops.spark.elastic import supports_live
+
+    master = master or spec.spark_master or settings.spark_master_url
+    builder = SparkSession.builder.appName(f"streamops:{spec.name}").master(master)
+    conf = session_conf(spec, settings, parallelism=parallelism, live=supports_live(master))
+    for key, value in {**conf, **(extra or {})}.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()

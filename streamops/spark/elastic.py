@@ -1,0 +1,235 @@
+"""Live resize: the running driver adds or removes executors of its own application.
+
+A standalone master caps an application by ``spark.cores.max``, fixed when it registers, so
+drivers on ``spark://`` (and ``k8s://``) masters register with the spec's *maximum*
+parallelism and immediately hold themselves to the wanted number of one-core executors with
+``SparkContext.requestTotalExecutors`` (the master's executor limit); executors beyond it (the
+master launches up to the cap before the request arrives) are killed as they register. A resize
+is a new target: scale-out raises the limit and the master launches executors on free worker
+cores; scale-in kills the surplus, whose tasks Spark reruns elsewhere (state stores reload from
+the checkpoint; the transactional sink keeps the batch exactly-once). The query never restarts.
+
+Requests arrive through ``apps/APP/control.json`` (written by ``request_parallelism``), which
+the driver polls from its main loop.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+log = logging.getLogger("streamops.elastic")
+CONTROL = "control.json"
+
+
+def supports_live(master: str) -> bool:
+    """Can this cluster manager add executors to a running application?"""
+    return master.startswith(("spark://", "k8s://"))
+
+
+@dataclass(frozen=True)
+class ControlRequest:
+    parallelism: int
+    requested_at: float
+
+
+def write_request(app_dir: Path, parallelism: int) -> ControlRequest:
+    req = ControlRequest(parallelism, time.time())
+    app_dir.mkdir(parents=True, exist_ok=True)
+    tmp = app_dir / (CONTROL + ".tmp")
+    tmp.write_text(json.dumps({"parallelism": parallelism, "requested_at": req.requested_at}))
+    tmp.replace(app_dir / CONTROL)
+    return req
+
+
+def read_request(app_dir: Path) -> ControlRequest | None:
+    """The pending request, None if there is none or it is unreadable (written atomically)."""
+    try:
+        data = json.loads((app_dir / CONTROL).read_text())
+        return ControlRequest(int(data["parallelism"]), float(data["requested_at"]))
+    except (FileNotFoundError, ValueError, KeyError, TypeError):
+        return None
+
+
+def record_parallelism(app_dir: Path, parallelism: int) -> None:
+    """The driver's current size in ``launch.json`` (what the supervisor observes)."""
+    path = app_dir / "launch.json"
+    try:
+        meta = json.loads(path.read_text())
+    except (FileNotFoundError, ValueError):
+        meta = {}
+    meta["parallelism"] = parallelism
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(meta))
+    tmp.replace(path)
+
+
+def check_target(parallelism: int, low: int, high: int) -> str | None:
+    """Why a requested size cannot be applied live, None if it can."""
+    if parallelism < low or parallelism > high:
+        return (f"parallelism {parallelism} is outside [{low}, {high}] that this driver registered for; "
+                "a resize beyond it needs --strategy restart")
+    return None
+
+
+def surplus(executors: dict[str, int], target: int) -> list[str]:
+    """Which executors to remove to get down to ``target``: the lightest (e.g. fewest state
+    stores or tasks), newest first among equals — the oldest hold the warm state stores."""
+    if len(executors) <= target:
+        return []
+    ranked = sorted(executors, key=lambda e: (executors[e], -_num(e)))
+    return ranked[: len(executors) - target]
+
+
+def _num(executor_id: str) -> int:
+    try:
+        return int(executor_id)
+    except ValueError:
+        return -1
+
+
+LOCALITY_KEYS = ("spark.locality.wait.process", "spark.locality.wait.node")
+#: batches after a resize during which tasks may start away from their preferred executor
+REBALANCE_BATCHES = 2
+
+
+class ExecutorScaler:
+    """Holds a running SparkContext to ``target`` one-core executors (see module docstring)."""
+
+    def __init__(self, spark: Any, target: int) -> None:
+        self.sc = spark.sparkContext
+        self.jsc = self.sc._jsc.sc()
+        self.jvm = self.sc._jvm
+        self.target = target
+        self.dying: set[str] = set()  # asked to die, still registered until the master confirms
+        self.request(target)
+
+    def request(self, target: int) -> None:
+        self.target = target
+        empty = self.jvm.org.apache.spark.api.python.PythonUtils.toScalaMap({})
+        ok = self.jsc.requestTotalExecutors(target, 0, empty)
+        log.info("executor target %d requested (accepted: %s)", target, ok)
+
+    def executors(self) -> dict[str, int]:
+        """Registered executors not being removed: id -> weight (all equal: the newest go first)."""
+        ids = self.jsc.getExecutorIds()  # a Scala Seq: py4j cannot iterate it
+        registered = {str(ids.apply(i)) for i in range(ids.size())}
+        self.dying &= registered
+        return {e: 0 for e in registered - self.dying}
+
+    def trim(self) -> list[str]:
+        """Kill executors beyond the target (and hold the master's limit at the target)."""
+        victims = surplus(self.executors(), self.target)
+        if victims:
+            seq = self.jvm.org.apache.spark.api.python.PythonUtils.toSeq(victims)
+            self.jsc.killExecutors(seq)
+            self.dying |= set(victims)
+            log.warning("removed executors %s (target %d)", victims, self.target)
+            self.request(self.target)  # killExecutors lowered the requested total by the killed ones
+        return victims
+
+    def relax_locality(self, relaxed: bool) -> None:
+        """Let tasks start on any executor at once (``relaxed``), or wait for their preferred
+        one again (Spark's default, 3 s per locality level).
+
+        After a scale-out every state store lives on the old executors and delay scheduling
+        keeps handing their tasks back: batches finish within the wait, so new executors could
+        stay idle. After a scale-in, tasks that preferred a removed executor wait out the delay.
+        Relaxed for a couple of batches, executors take state partitions over (loaded from the
+        checkpoint), the state store coordinator records the new locations, and normal locality
+        keeps them there. Each new task set reads its waits from the live SparkConf.
+        """
+        conf = self.jsc.conf()
+        if relaxed:
+            if not hasattr(self, "_saved_waits"):
+                self._saved_waits = {k: conf.get(k, None) if conf.contains(k) else None for k in LOCALITY_KEYS}
+            for k in LOCALITY_KEYS:
+                conf.set(k, "0")
+        elif hasattr(self, "_saved_waits"):
+            for k, v in self._saved_waits.items():
+                if v is None:
+                    conf.remove(k)
+                else:
+                    conf.set(k, v)
+            del self._saved_waits
+        log.info("task locality waits %s", "relaxed" if relaxed else "restored")
+
+
+class LiveControl:
+    """The driver side of a live resize.
+
+    ``tick`` (from the driver's main loop) applies a new request from ``control.json``: a
+    scale-out raises the executor target at once; a scale-in only lowers it. ``boundary`` (from
+    the sink, after a batch's tasks are all done and before it commits) removes surplus
+    executors, so no running task or shuffle output of the batch is lost with them. The new size
+    is declared (``launch.json``, the observed-state report) only once exactly that many
+    executors are registered, so "converged" means the executors really are there.
+    """
+
+    def __init__(self, scaler: ExecutorScaler, app_dir: Path, low: int, high: int,
+                 report: Callable[..., None]) -> None:
+        self.scaler = scaler
+        self.app_dir = app_dir
+        self.low, self.high = low, high
+        self.report = report
+        self.current = scaler.target  # the size declared to the platform
+        self.rebalance = 0  # batches left with relaxed locality
+        # a request already there was written after this driver's launch (launch deletes the
+        # file), e.g. while it was starting: apply it too
+        self.seen = 0.0
+        self.lock = threading.Lock()  # tick runs in the main loop, boundary in the sink's thread
+
+    def tick(self) -> dict[str, Any] | None:
+        """Between boundaries; returns what changed (for the heartbeat), None if nothing did."""
+        with self.lock:
+            return self._tick()
+
+    def boundary(self) -> dict[str, Any] | None:
+        """A batch's tasks are done: the safe moment to remove executors."""
+        with self.lock:
+            return self._boundary()
+
+    def _tick(self) -> dict[str, Any] | None:
+        change: dict[str, Any] | None = None
+        req = read_request(self.app_dir)
+        if req is not None and req.requested_at > self.seen:
+            self.seen = req.requested_at
+            problem = check_target(req.parallelism, self.low, self.high)
+            if problem:
+                log.error("live resize refused: %s", problem)
+                change = {"control_error": problem}
+            else:
+                log.warning("live resize %d -> %d requested", self.current, req.parallelism)
+                self.scaler.request(req.parallelism)
+                change = {"resize_requested": req.parallelism}
+        return self._declare(change)
+
+    def _boundary(self) -> dict[str, Any] | None:
+        change: dict[str, Any] | None = None
+        if self.rebalance:
+            self.rebalance -= 1
+            if not self.rebalance:
+                self.scaler.relax_locality(False)
+        killed = self.scaler.trim()
+        if killed:
+            change = {"removed_executors": killed}
+        return self._declare(change)
+
+    def _declare(self, change: dict[str, Any] | None) -> dict[str, Any] | None:
+        have = len(self.scaler.executors())
+        if self.scaler.target != self.current and have == self.scaler.target:
+            log.warning("live resize applied: %d executors (was %d)", have, self.current)
+            # either way tasks would wait out the locality delay: for executors that hold no
+            # state yet (scale-out), or for ones being removed (scale-in)
+            self.scaler.relax_locality(True)
+            self.rebalance = REBALANCE_BATCHES
+            self.current = self.scaler.target
+            record_parallelism(self.app_dir, self.current)
+            self.report(parallelism=self.current, executors=have)
+            change = {**(change or {}), "parallelism": self.current, "control_error": None}
+        return change

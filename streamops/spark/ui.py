@@ -1,0 +1,40 @@
+"""Read a running driver's Spark REST API (``/api/v1``): which executors ran which tasks.
+
+Used to prove a live scale-out really moved work (stateful tasks included) onto the new
+executors, and by the benchmarks to report it.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from typing import Any
+
+
+def _get(ui_url: str, path: str, timeout: float = 10.0) -> Any:
+    with urllib.request.urlopen(f"{ui_url.rstrip('/')}/api/v1/{path.lstrip('/')}", timeout=timeout) as r:
+        return json.loads(r.read())
+
+
+def executors(ui_url: str, app_id: str) -> dict[str, dict[str, Any]]:
+    """Active executors (the driver left out) by id: host, totalTasks, activeTasks, ..."""
+    return {e["id"]: e for e in _get(ui_url, f"applications/{app_id}/executors")
+            if e["id"] != "driver" and e.get("isActive", True)}
+
+
+def stage_executors(ui_url: str, app_id: str, *, num_tasks: int, after_stage: int = -1) -> dict[int, set[str]]:
+    """Completed stages with ``num_tasks`` tasks (e.g. the stateful one: one task per state
+    partition) newer than ``after_stage``: stage id -> executor ids that ran its tasks."""
+    out: dict[int, set[str]] = {}
+    for st in _get(ui_url, f"applications/{app_id}/stages?status=complete"):
+        if st["stageId"] <= after_stage or st["numTasks"] != num_tasks:
+            continue
+        tasks = _get(ui_url, f"applications/{app_id}/stages/{st['stageId']}/{st['attemptId']}/taskList"
+                             f"?length={num_tasks * 4}")
+        out[st["stageId"]] = {t["executorId"] for t in tasks if t.get("status") == "SUCCESS"}
+    return out
+
+
+def last_stage(ui_url: str, app_id: str) -> int:
+    stages = _get(ui_url, f"applications/{app_id}/stages")
+    return max((s["stageId"] for s in stages), default=-1)

@@ -1,0 +1,116 @@
+"""Resize 1 -> 2 -> 1 with each strategy while events arrive at a steady rate, then `check` exact."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+from streamops.checkpoints import layout
+from streamops.ledger import Ledger
+from streamops.lifecycle import driver
+from streamops.platform import manager
+from streamops.spark import ui
+from streamops.spark.runner import heartbeat_path
+
+APP = "user_activity"
+
+
+class Feeder(threading.Thread):
+    """``produce`` 500 events about every second until stopped (each call its own seed)."""
+
+    def __init__(self, app) -> None:
+        super().__init__(daemon=True)
+        self.app, self.sent, self.halt = app, 0, threading.Event()
+
+    def run(self) -> None:
+        i = 0
+        while not self.halt.is_set():
+            self.app.produce(500, seed=500 + i)
+            self.sent += 500
+            i += 1
+            self.halt.wait(0.5)
+
+
+def _executors_seen(ledger: Ledger, n: int, timeout: float = 120) -> None:
+    deadline = time.time() + timeout
+    while (ledger.observed(APP) or {}).get("executors") != n:
+        assert time.time() < deadline, ledger.observed(APP)
+        time.sleep(0.5)
+
+
+def _driver_ui(app) -> tuple[str, str]:
+    hb = json.loads(heartbeat_path(app.settings, APP).read_text())
+    return hb["ui_url"], hb["app_id"]
+
+
+def _state_moves_to(app, new_executors: set[str], after_stage: int, state_partitions: int,
+                    timeout: float = 90) -> dict[int, set[str]]:
+    """Wait for a stateful stage (one task per state partition) run partly on a new executor."""
+    deadline = time.time() + timeout
+    while True:
+        stages = ui.stage_executors(*_driver_ui(app), num_tasks=state_partitions, after_stage=after_stage)
+        if any(ex & new_executors for ex in stages.values()):
+            return stages
+        assert time.time() < deadline, f"new executors {new_executors} ran no stateful task: {stages}"
+        time.sleep(1)
+
+
+def test_resize_each_strategy_under_steady_load_is_exact(app_factory) -> None:
+    app = app_factory("ua-resize")
+    app.produce(5_000, seed=1)
+    manager.up(app.settings, only=["supervisor"])
+    ledger = Ledger.open(app.settings.ledger_db_url)
+    feeder = Feeder(app)
+    try:
+        r = app.cli("deploy", APP, "--parallelism", "1", "--json", timeout=420)
+        assert r.returncode == 0, r.stderr[-3000:]
+        feeder.start()
+        pids = {driver.running(app.settings, APP).pid}
+        for strategy in ("restart", "live"):
+            for n in (2, 1):
+                before = layout.last_committed_batch(app.checkpoint)
+                pid = driver.running(app.settings, APP).pid
+                where = _driver_ui(app)
+                old_executors, first_stage = set(ui.executors(*where)), ui.last_stage(*where)
+                r = app.cli("resize", APP, "--parallelism", str(n), "--strategy", strategy, "--json", timeout=420)
+                assert r.returncode == 0, r.stderr[-3000:] + driver.log_tail(app.settings, APP, 40)
+                out = json.loads(r.stdout)
+                assert (out["parallelism"], out["noop"], out["strategy"]) == (n, False, strategy)
+                assert layout.last_committed_batch(app.checkpoint) > before
+                _executors_seen(ledger, n)
+                now = driver.running(app.settings, APP).pid
+                if strategy == "live":
+                    assert now == pid, "a live resize must not restart the driver"
+                    deadline = time.time() + 60  # a removed executor leaves the UI's list a bit later
+                    while len(active := set(ui.executors(*where))) != n:
+                        assert time.time() < deadline, ui.executors(*where)
+                        time.sleep(0.5)
+                    if n == 2:  # the new executor really takes state partitions over
+                        stages = _state_moves_to(app, active - old_executors, first_stage, 4)
+                        assert all(ex <= active for ex in stages.values()), stages
+                else:
+                    assert now not in pids, "a restart resize runs a new driver"
+                pids.add(now)
+        feeder.halt.set()
+        feeder.join()
+        total = 5_000 + feeder.sent
+        deadline = time.time() + 300
+        while sum(layout.committed_offsets(app.checkpoint).get("user-events", {}).values()) < total:
+            assert time.time() < deadline, driver.log_tail(app.settings, APP, 40)
+            time.sleep(1)
+        r = app.cli("stop", APP, timeout=300)
+        assert r.returncode == 0, r.stderr[-3000:]
+        report = app.check()
+        assert report["ok"] and report["input_records"] == total, report
+        kinds = [(o["kind"], o["outcome"]) for o in ledger.operations(APP, limit=100)]
+        assert kinds.count(("supervisor-resize-live", "succeeded")) == 2
+        assert kinds.count(("supervisor-resize", "succeeded")) == 2
+        # restart resizes hand over to a warm standby driver started before the old one stopped
+        handovers = [o["params"].get("standby") for o in ledger.operations(APP, limit=100)
+                     if o["kind"] == "supervisor-resize"]
+        assert handovers == [True, True], handovers
+    finally:
+        feeder.halt.set()
+        ledger.close()
+        manager.down(app.settings, only=["supervisor"])

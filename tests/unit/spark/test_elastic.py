@@ -1,0 +1,130 @@
+"""Live resize, driver side: requests, surplus choice, and when a new size counts as applied."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from streamops.spark import elastic
+
+
+class FakeScaler:
+    """Stands in for the SparkContext: executors register only when the test says so."""
+
+    def __init__(self, target: int, registered: list[str]) -> None:
+        self.target = target
+        self.registered = list(registered)
+        self.requests: list[int] = []
+        self.killed: list[str] = []
+        self.relaxed: list[bool] = []
+
+    def request(self, target: int) -> None:
+        self.target = target
+        self.requests.append(target)
+
+    def executors(self) -> dict[str, int]:
+        return {e: 0 for e in self.registered}
+
+    def trim(self) -> list[str]:
+        victims = elastic.surplus(self.executors(), self.target)
+        self.registered = [e for e in self.registered if e not in victims]
+        self.killed += victims
+        return victims
+
+    def relax_locality(self, relaxed: bool) -> None:
+        self.relaxed.append(relaxed)
+
+
+@pytest.mark.parametrize("master,ok", [("spark://h:7077", True), ("k8s://https://api:6443", True),
+                                       ("local[2]", False), ("yarn", False)])
+def test_live_needs_a_master_that_adds_executors(master: str, ok: bool) -> None:
+    assert elastic.supports_live(master) is ok
+
+
+def test_request_round_trip_and_unreadable_files(tmp_path: Path) -> None:
+    assert elastic.read_request(tmp_path) is None
+    req = elastic.write_request(tmp_path, 3)
+    assert elastic.read_request(tmp_path) == req and req.parallelism == 3
+    (tmp_path / elastic.CONTROL).write_text("{not json")
+    assert elastic.read_request(tmp_path) is None
+    (tmp_path / elastic.CONTROL).write_text(json.dumps({"parallelism": "x", "requested_at": 1}))
+    assert elastic.read_request(tmp_path) is None
+
+
+def test_surplus_removes_the_newest_first() -> None:
+    assert elastic.surplus({"0": 0, "1": 0, "2": 0, "3": 0}, 2) == ["3", "2"]
+    assert elastic.surplus({"0": 0, "1": 0}, 2) == []
+    assert elastic.surplus({"0": 5, "7": 1, "9": 5}, 2) == ["7"]  # lightest first
+
+
+def test_record_parallelism_keeps_the_rest_of_launch_json(tmp_path: Path) -> None:
+    (tmp_path / "launch.json").write_text(json.dumps({"pid": 42, "parallelism": 1}))
+    elastic.record_parallelism(tmp_path, 3)
+    assert json.loads((tmp_path / "launch.json").read_text()) == {"pid": 42, "parallelism": 3}
+
+
+def test_check_target_names_the_limit() -> None:
+    assert elastic.check_target(2, 1, 4) is None
+    assert "outside [1, 4]" in elastic.check_target(5, 1, 4)
+    assert "outside [1, 4]" in elastic.check_target(0, 1, 4)
+
+
+def test_over_launched_executors_are_removed_at_the_first_batch_boundary(tmp_path: Path) -> None:
+    reports: list[dict] = []
+    scaler = FakeScaler(1, ["0", "1", "2", "3"])  # the master launched up to the cap first
+    ctl = elastic.LiveControl(scaler, tmp_path, 1, 4, lambda **kw: reports.append(kw))
+    assert ctl.tick() is None and scaler.killed == []  # never while a batch may be running
+    assert ctl.boundary() == {"removed_executors": ["3", "2", "1"]}
+    assert scaler.registered == ["0"] and reports == []  # the size did not change: nothing to declare
+
+
+def test_scale_out_is_declared_when_the_executors_are_there_and_rebalances_state(tmp_path: Path) -> None:
+    (tmp_path / "launch.json").write_text(json.dumps({"pid": 1, "parallelism": 1}))
+    reports: list[dict] = []
+    scaler = FakeScaler(1, ["0"])
+    ctl = elastic.LiveControl(scaler, tmp_path, 1, 4, lambda **kw: reports.append(kw))
+    elastic.write_request(tmp_path, 2)
+    assert ctl.tick() == {"resize_requested": 2}
+    assert scaler.requests == [2] and reports == []
+    assert json.loads((tmp_path / "launch.json").read_text())["parallelism"] == 1
+    assert ctl.tick() is None  # the same request is applied once
+    scaler.registered.append("4")
+    assert ctl.tick() == {"parallelism": 2, "control_error": None}
+    assert reports == [{"parallelism": 2, "executors": 2}]
+    assert json.loads((tmp_path / "launch.json").read_text())["parallelism"] == 2
+    # stateful tasks may leave their old executor for REBALANCE_BATCHES batches, then locality is back
+    assert scaler.relaxed == [True]
+    for _ in range(elastic.REBALANCE_BATCHES):
+        assert ctl.boundary() is None
+    assert scaler.relaxed == [True, False]
+
+
+def test_scale_in_removes_executors_only_at_a_batch_boundary(tmp_path: Path) -> None:
+    reports: list[dict] = []
+    scaler = FakeScaler(2, ["0", "4"])
+    ctl = elastic.LiveControl(scaler, tmp_path, 1, 4, lambda **kw: reports.append(kw))
+    elastic.write_request(tmp_path, 1)
+    assert ctl.tick() == {"resize_requested": 1}
+    assert scaler.registered == ["0", "4"] and reports == []  # a batch may be using both
+    assert ctl.boundary() == {"removed_executors": ["4"], "parallelism": 1, "control_error": None}
+    assert scaler.registered == ["0"] and reports == [{"parallelism": 1, "executors": 1}]
+    assert scaler.relaxed == [True]  # tasks that preferred the removed executor need not wait for it
+
+
+def test_out_of_range_request_is_refused_and_changes_nothing(tmp_path: Path) -> None:
+    scaler = FakeScaler(2, ["0", "1"])
+    ctl = elastic.LiveControl(scaler, tmp_path, 1, 4, lambda **kw: None)
+    elastic.write_request(tmp_path, 6)
+    change = ctl.tick()
+    assert "outside [1, 4]" in change["control_error"]
+    assert scaler.target == 2 and scaler.requests == []
+
+
+def test_a_request_written_while_the_driver_was_starting_is_applied(tmp_path: Path) -> None:
+    elastic.write_request(tmp_path, 3)
+    scaler = FakeScaler(2, ["0", "1"])
+    ctl = elastic.LiveControl(scaler, tmp_path, 1, 4, lambda **kw: None)
+    assert ctl.tick() == {"resize_requested": 3} and scaler.requests == [3]
