@@ -40,6 +40,8 @@ class RunOptions:
 
 #: seconds between liveness heartbeats while no batch commits
 HEARTBEAT_S = 5.0
+#: what every streaming task's Python worker imports (the Kafka reader, Arrow); plus the job module
+WARM_MODULES = ("pyarrow", "confluent_kafka", "streamops.spark.kafka_source")
 CONTROL_TICK_S = 0.5  # how often the driver looks for a live resize request and surplus executors
 
 
@@ -247,6 +249,20 @@ def _standby(spark, spec: AppSpec, settings: Settings, stop: threading.Event,
             last[0] = time.monotonic()
             scaler.trim()
 
+    target = scaler.target if scaler is not None else spark.sparkContext.defaultParallelism
+    if scaler is not None:  # the executors it will run with, registered before it declares itself ready
+        deadline = time.monotonic() + 120
+        while len(scaler.executors()) < target and time.monotonic() < deadline and not stop.is_set():
+            scaler.trim()
+            time.sleep(0.5)
+        scaler.trim()
+    t0 = time.monotonic()
+    try:
+        warmed = standby.warm_executors(spark, (*WARM_MODULES, spec.job), tasks=2 * target)
+        log.warning("standby: warmed %d Python workers in %.1f s", len({p for p, _t in warmed}),
+                    time.monotonic() - t0)
+    except Exception as exc:  # noqa: BLE001 - a cold start is slower, not wrong
+        log.warning("standby: warm-up failed (%s); going on cold", str(exc).splitlines()[0][:200])
     log.warning("standby: SparkContext %s ready; waiting to be promoted", spark.sparkContext.applicationId)
     promoted = standby.await_promotion(app_dir(settings, spec.name), stop.is_set, idle)
     log.warning("standby %s", "promoted: starting the query" if promoted else "not promoted: exiting")

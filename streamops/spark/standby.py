@@ -63,3 +63,31 @@ def await_promotion(app_dir: Path, should_stop: Callable[[], bool], idle: Callab
         idle()
         time.sleep(poll)
     return False
+
+
+def _warm(modules: tuple[str, ...], hold: float):
+    def run(_rows):
+        import importlib
+        import os
+        import time as t
+
+        t0 = t.monotonic()
+        for name in modules:
+            importlib.import_module(name)
+        took = t.monotonic() - t0
+        t.sleep(hold)  # keep this core busy so the next task lands on another executor
+        yield os.getpid(), round(took, 3)
+
+    return run
+
+
+def warm_executors(spark, modules: tuple[str, ...], tasks: int, hold: float = 0.5) -> list[tuple[int, float]]:
+    """Start Python workers on the executors and import what the job's tasks import (the
+    Kafka source reader, Arrow, the job module), so the first batch after the promotion does
+    not pay for it. Python workers are reused between tasks, so the imports stay."""
+    sc = spark.sparkContext
+    sc.setJobDescription("streamops standby warm-up")
+    try:
+        return sc.parallelize(range(tasks), tasks).mapPartitions(_warm(modules, hold)).collect()
+    finally:
+        sc.setJobDescription(None)

@@ -38,3 +38,12 @@ def test_the_standby_flag_is_read_once(monkeypatch) -> None:
     assert standby.requested() is True
     assert standby.STANDBY_ENV not in os.environ  # the JVM and Python workers must not inherit it
     assert standby.requested() is False
+
+
+def test_the_warm_up_task_imports_the_modules_and_reports_its_worker() -> None:
+    import sys
+
+    sys.modules.pop("colorsys", None)
+    out = list(standby._warm(("json", "colorsys"), hold=0.0)(iter([1, 2])))
+    assert len(out) == 1 and out[0][0] == os.getpid() and out[0][1] >= 0
+    assert "colorsys" in sys.modules
