@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     spec = get_app(load_specs(default_spec_path(REPO)), c.APP)
     ckpt = checkpoint_dir(settings, spec)
     interval = spec.trigger_seconds
-    rows, sp_rows, sp_baseline = [], [], []
+    sp_rows, sp_baseline = [], []
     try:
         print(f"starting broker, Spark (2 workers) and the supervisor in {home} ...", flush=True)
         manager.up(settings, only=["kafka", "spark", "supervisor"])
