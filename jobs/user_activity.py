@@ -130,19 +130,55 @@ def parse(raw):
     return raw.select("key", "value", "topic", "partition", "offset").mapInArrow(parse_batches, PARSED_DDL)
 
 
+#: What the aggregation folds, one row per event or one row per *profile*: the state's buffers
+#: are max(login_ts), sum(purchase_n), sum(cents), sum(n), so a row holding a whole profile
+#: reproduces that profile's state exactly. That is how rebuild-state and compaction seed a new
+#: checkpoint from the changelog or from the state store (``streamops.state.seed``).
+SEED_DDL = "user_id string, login_ts long, purchase_n long, cents long, n long"
+
+
+def aggregate(rows):
+    """The stateful per-user fold over ``SEED_DDL`` rows (its state lives in the RocksDB store)."""
+    from pyspark.sql import functions as F
+
+    return rows.groupBy("user_id").agg(
+        F.max("login_ts").alias("last_login_ts"),
+        F.sum("purchase_n").alias("purchases"),
+        F.sum("cents").alias("total_cents"),
+        F.sum("n").alias("events"),
+    )
+
+
 def profile_updates(parsed):
-    """Stateful per-user aggregation (its state lives in the RocksDB state store)."""
+    """Valid events -> one ``SEED_DDL`` row each -> ``aggregate``."""
     from pyspark.sql import functions as F
 
     valid = parsed.where(F.col("reason").isNull())
     is_purchase = F.col("event_type") == "purchase"
-    return valid.groupBy("user_id").agg(
-        F.max(F.when(F.col("event_type") == "login", F.col("ts"))).alias("last_login_ts"),
-        F.sum(F.when(is_purchase, F.lit(1)).otherwise(F.lit(0))).cast("long").alias("purchases"),
-        F.sum(F.when(is_purchase, F.col("amount_cents")).otherwise(F.lit(0))).cast("long").alias("total_cents"),
-        F.count(F.lit(1)).alias("events"),
-    )
+    return aggregate(valid.select(
+        "user_id",
+        F.when(F.col("event_type") == "login", F.col("ts")).alias("login_ts"),
+        F.when(is_purchase, F.lit(1)).otherwise(F.lit(0)).cast("long").alias("purchase_n"),
+        F.when(is_purchase, F.col("amount_cents")).otherwise(F.lit(0)).cast("long").alias("cents"),
+        F.lit(1).cast("long").alias("n"),
+    ))
 
+
+def seed_row_from_changelog(key: bytes | None, value: bytes | None) -> tuple | None:
+    """A changelog record (a profile as JSON) -> its ``SEED_DDL`` row; None for a tombstone."""
+    import json
+
+    if value is None:
+        return None
+    p = json.loads(value)
+    return (p["user_id"], p["last_login_ts"], int(p["purchases"]), amount_cents(p["total_amount"]),
+            int(p["events"]))
+
+
+#: Sources Spark counts in this query's plan: the union scans the input once per branch (one Kafka
+#: read thanks to the shared exchange, but two entries in each offsets-log batch). rebuild-state
+#: needs it when there is no old checkpoint to learn it from.
+QUERY_SOURCES = 2
 
 OUT_COLUMNS = ["kind", "user_id", "last_login_ts", "purchases", "total_cents", "events",
                "reason", "raw_key", "raw_value", "src_topic", "src_partition", "src_offset"]
@@ -265,7 +301,7 @@ def state_profiles(spark, checkpoint: str, batch_id: int) -> dict:
             .select("key.user_id", "value").collect())
     out = {}
     for user_id, buf in rows:
-        # aggregation buffers, by position (two are named "sum"): max, sum, sum, count
+        # aggregation buffers, by position (three are named "sum"): max, sum, sum, sum
         last_login, purchases, cents, events = tuple(buf)
         out[user_id] = profile_of({"user_id": user_id, "last_login_ts": last_login,
                                    "purchases": purchases or 0, "total_cents": cents or 0,
@@ -276,3 +312,45 @@ def state_profiles(spark, checkpoint: str, batch_id: int) -> dict:
 def dlq_entry(m) -> tuple[tuple[str, int, int], str]:
     h = {k: v.decode() for k, v in (m.headers() or [])}
     return (h[c.H_SOURCE_TOPIC], int(h[c.H_SOURCE_PARTITION]), int(h[c.H_SOURCE_OFFSET])), h[c.H_REASON]
+
+
+def state_table(spark, checkpoint: str, batch_id: int) -> pa.Table:
+    """``state_profiles`` as one Arrow table (key column ``user_id`` first), for `streamops verify`.
+
+    Why: ``collect()`` of a million Rows plus a dict per row costs tens of seconds; Arrow from
+    Spark and vectorized arithmetic keep a 1M-key scan to a few. Values equal ``profile_of``'s.
+    """
+    import pyarrow.compute as pc
+
+    # the buffers are named max, sum, sum, sum (Arrow rejects duplicate names): rename by position
+    table = (spark.read.format("statestore").option("batchId", batch_id).load(checkpoint)
+             .selectExpr("key.user_id AS user_id",
+                         "CAST(value AS STRUCT<login: BIGINT, purchases: BIGINT, cents: BIGINT, "
+                         "events: BIGINT>) AS v")
+             .selectExpr("user_id", "v.login AS last_login_ts", "COALESCE(v.purchases, 0) AS purchases",
+                         "COALESCE(v.cents, 0) AS cents", "v.events AS events")
+             .toArrow())
+    cents = table.column("cents")
+    # cents / 100 as a double equals Python's round(cents / 100, 2) while cents is exact in a double
+    amount = pc.divide(pc.cast(cents, pa.float64()), 100.0)
+    big = pc.greater(pc.abs(cents), 2**53)
+    if pc.any(big).as_py():
+        amount = pa.array([round(c / 100, 2) for c in cents.to_pylist()], pa.float64())
+    return pa.table({
+        "user_id": table.column("user_id"),
+        "last_login_ts": table.column("last_login_ts"),
+        "purchases": table.column("purchases"),
+        "total_amount": amount,
+        "events": table.column("events"),
+    })
+
+
+def batch_of(headers: list | None) -> int | None:
+    """The micro-batch that wrote an output/changelog record (None: not written by the job).
+
+    `streamops verify` ignores records of batches after the one whose state it reads.
+    """
+    for k, v in headers or ():
+        if k == c.H_BATCH_ID:
+            return int(v)
+    return None

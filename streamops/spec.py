@@ -79,6 +79,19 @@ class SavepointPolicy(BaseModel):
         return v
 
 
+class MaintenancePolicy(BaseModel):
+    """When state maintenance runs (cron, UTC; None: manual runs only)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    compact_schedule: str | None = "30 3 * * *"
+    verify_schedule: str | None = "15 * * * *"
+
+    @field_validator("compact_schedule", "verify_schedule")
+    @classmethod
+    def _valid_schedule(cls, v: str | None) -> str | None:
+        return None if v is None else _cron(v)
+
+
 class ScaleWindow(BaseModel):
     """From each ``start`` (cron, UTC) until the next ``end`` the app runs at ``parallelism``."""
 
@@ -115,6 +128,7 @@ class AppSpec(BaseModel):
     checkpoint_root: Path | None = None
     spark_master: str | None = None  # None: the platform's standalone master; "local[N]" or a URL
     savepoints: SavepointPolicy = SavepointPolicy()
+    maintenance: MaintenancePolicy = MaintenancePolicy()
     scale_windows: tuple[ScaleWindow, ...] = ()
 
     @field_validator("spark_master")

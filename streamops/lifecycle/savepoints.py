@@ -123,26 +123,48 @@ def restore(settings: Settings, spec: AppSpec, ledger: Ledger, savepoint_id: str
     with ledger.operation(spec.name, "restore", {"savepoint": savepoint_id}, who=who,
                           before={"batch": plan["current_batch"], "offsets": plan["offsets"]}) as rec:
         t0 = time.time()
-        desired = ledger.desired(spec.name)
-        parallelism = desired["parallelism"] if desired else spec.parallelism.default
-        if plan["restart"]:
-            progress(f"{spec.name}: stopping at a batch boundary ...")
-            ledger.set_desired(spec.name, status="stopped", parallelism=parallelism, who=who, op=rec.op)
-            _wait(settings, spec, ledger, _pending(rec.op, "stop", timeout, None, None))
-        aside = aside_dir(settings, spec.name) / f"{datetime.now(UTC):%Y%m%dT%H%M%S}-op{rec.id}"
+        parallelism = stop_within(settings, spec, ledger, rec.op, who=who, timeout=timeout,
+                                  running=plan["restart"], progress=progress)
+        aside = aside_path(settings, spec, rec.id)
         progress(f"{spec.name}: checkpoint set aside to {aside}; installing {savepoint_id} ...")
         sp = _find(ledger, spec, savepoint_id)
         verify(Path(sp["path"]), sp["sha256"])  # again: nothing may have changed since the plan
         install(Path(sp["path"]), checkpoint_dir(settings, spec), aside)
         marker = _rewind(settings, spec, plan["batch_id"])
         if plan["restart"]:
-            progress(f"{spec.name}: starting x{parallelism} from batch {plan['batch_id']} ...")
-            ledger.set_desired(spec.name, status="running", parallelism=parallelism, who=who, op=rec.op)
-            _wait(settings, spec, ledger, _pending(rec.op, "deploy", timeout, parallelism, plan["batch_id"]))
+            start_within(settings, spec, ledger, rec.op, parallelism, who=who, timeout=timeout,
+                         batch_before=plan["batch_id"], progress=progress)
         rec.after = {"batch": layout.last_committed_batch(checkpoint_dir(settings, spec)), "aside": str(aside),
                      "savepoint": savepoint_id, "rewind_marker": marker}
     return {**plan, "dry_run": False, "operation_id": rec.id, "aside": str(aside),
             "seconds": round(time.time() - t0, 1)}
+
+
+def aside_path(settings: Settings, spec: AppSpec, op_id: int) -> Path:
+    """Where an operation that replaces the checkpoint keeps the one it replaced."""
+    return aside_dir(settings, spec.name) / f"{datetime.now(UTC):%Y%m%dT%H%M%S}-op{op_id}"
+
+
+def stop_within(settings: Settings, spec: AppSpec, ledger: Ledger, op, *, who: str | None, timeout: float,
+                running: bool, progress: Callable[[str], None]) -> int:
+    """Inside an operation that holds the lease: stop the app at a batch boundary (if ``running``)
+    and wait; returns the parallelism to start it again with."""
+    desired = ledger.desired(spec.name)
+    parallelism = desired["parallelism"] if desired else spec.parallelism.default
+    if running:
+        progress(f"{spec.name}: stopping at a batch boundary ...")
+        ledger.set_desired(spec.name, status="stopped", parallelism=parallelism, who=who, op=op)
+        _wait(settings, spec, ledger, _pending(op, "stop", timeout, None, None))
+    return parallelism
+
+
+def start_within(settings: Settings, spec: AppSpec, ledger: Ledger, op, parallelism: int, *, who: str | None,
+                 timeout: float, batch_before: int | None, progress: Callable[[str], None]) -> None:
+    """Inside an operation that holds the lease: run the app again and wait for a batch after
+    ``batch_before`` (or for it to be caught up)."""
+    progress(f"{spec.name}: starting x{parallelism} from batch {batch_before} ...")
+    ledger.set_desired(spec.name, status="running", parallelism=parallelism, who=who, op=op)
+    _wait(settings, spec, ledger, _pending(op, "deploy", timeout, parallelism, batch_before))
 
 
 def _pending(op, kind: str, timeout: float, parallelism: int | None, batch_before: int | None) -> ops.Pending:

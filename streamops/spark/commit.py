@@ -151,8 +151,10 @@ class BatchCommitter:
                     continue
                 self._produce(r.topic, r.key, r.value, list(r.headers))
                 n += 1
+            # input_end: the input this batch's state (and so the changelog) reflects; rebuild-state
+            # starts a checkpoint rebuilt from the changelog there
             marker = {"batch_id": batch_id, "records": n, "committed_at_ms": int(time.time() * 1000),
-                      "emitted_until": emitted}
+                      "emitted_until": emitted, "input_end": input_end or {}}
             self._produce(self.commits_topic, self.app.encode(), json.dumps(marker).encode(), [])
             self.producer.commit_transaction(self.timeout)
         except BaseException:

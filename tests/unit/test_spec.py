@@ -40,6 +40,8 @@ def test_the_repo_spec_is_valid(tmp_path) -> None:
      "scale window 'day': parallelism 9 outside [1, 4]"),
     ({"scale_windows": [{"name": "d", "start": "0 8 * * *", "end": "0 9 * * *", "parallelism": 2}] * 2},
      "used twice"),
+    ({"maintenance": {"compact_schedule": "nightly"}}, "apps.app1.maintenance.compact_schedule"),
+    ({"maintenance": {"verify_every": "1h"}}, "apps.app1.maintenance.verify_every"),
     ({"colour": "blue"}, "apps.app1.colour"),
 ])
 def test_invalid_fields_are_named(tmp_path, fields, where) -> None:
@@ -82,3 +84,10 @@ def test_check_parallelism_names_the_limit_and_how_to_raise_it() -> None:
 def test_unknown_app_is_a_usage_error(tmp_path) -> None:
     with pytest.raises(UsageError, match="unknown app 'nope'; known apps: app1"):
         get_app(load_specs(write(tmp_path)), "nope")
+
+
+def test_maintenance_schedules_default_and_can_be_manual_only(tmp_path) -> None:
+    spec = load_specs(write(tmp_path))["app1"]
+    assert spec.maintenance.compact_schedule == "30 3 * * *" and spec.maintenance.verify_schedule == "15 * * * *"
+    manual = load_specs(write(tmp_path, maintenance={"compact_schedule": None, "verify_schedule": "*/10 * * * *"}))
+    assert manual["app1"].maintenance.compact_schedule is None

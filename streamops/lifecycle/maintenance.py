@@ -1,0 +1,249 @@
+"""``compact`` and ``rebuild-state``: state maintenance as audited operations.
+
+compact: reads the state at the last committed batch B (immutable files, safe while the app runs),
+seeds one snapshot zip of version B+1 per partition and installs it into the live checkpoint,
+then deletes what no retained batch needs (see ``streamops.checkpoints.compact``) and the
+savepoints beyond retention. The app keeps running: there is no pause at all.
+
+rebuild-state: as Kafka Streams restores a store from its changelog topic — a new checkpoint
+whose state is the changelog's latest value per key, whose input offsets are those of the batch
+that wrote it (the last batch marker's ``input_end``), with any number of state partitions. The
+old checkpoint is set aside, never deleted; the batch marker is rewound to the new checkpoint's
+batch 0 so the app's next batch is written.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from streamops.checkpoints import compact as cc
+from streamops.checkpoints import layout
+from streamops.exceptions import StreamopsError, UsageError
+from streamops.ledger import Ledger
+from streamops.lifecycle import driver
+from streamops.lifecycle import operations as ops
+from streamops.lifecycle.savepoints import (
+    _rewind,
+    apply_retention,
+    aside_dir,
+    aside_path,
+    start_within,
+    stop_within,
+)
+from streamops.settings import Settings
+from streamops.spark.session import checkpoint_dir
+from streamops.spec import AppSpec, age_seconds, import_job
+from streamops.state import seed
+
+
+class NothingToMaintain(StreamopsError):
+    """The app has no committed batch (compact) or no batch marker (rebuild-state) yet.
+
+    Operator action: deploy the app and let it commit a batch first.
+    """
+
+
+def _tmp(settings: Settings, spec: AppSpec, what: str) -> Path:
+    path = settings.state_dir / "tmp" / f"{what}-{spec.name}-{datetime.now(UTC):%Y%m%dT%H%M%S%f}"
+    path.mkdir(parents=True)
+    return path
+
+
+def restore_seconds(spark, checkpoint: Path, batch_id: int) -> float:
+    """What a restore pays for the state: load every partition at ``batch_id`` (snapshot + replay)."""
+    t0 = time.monotonic()
+    spark.read.format("statestore").option("batchId", batch_id).load(str(checkpoint)).count()
+    return round(time.monotonic() - t0, 3)
+
+
+def compact_plan(settings: Settings, spec: AppSpec, ledger: Ledger) -> dict[str, Any]:
+    ckpt = checkpoint_dir(settings, spec)
+    batch = layout.last_committed_batch(ckpt)
+    if batch is None:
+        raise NothingToMaintain(f"{spec.name}: nothing committed in {ckpt}; nothing to compact")
+    live = driver.running(settings, spec.name) is not None
+    p = cc.plan(ckpt, batch + 1, live=live)
+    from streamops.checkpoints.savepoint import expired
+
+    policy = spec.savepoints
+    gone = [sp["id"] for sp in expired(ledger.savepoints(spec.name), policy.retain_count,
+                                       age_seconds(policy.retain_age))]
+    return {"app": spec.name, "batch_id": batch, "running": live, "bytes_before": cc.tree_bytes(ckpt),
+            **p.to_dict(), "savepoints_beyond_retention": gone, "_plan": p}
+
+
+def compact(settings: Settings, spec: AppSpec, ledger: Ledger, *, dry_run: bool = False, who: str | None = None,
+            spark=None, progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
+    """Consolidate the state into one snapshot at the last committed batch and drop what no
+    retained batch needs; safe while the app runs. Dry run: the plan only."""
+    info = compact_plan(settings, spec, ledger)
+    plan: cc.Plan = info.pop("_plan")
+    if dry_run:
+        return {**info, "dry_run": True}
+    ckpt, batch = plan.checkpoint, info["batch_id"]
+    job = import_job(spec, settings.repo)
+    operators = {op for op, _p in cc.partitions(ckpt)}
+    if operators != {0}:
+        raise UsageError(f"{spec.name}: compaction handles one stateful operator, the checkpoint has {sorted(operators)}")
+    with ledger.operation(spec.name, "compact", {"batch_id": batch}, who=who,
+                          before={"batch": batch, "bytes": info["bytes_before"], "chains": info["chains_before"]}) as rec:
+        t0 = time.monotonic()
+        own = spark is None
+        spark = spark or seed.seed_session(settings)
+        tmp = _tmp(settings, spec, "compact")
+        try:
+            progress(f"{spec.name}: loading the state at batch {batch} (restore time before) ...")
+            before_s = restore_seconds(spark, ckpt, batch)
+            installed = []
+            if plan.install:
+                n = len(cc.partitions(ckpt))
+                progress(f"{spec.name}: seeding a snapshot of state version {plan.version} ({n} partitions) ...")
+                rows = seed.state_rows(spark, job, ckpt, batch)
+                seed.write_seed_input(rows, tmp / "input", seed.seed_columns(job))
+                zips = seed.seed_checkpoint(spark, job, tmp / "input", tmp / "seeded", state_partitions=n,
+                                            progress=progress)
+                for op, part in plan.install:
+                    cc.install_snapshot(zips[part], ckpt / "state" / str(op) / str(part), plan.version)
+                    installed.append(f"{op}/{part}")
+            progress(f"{spec.name}: deleting {len(plan.delete)} files no retained batch needs ...")
+            freed = cc.delete(plan.delete)
+            if not plan.live:
+                for ps in cc.partitions(ckpt).values():
+                    freed += cc.delete(cc.orphan_ssts(ps))
+            removed = apply_retention(settings, spec, ledger)
+            after_s = restore_seconds(spark, ckpt, batch)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if own:
+                spark.stop()
+        out = {**info, "dry_run": False, "operation_id": rec.id, "installed": installed, "freed_bytes": freed,
+               "bytes_after": cc.tree_bytes(ckpt), "restore_seconds_before": before_s,
+               "restore_seconds_after": after_s, "savepoints_removed": removed,
+               "seconds": round(time.monotonic() - t0, 1)}
+        rec.after = {k: out[k] for k in ("batch_id", "bytes_after", "freed_bytes", "restore_seconds_before",
+                                         "restore_seconds_after", "installed", "savepoints_removed", "live")}
+    return out
+
+
+# -- rebuild-state -----------------------------------------------------------------------------------
+def _input_offsets(settings: Settings, spec: AppSpec, marker: dict) -> dict[str, dict[str, int]]:
+    """The input the changelog reflects, for every partition of the input topics."""
+    from streamops.kafka.admin import partitions
+
+    ends = marker.get("input_end") or marker.get("emitted_until") or {}
+    return {t: {str(p): int(ends.get(t, {}).get(str(p), 0)) for p in partitions(settings.kafka_bootstrap, t)}
+            for t in spec.input_topics}
+
+
+def rebuild_plan(settings: Settings, spec: AppSpec, ledger: Ledger, *, state_partitions: int | None = None,
+                 changelog: dict[str, bytes] | None = None) -> dict[str, Any]:
+    from streamops.spark.commit import last_marker
+
+    if state_partitions is not None and not 1 <= state_partitions <= 200:
+        raise UsageError(f"--state-partitions must be within 1..200, got {state_partitions}")
+    marker = last_marker(settings.kafka_bootstrap, spec.commits_topic, spec.name)
+    if not marker:
+        raise NothingToMaintain(f"{spec.name}: no batch marker on {spec.commits_topic}: nothing was committed, "
+                                f"there is no changelog to rebuild from")
+    if marker.get("rewind"):
+        raise UsageError(f"{spec.name}: the last marker is a rewind to batch {marker['batch_id']} (a restore or "
+                         f"reset): the changelog is ahead of it until the app commits a batch; run it, then rebuild")
+    ckpt = checkpoint_dir(settings, spec)
+    current_parts = len(cc.partitions(ckpt)) or None
+    n = state_partitions or current_parts or spec.state_partitions
+    start = _input_offsets(settings, spec, marker)
+    committed = {t: {str(p): o for p, o in ps.items()} for t, ps in layout.committed_offsets(ckpt).items()}
+    offsets = [{"topic": t, "partition": int(p), "checkpoint": committed.get(t, {}).get(p), "start_at": o}
+               for t, ps in start.items() for p, o in sorted(ps.items(), key=lambda kv: int(kv[0]))]
+    running = driver.running(settings, spec.name) is not None
+    planned = layout.last_planned_batch(ckpt)
+    if planned is not None:
+        sources = len(layout.batch_offsets(ckpt, planned))
+    else:  # no checkpoint to learn it from: the job says how many scans its plan has
+        sources = int(getattr(import_job(spec, settings.repo), "QUERY_SOURCES", 1))
+    return {
+        "app": spec.name, "running": running, "marker_batch": marker["batch_id"], "query_sources": sources,
+        "checkpoint_batch": layout.last_committed_batch(ckpt), "state_partitions_before": current_parts,
+        "state_partitions_after": n, "changelog_topic": spec.changelog_topic,
+        "changelog_keys": None if changelog is None else len(changelog), "offsets": offsets,
+        "checkpoint": str(ckpt), "set_aside_to": str(aside_dir(settings, spec.name) / "<time>-op<id>"),
+        "actions": [f"read {spec.changelog_topic} (latest value per key, read_committed)",
+                    f"seed a new checkpoint with {n} state partitions at batch 0, ending at the offsets above",
+                    "set the current checkpoint aside (kept)", "rewind the batch marker to 0 (next batch: 1)"]
+                   + (["stop the app first and start it again after"] if running else []),
+        "spec_note": None if n == spec.state_partitions else
+        f"include/streams.yaml says state_partitions: {spec.state_partitions}; set it to {n} to match",
+    }
+
+
+def read_changelog(settings: Settings, spec: AppSpec) -> dict[str, bytes]:
+    from streamops.kafka.read import latest_per_key
+
+    return latest_per_key(settings.kafka_bootstrap, spec.changelog_topic, decode=lambda v: v)
+
+
+def rebuild_state(settings: Settings, spec: AppSpec, ledger: Ledger, *, state_partitions: int | None = None,
+                  dry_run: bool = False, stop_first: bool = False, who: str | None = None, timeout: float = 300.0,
+                  spark=None, progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
+    """Build a new checkpoint from the changelog topic (see module docstring)."""
+    plan = rebuild_plan(settings, spec, ledger, state_partitions=state_partitions)
+    if dry_run:
+        plan["changelog_keys"] = len(read_changelog(settings, spec))
+        return {**plan, "dry_run": True}
+    if plan["running"] and not stop_first:
+        raise UsageError(f"{spec.name} is running: rebuild-state replaces its checkpoint. Add --stop-first to "
+                         f"stop it at a batch boundary and start it again after, or `streamops stop {spec.name}`")
+    if plan["running"]:
+        ops.require_supervisor(settings)
+    job = import_job(spec, settings.repo)
+    names = seed.seed_columns(job)
+    ckpt = checkpoint_dir(settings, spec)
+    n = plan["state_partitions_after"]
+    with ledger.operation(spec.name, "rebuild-state", {"state_partitions": n}, who=who,
+                          before={"batch": plan["checkpoint_batch"], "state_partitions": plan["state_partitions_before"],
+                                  "marker_batch": plan["marker_batch"]}) as rec:
+        t0 = time.monotonic()
+        parallelism = stop_within(settings, spec, ledger, rec.op, who=who, timeout=timeout,
+                                  running=plan["running"], progress=progress)
+        if plan["running"]:  # the stop committed more batches: plan again from where it stopped
+            plan = {**rebuild_plan(settings, spec, ledger, state_partitions=n), "running": True}
+        progress(f"{spec.name}: reading {spec.changelog_topic} ...")
+        latest = read_changelog(settings, spec)
+        rows = [r for r in (job.seed_row_from_changelog(k.encode(), v) for k, v in latest.items()) if r is not None]
+        import pyarrow as pa
+
+        table = pa.table({name: [r[i] for r in rows] for i, name in enumerate(names)})
+        own = spark is None
+        spark = spark or seed.seed_session(settings)
+        tmp = _tmp(settings, spec, "rebuild")
+        try:
+            seed.write_seed_input(table, tmp / "input", names)
+            progress(f"{spec.name}: seeding {len(rows)} keys into {n} state partitions ...")
+            seed.seed_checkpoint(spark, job, tmp / "input", tmp / "checkpoint", state_partitions=n, progress=progress)
+            start = {o["topic"]: {} for o in plan["offsets"]}
+            for o in plan["offsets"]:
+                start[o["topic"]][str(o["partition"])] = o["start_at"]
+            seed.point_offsets(tmp / "checkpoint", start, plan["query_sources"])
+            aside = aside_path(settings, spec, rec.id)
+            if ckpt.exists():
+                aside.parent.mkdir(parents=True, exist_ok=True)
+                ckpt.replace(aside)
+            ckpt.parent.mkdir(parents=True, exist_ok=True)
+            (tmp / "checkpoint").replace(ckpt)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if own:
+                spark.stop()
+        marker = _rewind(settings, spec, 0)
+        if plan["running"]:
+            start_within(settings, spec, ledger, rec.op, parallelism, who=who, timeout=timeout, batch_before=0,
+                         progress=progress)
+        rec.after = {"batch": 0, "state_partitions": n, "keys": len(rows), "aside": str(aside),
+                     "rewind_marker": marker}
+    return {**plan, "dry_run": False, "operation_id": rec.id, "changelog_keys": len(rows), "aside": str(aside),
+            "seconds": round(time.monotonic() - t0, 1)}

@@ -1,0 +1,164 @@
+"""Seed a checkpoint with given state: the one mechanism behind compaction and rebuild-state.
+
+Spark 4.2 has no API to write a state store (offline repartitioning arrives in 4.3), so the state
+is written by Spark itself: a one-batch streaming query runs the job's own ``aggregate`` over one
+row per key (``SEED_DDL`` in the job: a row holding a whole profile reproduces that profile's
+aggregation buffers exactly) into a fresh checkpoint with the RocksDB provider, and the store is
+made to upload a snapshot of that version (``minDeltasForSnapshot=1``). What comes out is a
+checkpoint whose state at version 1 is one self-contained snapshot zip per partition (plus the
+SST files it names) with the operator's exact key/value schema.
+
+- rebuild-state keeps it as the app's new checkpoint (batch 0) after pointing its offsets log at
+  the input offsets the state corresponds to (``point_offsets``);
+- compaction takes only the snapshot zips and installs them into an existing checkpoint as the
+  snapshot of the version the state was read at (``streamops.checkpoints.compact``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from streamops.exceptions import StreamopsError
+from streamops.settings import Settings
+
+#: the seed query's version: Spark's first batch (0) commits state version 1
+SEED_VERSION = 1
+
+
+class SeedError(StreamopsError):
+    """Spark did not produce the seeded state (no snapshot in time, schema mismatch).
+
+    Operator action: read the message (it names the partitions and the Spark error); the app's own
+    checkpoint was not touched.
+    """
+
+
+def seed_columns(job) -> list[str]:
+    """Column names of the job's seed rows, from its ``SEED_DDL`` ("name type, ...")."""
+    ddl = getattr(job, "SEED_DDL", None)
+    if not ddl or not hasattr(job, "aggregate"):
+        raise SeedError(f"job {job.__name__} has no SEED_DDL / aggregate(rows): it cannot be re-seeded "
+                        f"(see jobs/user_activity.py for the contract)")
+    return [part.split()[0] for part in ddl.split(",")]
+
+
+def seed_session(settings: Settings, *, name: str = "streamops-seed"):
+    """A local SparkSession whose state stores upload a snapshot right after each commit."""
+    from pyspark.sql import SparkSession
+
+    from streamops.spark.session import ROCKSDB_PROVIDER
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", settings.host)
+    spark = (SparkSession.builder.master("local[2]").appName(name)
+             .config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
+             .config("spark.driver.memory", "2g")
+             .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
+             .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
+             .config("spark.sql.streaming.stateStore.minDeltasForSnapshot", "1")
+             .config("spark.sql.streaming.stateStore.maintenanceInterval", "200ms")
+             .config("spark.sql.adaptive.enabled", "false")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    _ = spark.streams.active  # the StateStoreCoordinator the statestore reader talks to
+    return spark
+
+
+def state_rows(spark, job, checkpoint: Path, batch_id: int):
+    """The state at ``batch_id`` as seed rows: key columns then aggregation buffers, by position
+    (buffers may share a name, e.g. three ``sum``: the value struct is cast to unique names)."""
+    from pyspark.sql import functions as F
+
+    names = seed_columns(job)
+    state = spark.read.format("statestore").option("batchId", batch_id).load(str(checkpoint))
+    key_fields = [f.name for f in state.schema["key"].dataType.fields]
+    value_types = [f.dataType.simpleString() for f in state.schema["value"].dataType.fields]
+    if len(key_fields) + len(value_types) != len(names):
+        raise SeedError(f"{checkpoint}: state has {len(key_fields)} key and {len(value_types)} value columns, "
+                        f"the job's SEED_DDL {len(names)}: the job changed its aggregation")
+    unique = ", ".join(f"v{i}: {t}" for i, t in enumerate(value_types))
+    flat = state.select("key.*", F.col("value").cast(f"struct<{unique}>").alias("value"))
+    return flat.select(*key_fields, *(F.col(f"value.v{i}") for i in range(len(value_types)))).toDF(*names)
+
+
+def write_seed_input(rows: Any, folder: Path, names: list[str]) -> int:
+    """Seed rows (a Spark DataFrame, or an Arrow table with ``names``) -> parquet files in ``folder``."""
+    shutil.rmtree(folder, ignore_errors=True)
+    if hasattr(rows, "write"):  # a Spark DataFrame
+        rows.write.mode("overwrite").parquet(str(folder))
+        import pyarrow.parquet as pq
+
+        return sum(pq.ParquetFile(f).metadata.num_rows for f in folder.glob("*.parquet"))
+    import pyarrow.parquet as pq
+
+    folder.mkdir(parents=True)
+    pq.write_table(rows.select(names), folder / "part-00000.parquet")
+    return rows.num_rows
+
+
+def snapshot_zips(checkpoint: Path, version: int = SEED_VERSION, operator: int = 0) -> dict[int, Path]:
+    """Partition -> its snapshot zip of ``version`` (only those present)."""
+    root = checkpoint / "state" / str(operator)
+    out = {}
+    if root.is_dir():
+        for part in root.iterdir():
+            if part.name.isdigit() and (part / f"{version}.zip").is_file():
+                out[int(part.name)] = part / f"{version}.zip"
+    return out
+
+
+def seed_checkpoint(spark, job, input_folder: Path, dest: Path, *, state_partitions: int,
+                    timeout: float = 600.0, progress: Callable[[str], None] = lambda _m: None) -> dict[int, Path]:
+    """Run the job's ``aggregate`` over the seed rows in ``input_folder`` as one streaming batch into a
+    new checkpoint ``dest`` with ``state_partitions`` state partitions; return each partition's
+    snapshot zip of version 1 (waits until Spark has uploaded all of them)."""
+    if dest.exists():
+        raise SeedError(f"{dest} exists: refusing to seed into it")
+    spark.conf.set("spark.sql.shuffle.partitions", str(state_partitions))
+    rows = spark.readStream.schema(job.SEED_DDL).parquet(str(input_folder))
+    query = (job.aggregate(rows).writeStream.queryName(f"streamops-seed-{dest.name}")
+             .format("noop").outputMode("update")
+             .option("checkpointLocation", str(dest))
+             .trigger(processingTime="1 second").start())
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            if query.exception() is not None:
+                raise SeedError(f"seeding {dest} failed: {str(query.exception()).splitlines()[0][:500]}")
+            zips = snapshot_zips(dest)
+            if (dest / "commits" / "0").exists() and len(zips) == state_partitions:
+                progress(f"seeded {state_partitions} state partitions into {dest}")
+                return zips
+            time.sleep(0.2)
+        have = sorted(snapshot_zips(dest))
+        raise SeedError(f"seeding {dest}: snapshots of {len(have)}/{state_partitions} partitions after "
+                        f"{timeout:.0f} s (have {have})")
+    finally:
+        query.stop()
+
+
+def point_offsets(checkpoint: Path, source_offsets: dict[str, dict[str, int]], sources: int = 1) -> None:
+    """Make a seeded checkpoint's batch 0 end at ``source_offsets`` (the app's Kafka source, which
+    keeps no files under ``sources/``): the app continues with batch 1 from exactly there.
+
+    ``sources``: how many sources the app's query plan has — Spark counts a source once per scan
+    in the plan (the demo's union scans its one topic twice) and refuses an offsets entry with
+    another count."""
+    path = checkpoint / "offsets" / "0"
+    lines = path.read_text().splitlines()
+    if len(lines) != 3 or not lines[0].startswith("v"):
+        raise SeedError(f"{path}: expected a one-source offsets entry, got {len(lines)} lines")
+    body = "\n".join([lines[0], lines[1], *[json.dumps(source_offsets, sort_keys=True)] * sources])
+    tmp = path.with_name(".0.rewrite")
+    tmp.write_text(body)
+    tmp.replace(path)
+    (checkpoint / "offsets" / ".0.crc").unlink(missing_ok=True)  # Hadoop would reject the new bytes
+    shutil.rmtree(checkpoint / "sources", ignore_errors=True)  # the seed's file-source log
