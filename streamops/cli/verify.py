@@ -1,0 +1,33 @@
+"""``streamops verify APP``: changelog and output vs the state store, plus data-quality suites."""
+
+from __future__ import annotations
+
+import argparse
+
+from streamops.cli.check import load_app
+from streamops.cli.common import emit, progress_printer
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from streamops.state.verify import render, verify
+
+    settings, spec = load_app(args)
+    report = verify(spec, settings, progress=progress_printer(args), record=not args.no_record,
+                    html=not args.no_html)
+    emit(args, report.to_dict(), render(report))
+    return 0 if report.ok else 1
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "verify", parents=[common],
+        help="changelog verification: state store vs changelog and output topics, with GX suites",
+        description="Compare the state store at the last committed batch with the changelog's and the "
+                    "output topic's latest value per key, validate the state and the result with the Great "
+                    "Expectations suites in include/expectations/, write an HTML report and record the "
+                    "outcome in the ledger. Exit 0 when everything holds, 1 on any violation.",
+    )
+    p.add_argument("app", help="app name from include/streams.yaml")
+    p.add_argument("--no-html", action="store_true", help="skip the HTML report (the suites still run)")
+    p.add_argument("--no-record", action="store_true", help="do not record the outcome in the ledger")
+    p.set_defaults(func=cmd_verify)

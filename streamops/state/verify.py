@@ -1,0 +1,572 @@
+"""``streamops verify APP``: do the changelog and the output topic hold what the state store holds?
+
+The state store at the checkpoint's last committed batch is the reference (read with Spark's
+``statestore`` data source). The changelog topic's and the output topic's latest value per key
+are compared with it (missing / extra / different keys, with samples); records of batches after
+the verified one (a running app is one batch ahead at most) are ignored, so verify can run while
+the app runs and needs no lease. Then Great Expectations suites from ``include/expectations/``
+check the state's data quality (``<app>_state.json``) and the comparison's result
+(``verify_result.json``: zero mismatches), writing an HTML report under
+``<state_dir>/reports/verify/<app>/``. The outcome is recorded in the ledger (kind ``verify``).
+
+Unlike ``streamops check`` this does not refold the input: it costs one state scan and two topic
+scans, so it can run every hour on a large app. Hooks it uses from the job module:
+    state_table(spark, checkpoint, batch_id) -> pyarrow.Table   (key column first; fast path)
+    state_profiles(spark, checkpoint, batch_id) -> dict[key, dict]   (fallback)
+    batch_of(headers) -> int | None   (optional: the batch that wrote a record)
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import re
+import struct
+import threading
+import time
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from streamops.checkpoints import layout
+from streamops.exceptions import StreamopsError
+from streamops.settings import Settings
+from streamops.spec import AppSpec, import_job
+from streamops.state.check import SAMPLES, Diff, NothingCommittedError, compare
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
+
+    from streamops.ledger.store import Ledger
+    from streamops.state.quality import QualityReport
+
+VIEWS = ("changelog", "output")
+RESULT_SUITE = "verify_result.json"
+#: a last login up to this far ahead of the verifier's clock is producer clock skew, not a bug
+CLOCK_SKEW_MS = 60_000
+#: progress lines during a topic scan: at most one per this many seconds
+PROGRESS_EVERY_S = 2.0
+
+Progress = Callable[[str], None]
+
+
+class VerifyFailedError(StreamopsError):
+    """``streamops verify`` found a difference, an unreadable state store or a failed expectation.
+
+    Operator action: read the summary (categories, samples, failed expectations) and open the
+    HTML report it names; a state_unreadable / state_checksum result means restore the app from a
+    savepoint or rebuild its state from the changelog, a changelog/output difference means
+    investigate before relying on that topic (e.g. for a rebuild).
+    """
+
+
+# -- topic scans ---------------------------------------------------------------------------------
+@dataclass
+class TopicRead:
+    """A topic's latest decoded value per key, as of the verified batch."""
+
+    view: str
+    topic: str
+    values: dict[str, Any]
+    records: int = 0
+    tombstones: int = 0
+    later: int = 0  # records written by batches after the verified one (ignored)
+    undecodable: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def progress_line(label: str, done: int, total: int | None, width: int = 24) -> str:
+    """``label [#########---------------]  38% 380,000/1,000,000`` (no bar when total is unknown)."""
+    if not total:
+        return f"{label} {done:,}"
+    frac = min(done / total, 1.0)
+    filled = int(frac * width)
+    return f"{label} [{'#' * filled}{'-' * (width - filled)}] {frac:4.0%} {done:,}/{total:,}"
+
+
+_scan_once = json.JSONDecoder().scan_once  # the C scanner
+
+
+def decode_json(value: bytes) -> Any:
+    """``json.loads`` for one compact UTF-8 document, ~2x faster on the common case.
+
+    Why: at 1M values ``json.loads(bytes)`` spends a third of its time sniffing the encoding and
+    matching whitespace. Anything unusual (whitespace, trailing data, errors) takes ``json.loads``.
+    """
+    try:
+        text = value.decode()
+        obj, end = _scan_once(text, 0)
+        if end == len(text):
+            return obj
+    except (StopIteration, ValueError):
+        pass
+    return json.loads(value)
+
+
+def scan_topic(bootstrap: str, topic: str, *, view: str, max_batch: int | None = None,
+               batch_of: Callable[[list], int | None] | None = None,
+               progress: Progress = lambda _m: None, decode: Callable[[bytes], Any] = decode_json) -> TopicRead:
+    """Latest value per key (a tombstone deletes its key), skipping records of later batches.
+
+    Values are decoded once, for surviving keys only; an undecodable value stays in the view as
+    ``{"undecodable": ...}`` so it compares as different.
+    """
+    from streamops.kafka.admin import end_offsets
+    from streamops.kafka.read import read_topic
+
+    start = time.monotonic()
+    try:
+        total = sum(hi - lo for lo, hi in end_offsets(bootstrap, topic).values())
+    except StreamopsError:
+        total = None  # read_topic below raises the real error if the topic is not there
+    label = f"  {view} {topic}:"
+    latest: dict[str, bytes] = {}
+    records = tombstones = later = 0
+    check_batch = max_batch is not None and batch_of is not None
+    next_report = start + PROGRESS_EVERY_S
+    for m in read_topic(bootstrap, topic):
+        records += 1
+        if check_batch:
+            headers = m.headers()
+            if headers is not None:
+                b = batch_of(headers)
+                if b is not None and b > max_batch:
+                    later += 1
+                    continue
+        key = m.key()
+        if key is None:
+            continue
+        k = key.decode("utf-8", "backslashreplace")
+        value = m.value()
+        if value is None:
+            tombstones += 1
+            latest.pop(k, None)
+        else:
+            latest[k] = value
+        if not records & 0x3FFF and time.monotonic() >= next_report:
+            progress(progress_line(label, records, total))
+            next_report = time.monotonic() + PROGRESS_EVERY_S
+    values: dict[str, Any] = {}
+    bad: list[str] = []
+    for k, v in latest.items():
+        try:
+            values[k] = decode(v)
+        except ValueError:
+            values[k] = {"undecodable": v[:80].decode("utf-8", "backslashreplace")}
+            bad.append(k)
+    seconds = time.monotonic() - start
+    progress(f"{progress_line(label, records, records)} -> {len(values):,} keys in {seconds:.1f}s"
+             + (f" ({later:,} records of later batches ignored)" if later else ""))
+    return TopicRead(view, topic, values, records, tombstones, later, sorted(bad), seconds)
+
+
+# -- state ---------------------------------------------------------------------------------------
+@dataclass
+class StateRead:
+    """The state store at the verified batch (or why it could not be read)."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+    table: pa.Table | None = None
+    rows: int = 0
+    error: str | None = None
+    corrupt_files: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def readable(self) -> bool:
+        return self.error is None
+
+    def summary(self) -> dict[str, Any]:
+        return {"readable": self.readable, "keys": len(self.values), "rows": self.rows, "error": self.error,
+                "corrupt_files": self.corrupt_files[:SAMPLES], "corrupt_file_count": len(self.corrupt_files),
+                "seconds": round(self.seconds, 2)}
+
+
+def checksum_failures(state_dir: Path) -> list[str]:
+    """Files under ``state_dir`` whose bytes do not match their Hadoop ``.NAME.crc`` sidecar.
+
+    Why our own check: a corrupted RocksDB changelog shows up in Spark as "Stream is corrupted"
+    with no file name; the sidecars (CRC32 per 512-byte chunk) name the file. A file changed by
+    a concurrent writer between the two reads is read again once before it is reported.
+    """
+    bad = []
+    if not state_dir.is_dir():
+        return bad
+    for crc in sorted(state_dir.rglob(".*.crc")):
+        data = crc.with_name(crc.name[1:-4])
+        for _attempt in range(2):
+            try:
+                ok = _crc_matches(crc.read_bytes(), data.read_bytes())
+            except FileNotFoundError:  # removed by state maintenance meanwhile
+                ok = True
+            if ok:
+                break
+        else:
+            bad.append(str(data.relative_to(state_dir.parent)))
+    return bad
+
+
+def _crc_matches(sidecar: bytes, data: bytes) -> bool:
+    if len(sidecar) < 8 or sidecar[:4] != b"crc\x00":
+        return False
+    (chunk,) = struct.unpack(">i", sidecar[4:8])
+    if chunk <= 0:
+        return False
+    sums = sidecar[8:]
+    expected_chunks = (len(data) + chunk - 1) // chunk
+    if len(sums) != 4 * expected_chunks:
+        return False
+    for i in range(expected_chunks):
+        if zlib.crc32(data[i * chunk:(i + 1) * chunk]) != struct.unpack(">I", sums[4 * i:4 * i + 4])[0]:
+            return False
+    return True
+
+
+_ERROR_CLASS = re.compile(r"(\[[A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*\][^\n]*?)(?:\s+SQLSTATE: \w+)?\s*$")
+
+
+def unreadable_reason(exc: BaseException) -> str:
+    """One line from a (Java) stack trace: Spark's error class and the root cause."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    error_class = next((m.group(1).strip() for ln in lines if (m := _ERROR_CLASS.search(ln))), None)
+    causes = [ln.removeprefix("Caused by: ") for ln in lines if ln.startswith("Caused by: ")]
+    root = causes[-1] if causes else None
+    if error_class and root and error_class not in root:
+        return f"{error_class} (root cause: {root})"[:500]
+    first = error_class or root or (lines[0] if lines else "")
+    return f"{type(exc).__name__}: {first}"[:500] if not error_class else first[:500]
+
+
+def read_state(job: Any, spark: Any, checkpoint: Path, batch: int) -> StateRead:
+    """Read the state store through the job's hook; any failure becomes ``error`` (not a crash)."""
+    start = time.monotonic()
+    try:
+        if hasattr(job, "state_table"):
+            table = job.state_table(spark, str(checkpoint), batch)
+            values = dict(zip(table.column(0).to_pylist(), table.to_pylist()))
+        else:
+            import pyarrow as pa
+
+            values = job.state_profiles(spark, str(checkpoint), batch)
+            table = pa.Table.from_pylist(list(values.values())) if values else None
+    except Exception as exc:  # noqa: BLE001  # Py4JJavaError, pyspark errors, OSError: all mean unreadable
+        return StateRead(error=unreadable_reason(exc), seconds=time.monotonic() - start)
+    return StateRead(values, table, len(values) if table is None else table.num_rows,
+                     seconds=time.monotonic() - start)
+
+
+def state_frame(table: pa.Table) -> pd.DataFrame:
+    """pandas for GX; nullable integers so a null last_login_ts stays an exact int64 column."""
+    import pandas as pd
+    import pyarrow as pa
+
+    mapping = {pa.int64(): pd.Int64Dtype(), pa.int32(): pd.Int32Dtype()}
+    return table.to_pandas(types_mapper=mapping.get)
+
+
+# -- the report ----------------------------------------------------------------------------------
+@dataclass
+class ViewResult:
+    diff: Diff
+    read: TopicRead
+
+    def summary(self) -> dict[str, Any]:
+        s = self.diff.summary()
+        s.pop("duplicates", None)
+        s["state_keys"] = s.pop("expected")
+        s["topic_keys"] = s.pop("actual")
+        s["samples"]["undecodable"] = self.read.undecodable[:SAMPLES]
+        return {**s, "topic": self.read.topic, "undecodable": len(self.read.undecodable),
+                "records": self.read.records, "tombstones": self.read.tombstones,
+                "later_batch_records": self.read.later, "seconds": round(self.read.seconds, 2)}
+
+
+def categorize(state: StateRead, views: Sequence[ViewResult], quality: QualityReport | None) -> list[str]:
+    """What went wrong, as stable names: ``state_unreadable``, ``state_checksum``,
+    ``<view>.missing|extra|different|undecodable``, ``quality.<check>``; empty when all is well."""
+    out = []
+    if not state.readable:
+        out.append("state_unreadable")
+    if state.corrupt_files:
+        out.append("state_checksum")
+    for v in views:
+        d = v.diff
+        for kind, n in (("missing", len(d.missing)), ("extra", len(d.extra)),
+                        ("different", len(d.different)), ("undecodable", len(v.read.undecodable))):
+            if n:
+                out.append(f"{d.view}.{kind}")
+    if quality is not None:
+        out.extend(f"quality.{r.check}" for r in quality.results if not r.success)
+    return out
+
+
+def result_frame(views: Sequence[ViewResult]) -> pd.DataFrame:
+    """One row per view: the counts ``verify_result.json`` checks."""
+    import pandas as pd
+
+    return pd.DataFrame([{
+        "view": v.diff.view, "state_keys": v.diff.expected, "topic_keys": v.diff.actual,
+        "missing": len(v.diff.missing), "extra": len(v.diff.extra), "different": len(v.diff.different),
+        "undecodable": len(v.read.undecodable),
+    } for v in views], columns=["view", "state_keys", "topic_keys", "missing", "extra", "different",
+                                "undecodable"])
+
+
+@dataclass
+class VerifyReport:
+    app: str
+    batch_id: int
+    state: StateRead
+    views: list[ViewResult]
+    quality: QualityReport | None
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    timings: dict[str, float] = field(default_factory=dict)
+    operation_id: int | None = None
+
+    @property
+    def categories(self) -> list[str]:
+        return categorize(self.state, self.views, self.quality)
+
+    @property
+    def ok(self) -> bool:
+        return not self.categories
+
+    @property
+    def report_html(self) -> str | None:
+        return self.quality.report_html if self.quality is not None else None
+
+    def headline(self) -> str:
+        verdict = "OK" if self.ok else "FAILED (" + ", ".join(self.categories) + ")"
+        return f"verify {self.app}: {verdict} as of batch {self.batch_id}"
+
+    def ledger_summary(self) -> dict[str, Any]:
+        """What the ledger keeps (``after``): counts, no samples of values."""
+        return {
+            "batch_id": self.batch_id, "ok": self.ok, "categories": self.categories,
+            "state": {k: v for k, v in self.state.summary().items() if k != "seconds"},
+            "views": {v.diff.view: {k: v.summary()[k] for k in
+                                    ("topic", "state_keys", "topic_keys", "missing", "extra", "different",
+                                     "undecodable")} for v in self.views},
+            "quality": None if self.quality is None else {
+                r.check: {"suite": r.suite, "evaluated": r.evaluated, "failed": len(r.failures)}
+                for r in self.quality.results},
+            "report_html": self.report_html, "seconds": round(self.seconds, 1),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "app": self.app, "batch_id": self.batch_id, "ok": self.ok, "categories": self.categories,
+            "state": self.state.summary(), "views": [v.summary() for v in self.views],
+            "quality": None if self.quality is None else self.quality.to_dict(),
+            "report_html": self.report_html, "notes": self.notes, "seconds": round(self.seconds, 2),
+            "timings": {k: round(v, 2) for k, v in self.timings.items()}, "operation_id": self.operation_id,
+        }
+
+    def raise_if_failed(self) -> None:
+        """For tasks: fail with the readable summary (the log then shows the report path too)."""
+        if not self.ok:
+            raise VerifyFailedError(render(self))
+
+
+def render(report: VerifyReport) -> str:
+    st = report.state
+    lines = [report.headline()]
+    if st.readable:
+        lines.append(f"  state      {len(st.values):>10,} keys"
+                     + (f" in {st.rows:,} rows" if st.rows != len(st.values) else ""))
+    else:
+        lines.append(f"  state      UNREADABLE: {st.error}")
+    for f in st.corrupt_files[:SAMPLES]:
+        lines.append(f"      checksum mismatch: {f}")
+    if len(st.corrupt_files) > SAMPLES:
+        lines.append(f"      ... and {len(st.corrupt_files) - SAMPLES} more files")
+    for v in report.views:
+        s = v.summary()
+        lines.append(f"  {s['view']:<10} {s['topic_keys']:>10,} keys  missing {s['missing']}  extra {s['extra']}  "
+                     f"different {s['different']}  undecodable {s['undecodable']}   ({s['topic']}: "
+                     f"{s['records']:,} records, {s['tombstones']:,} tombstones"
+                     + (f", {s['later_batch_records']:,} of later batches ignored" if s["later_batch_records"]
+                        else "") + ")")
+        for kind in ("missing", "extra", "undecodable"):
+            for key in s["samples"][kind]:
+                lines.append(f"      {kind}: {key}")
+        for d in s["samples"]["different"]:
+            lines.append(f"      different: {d['key']}  state {json.dumps(d['expected'], default=str)}  "
+                         f"{s['view']} {json.dumps(d['actual'], default=str)}")
+    if report.quality is not None:
+        lines.extend("  quality    " + ln if not ln.startswith("  ") else "           " + ln
+                     for ln in report.quality.summary_lines())
+    lines.extend(f"  note       {n}" for n in report.notes)
+    if report.report_html:
+        lines.append(f"  report     {report.report_html}")
+    lines.append(f"  took       {report.seconds:.1f}s ("
+                 + ", ".join(f"{k} {v:.1f}s" for k, v in report.timings.items()) + ")")
+    return "\n".join(lines)
+
+
+# -- the whole run -------------------------------------------------------------------------------
+#: HTML reports kept per app (~4 MB each, mostly Great Expectations' static files): two days hourly
+REPORTS_KEPT = 48
+
+
+def _report_dir(settings: Settings, app: str, batch: int) -> Path:
+    """A new report folder; the oldest beyond ``REPORTS_KEPT`` are deleted (names sort by time)."""
+    import shutil
+
+    root = settings.state_dir / "reports" / "verify" / app
+    if root.is_dir():
+        for old in sorted(p for p in root.iterdir() if p.is_dir())[:-(REPORTS_KEPT - 1) or None]:
+            shutil.rmtree(old, ignore_errors=True)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+    return root / f"{stamp}-batch{batch}"
+
+
+def verify(spec: AppSpec, settings: Settings, *, ledger: Ledger | None = None, record: bool = True,
+           who: str | None = None, spark: Any = None, progress: Progress = lambda _m: None,
+           now_ms: int | None = None, html: bool = True) -> VerifyReport:
+    """Compare changelog and output with the state store at the last committed batch, run the
+    GX suites, record the outcome in the ledger (``record``; a verify takes no lease).
+
+    ``now_ms``: the instant last logins must not be after (default: now + ``CLOCK_SKEW_MS``).
+    Raises ``NothingCommittedError`` before anything is read if no batch is committed.
+    """
+    # millions of small dicts and no reference cycles: the cyclic GC would only rescan them
+    # again and again (~30% of the decode time at 1M keys)
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        report = _verify(spec, settings, spark=spark, progress=progress, now_ms=now_ms, html=html)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    if record:
+        report.operation_id = _record(report, settings, ledger, who)
+    return report
+
+
+def _verify(spec: AppSpec, settings: Settings, *, spark: Any, progress: Progress, now_ms: int | None,
+            html: bool) -> VerifyReport:
+    import pandas  # noqa: F401  # imported here, before the threads below import lazily
+    import pyarrow  # noqa: F401
+
+    from streamops.spark.session import checkpoint_dir
+    from streamops.state import quality as q
+
+    t0 = time.monotonic()
+    timings: dict[str, float] = {}
+    job = import_job(spec, settings.repo)
+    ckpt = checkpoint_dir(settings, spec)
+    batch = layout.last_committed_batch(ckpt)
+    if batch is None:
+        raise NothingCommittedError(f"{spec.name}: no committed batch in {ckpt}")
+    progress(f"verifying {spec.name} as of batch {batch} (checkpoint {ckpt})")
+
+    # the state scan runs mostly in the JVM: overlap it with the topic scans (Python) below
+    state_box: dict[str, Any] = {}
+
+    def read_state_in_background() -> None:
+        ts = time.monotonic()
+        try:
+            own = spark is None
+            session = _session(settings) if own else spark
+            timings["spark_start"] = time.monotonic() - ts
+            try:
+                state_box["state"] = read_state(job, session, ckpt, batch)
+            finally:
+                if own:
+                    session.stop()
+        except BaseException as exc:  # noqa: BLE001  # re-raised in the main thread
+            state_box["error"] = exc
+
+    import pyspark.sql  # noqa: F401  # before the thread: no concurrent first import of pyspark
+
+    worker = threading.Thread(target=read_state_in_background, name="verify-state", daemon=True)
+    worker.start()
+    try:
+        ts = time.monotonic()
+        corrupt = checksum_failures(ckpt / "state")
+        timings["checksums"] = time.monotonic() - ts
+        ts = time.monotonic()
+        batch_of = getattr(job, "batch_of", None)
+        topics = {"changelog": spec.changelog_topic, "output": spec.output_topic}
+        reads = {view: scan_topic(settings.kafka_bootstrap, topics[view], view=view, max_batch=batch,
+                                  batch_of=batch_of, progress=progress) for view in VIEWS}
+        timings["topics"] = time.monotonic() - ts
+        ts = time.monotonic()
+        q.prefetch()  # ~8 s of imports, also overlapped with the state scan
+        timings["gx_import"] = time.monotonic() - ts
+    finally:
+        if worker.is_alive():
+            progress("  waiting for the state store scan")
+        worker.join()
+    if "error" in state_box:
+        raise state_box["error"]
+    state: StateRead = state_box["state"]
+    state.corrupt_files = corrupt
+    timings["state"] = state.seconds
+    notes: list[str] = []
+    if not state.readable:
+        progress(f"  state store at batch {batch}: UNREADABLE: {state.error}")
+        notes.append("the topics were read but not compared: the state store is the reference")
+        views: list[ViewResult] = []
+        quality = None
+    else:
+        progress(f"  state store at batch {batch}: {len(state.values):,} keys in {state.seconds:.1f}s")
+        ts = time.monotonic()
+        views = [ViewResult(compare(v, state.values, reads[v].values), reads[v]) for v in VIEWS]
+        timings["compare"] = time.monotonic() - ts
+        ts = time.monotonic()
+        quality = run_quality(spec, settings, state, views, batch=batch, now_ms=now_ms, html=html,
+                              notes=notes, progress=progress)
+        timings["quality"] = time.monotonic() - ts
+    return VerifyReport(spec.name, batch, state, views, quality, notes, time.monotonic() - t0, timings)
+
+
+def run_quality(spec: AppSpec, settings: Settings, state: StateRead, views: Sequence[ViewResult], *,
+                batch: int, now_ms: int | None = None, html: bool = True, notes: list[str] | None = None,
+                progress: Progress = lambda _m: None) -> QualityReport:
+    """The GX part: the app's state suite (if it has one) and the result suite."""
+    from streamops.state import quality as q
+
+    suites = q.suites_dir(settings.repo)
+    checks = []
+    state_suite = suites / f"{spec.name}_state.json"
+    if not state_suite.exists():
+        if notes is not None:
+            notes.append(f"no state data-quality suite ({state_suite} does not exist)")
+    elif state.table is not None:
+        checks.append(q.Check("state", state_suite, state_frame(state.table)))
+    elif notes is not None:
+        notes.append("the state store is empty: its data-quality suite was not run")
+    checks.append(q.Check("result", suites / RESULT_SUITE, result_frame(views)))
+    docs = _report_dir(settings, spec.name, batch) if html else None
+    progress(f"  running {len(checks)} expectation suite(s)" + (f", report in {docs}" if docs else ""))
+    now = int(time.time() * 1000) + CLOCK_SKEW_MS if now_ms is None else int(now_ms)
+    return q.run_checks(checks, parameters={"now_ms": now}, docs_dir=docs,
+                        run_name=f"{spec.name}-batch{batch}")
+
+
+def _session(settings: Settings):
+    from streamops.state.check import _local_spark
+
+    return _local_spark(settings)
+
+
+def _record(report: VerifyReport, settings: Settings, ledger: Ledger | None, who: str | None) -> int:
+    """A verify is read-only: logged with ``record`` (no lease), so it runs beside other operations."""
+    from streamops.ledger.store import Ledger, requested_by
+
+    own = ledger is None
+    lg = Ledger.open(settings.ledger_db_url) if own else ledger
+    try:
+        return lg.record(report.app, "verify", {"batch_id": report.batch_id}, who=requested_by(who),
+                         outcome="succeeded" if report.ok else "failed",
+                         error=None if report.ok else report.headline(), after=report.ledger_summary())
+    finally:
+        if own:
+            lg.close()

@@ -1,0 +1,175 @@
+"""``streamops verify`` on a real broker + Spark checkpoint: a clean app passes; each injected fault
+(changed changelog record, deleted output record, corrupted state file) fails with its category.
+
+One app runs the job once for the whole module; each fault is undone before the next one.
+The topic faults are verified in-process on the session's local Spark (fast); the clean run and
+the corrupted state go through the CLI (a fresh JVM, so no state is cached between reads).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+
+from streamops.demo.fold import profile_json
+from streamops.kafka.admin import client_config
+from streamops.ledger.store import Ledger
+from streamops.platform import manager
+from streamops.spec import default_spec_path, get_app, load_specs
+from streamops.state.verify import verify
+from tests.fixtures.apps import AppHarness
+
+APP = "user_activity"
+
+
+@pytest.fixture(scope="module")
+def app(platform_factory, spark_cluster):
+    s = platform_factory("verify").model_copy(update={"spark_master": spark_cluster.spark_master_url})
+    manager.up(s, only=["kafka"])
+    h = AppHarness(s, spark_cluster.spark_master_url)
+    try:
+        h.produce(12_000, users=400, bad_ratio=0.01, seed=11)
+        # several batches, so the topics hold more than one record per key
+        h.run_to_end("--max-offsets-per-trigger", "4000")
+        assert h.committed_batch() >= 2
+        yield h
+    finally:
+        h.close()
+        manager.down(s)
+
+
+@pytest.fixture(scope="module")
+def spec(app):
+    return get_app(load_specs(default_spec_path(app.settings.repo)), APP)
+
+
+@pytest.fixture(scope="module")
+def state_spark(spark):
+    _ = spark.streams.active  # the state reader needs the StateStoreCoordinator
+    return spark
+
+
+def produce(app: AppHarness, topic: str, key: str, value: bytes | None) -> None:
+    p = Producer(client_config(app.settings.kafka_bootstrap, {"enable.idempotence": True}))
+    p.produce(topic, key=key.encode(), value=value)
+    assert p.flush(30) == 0
+
+
+def run(app: AppHarness, spec, spark) -> dict:
+    with_ledger = Ledger.open(app.settings.ledger_db_url)
+    try:
+        return verify(spec, app.settings, spark=spark, ledger=with_ledger, html=False).to_dict()
+    finally:
+        with_ledger.close()
+
+
+def views(report: dict) -> dict[str, dict]:
+    return {v["view"]: v for v in report["views"]}
+
+
+def cli_verify(app: AppHarness) -> tuple[int, dict, str]:
+    r = app.cli("verify", APP, "--json", timeout=600)
+    assert r.stdout, r.stderr[-3000:]
+    return r.returncode, json.loads(r.stdout), r.stderr
+
+
+def test_clean_app_passes_through_the_cli(app: AppHarness) -> None:
+    rc, report, err = cli_verify(app)
+    assert rc == 0 and report["ok"], report
+    assert report["batch_id"] == app.committed_batch() and report["categories"] == []
+    assert report["state"]["keys"] == 400
+    for v in report["views"]:
+        assert (v["state_keys"], v["topic_keys"], v["missing"], v["extra"], v["different"]) == (400, 400, 0, 0, 0)
+        assert v["records"] > 400  # several batches wrote each key
+    suites = {s["suite"]: s for s in report["quality"]["suites"]}
+    assert set(suites) == {"user_activity_state", "verify_result"}
+    assert all(s["success"] and s["evaluated"] >= 5 for s in suites.values())
+    html = Path(report["report_html"])
+    assert html.is_file() and html.is_relative_to(app.settings.state_dir / "reports" / "verify" / APP)
+    assert "verifying user_activity as of batch" in err and "%" in err  # progress on stderr under --json
+    # recorded without a lease, with the counts and the report path
+    ledger = Ledger.open(app.settings.ledger_db_url)
+    try:
+        op = ledger.operations(APP, limit=1)[0]
+        assert ledger.lease(APP) is None
+    finally:
+        ledger.close()
+    assert (op["kind"], op["outcome"], op["id"]) == ("verify", "succeeded", report["operation_id"])
+    assert op["after"]["ok"] is True and op["after"]["report_html"] == report["report_html"]
+    assert op["after"]["views"]["changelog"]["topic_keys"] == 400
+
+
+def test_changed_changelog_record_is_different(app: AppHarness, spec, state_spark) -> None:
+    before = run(app, spec, state_spark)
+    assert before["ok"], before["categories"]
+    key = "u007"
+    right = json.loads(profile_json(_state_profile(app, spec, state_spark, key)))
+    wrong = {**right, "purchases": right["purchases"] + 1}
+    produce(app, spec.changelog_topic, key, profile_json(wrong))
+    report = run(app, spec, state_spark)
+    assert not report["ok"] and report["categories"] == ["changelog.different", "quality.result"]
+    cl = views(report)["changelog"]
+    assert (cl["missing"], cl["extra"], cl["different"]) == (0, 0, 1)
+    assert cl["samples"]["different"] == [{"key": key, "expected": right, "actual": wrong}]
+    assert views(report)["output"]["different"] == 0
+    failed = next(s for s in report["quality"]["suites"] if s["check"] == "result")["failures"]
+    assert [f["kwargs"]["column"] for f in failed] == ["different"]
+    produce(app, spec.changelog_topic, key, profile_json(right))  # undo: the right value again
+    assert run(app, spec, state_spark)["ok"]
+
+
+def test_deleted_output_record_is_missing(app: AppHarness, spec, state_spark) -> None:
+    key = "u123"
+    right = _state_profile(app, spec, state_spark, key)
+    produce(app, spec.output_topic, key, None)  # tombstone
+    report = run(app, spec, state_spark)
+    assert not report["ok"] and report["categories"] == ["output.missing", "quality.result"]
+    out = views(report)["output"]
+    assert (out["missing"], out["extra"], out["different"], out["topic_keys"]) == (1, 0, 0, 399)
+    assert out["samples"]["missing"] == [key] and out["tombstones"] == 1
+    assert views(report)["changelog"]["missing"] == 0
+    produce(app, spec.output_topic, key, profile_json(right))
+    assert run(app, spec, state_spark)["ok"]
+
+
+def test_corrupted_state_file_is_unreadable(app: AppHarness) -> None:
+    version = app.committed_batch() + 1  # the state of batch N is version N + 1
+    files = sorted((app.checkpoint / "state" / "0" / "0").glob(f"{version}.*"))
+    assert files, list((app.checkpoint / "state" / "0" / "0").iterdir())
+    saved = {f: f.read_bytes() for f in files}
+    try:
+        for f, data in saved.items():
+            flipped = bytearray(data)
+            flipped[len(data) // 2] ^= 0xFF
+            f.write_bytes(bytes(flipped))
+        r = app.cli("verify", APP, timeout=600)  # the text form, as a task log shows it
+    finally:
+        for f, data in saved.items():
+            f.write_bytes(data)
+    corrupt = [str(f.relative_to(app.checkpoint)) for f in files]
+    assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-3000:]
+    assert f"verify {APP}: FAILED (state_unreadable, state_checksum) as of batch" in r.stdout
+    assert "UNREADABLE: [CANNOT_LOAD_STATE_STORE" in r.stdout
+    assert all(f"checksum mismatch: {c}" in r.stdout for c in corrupt)
+    ledger = Ledger.open(app.settings.ledger_db_url)
+    try:
+        op = ledger.operations(APP, limit=1)[0]
+    finally:
+        ledger.close()
+    assert (op["kind"], op["outcome"]) == ("verify", "failed")
+    assert "state_unreadable" in op["error"]
+    after = op["after"]
+    assert after["categories"] == ["state_unreadable", "state_checksum"]
+    assert after["state"]["readable"] is False and after["state"]["corrupt_files"] == corrupt
+    assert after["views"] == {} and after["report_html"] is None
+
+
+def _state_profile(app: AppHarness, spec, spark, key: str) -> dict:
+    from streamops.spec import import_job
+
+    job = import_job(spec, app.settings.repo)
+    table = job.state_table(spark, str(app.checkpoint), app.committed_batch())
+    return next(r for r in table.to_pylist() if r["user_id"] == key)

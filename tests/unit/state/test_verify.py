@@ -1,0 +1,338 @@
+"""``streamops verify`` without services: categories, topic folding, checksums, GX suites, CLI."""
+
+from __future__ import annotations
+
+import json
+import struct
+import zlib
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from streamops.cli import main
+from streamops.settings import Settings
+from streamops.spec import default_spec_path, get_app, load_specs
+from streamops.state import quality as q
+from streamops.state import verify as v
+from streamops.state.check import NothingCommittedError, compare
+
+REPO = Path(__file__).resolve().parents[3]
+SUITES = q.suites_dir(REPO)
+
+
+def profile(uid: str, **kw) -> dict:
+    return {"user_id": uid, "last_login_ts": 1_767_225_600_000, "purchases": 1, "total_amount": 2.5,
+            "events": 3, **kw}
+
+
+STATE = {u: profile(u) for u in ("u1", "u2", "u3")}
+
+
+def view(name: str, values: dict, **kw) -> v.ViewResult:
+    return v.ViewResult(compare(name, STATE, values), v.TopicRead(name, f"{name}-topic", values, **kw))
+
+
+# -- categories, frames, report --------------------------------------------------------------------
+def test_clean_views_have_no_categories() -> None:
+    views = [view("changelog", dict(STATE)), view("output", dict(STATE))]
+    state = v.StateRead(values=STATE, rows=3)
+    assert v.categorize(state, views, None) == []
+    frame = v.result_frame(views)
+    assert list(frame["view"]) == ["changelog", "output"]
+    assert frame[["missing", "extra", "different", "undecodable"]].to_numpy().sum() == 0
+    assert list(frame["state_keys"]) == [3, 3]
+
+
+def test_each_fault_gets_its_category() -> None:
+    changed = {**STATE, "u2": profile("u2", purchases=9)}
+    deleted = {k: p for k, p in STATE.items() if k != "u3"}
+    extra = {**STATE, "zz": profile("zz")}
+    views = [view("changelog", changed), view("output", deleted)]
+    state = v.StateRead(values=STATE, rows=3, corrupt_files=["state/0/0/3.changelog"])
+    assert v.categorize(state, views, None) == ["state_checksum", "changelog.different", "output.missing"]
+    assert v.categorize(v.StateRead(error="boom"), [], None) == ["state_unreadable"]
+    assert v.categorize(v.StateRead(values=STATE), [view("output", extra)], None) == ["output.extra"]
+    s = views[0].summary()
+    assert (s["state_keys"], s["topic_keys"], s["different"], s["missing"]) == (3, 3, 1, 0)
+    assert s["samples"]["different"][0]["key"] == "u2"
+    assert views[1].summary()["samples"]["missing"] == ["u3"]
+
+
+def test_report_text_json_and_failure() -> None:
+    views = [view("changelog", dict(STATE)), view("output", {k: p for k, p in STATE.items() if k != "u1"},
+                                                 records=7, tombstones=1)]
+    report = v.VerifyReport("user_activity", 4, v.StateRead(values=STATE, rows=3), views, None,
+                            seconds=1.5, timings={"topics": 0.5})
+    assert not report.ok and report.categories == ["output.missing"]
+    text = v.render(report)
+    assert "FAILED (output.missing) as of batch 4" in text
+    assert "missing: u1" in text and "1 tombstones" in text
+    d = json.loads(json.dumps(report.to_dict(), default=str))
+    assert d["ok"] is False and d["views"][1]["missing"] == 1 and d["report_html"] is None
+    led = report.ledger_summary()
+    assert led["views"]["output"]["missing"] == 1 and led["categories"] == ["output.missing"]
+    with pytest.raises(v.VerifyFailedError, match="output.missing"):
+        report.raise_if_failed()
+
+
+def test_unreadable_state_report() -> None:
+    report = v.VerifyReport("a", 2, v.StateRead(error="[CANNOT_LOAD_STATE_STORE.X] bad",
+                                                corrupt_files=["state/0/1/3.changelog"]), [], None)
+    text = v.render(report)
+    assert "UNREADABLE: [CANNOT_LOAD_STATE_STORE.X] bad" in text
+    assert "checksum mismatch: state/0/1/3.changelog" in text
+    assert report.to_dict()["state"]["readable"] is False
+
+
+def test_progress_line() -> None:
+    assert v.progress_line("x:", 250, 1000, width=8) == "x: [##------]  25% 250/1,000"
+    assert v.progress_line("x:", 5, None) == "x: 5"
+    assert "100%" in v.progress_line("x:", 12, 10)
+
+
+JAVA_TRACE = """An error occurred while calling o52.getResult.
+: org.apache.spark.SparkException: Exception thrown in awaitResult:
+\tat org.apache.spark.util.SparkThreadUtils$.awaitResult(SparkThreadUtils.scala:70)
+Caused by: org.apache.spark.SparkException: [CANNOT_LOAD_STATE_STORE.UNCATEGORIZED] An error occurred during \
+loading state.  SQLSTATE: 58030
+\tat org.apache.spark.sql.errors.QueryExecutionErrors$.cannotLoadStore(QueryExecutionErrors.scala:2846)
+Caused by: java.io.IOException: Stream is corrupted
+\tat net.jpountz.lz4.LZ4BlockInputStream.refill(LZ4BlockInputStream.java:250)
+"""
+
+
+def test_unreadable_reason_names_error_class_and_root_cause() -> None:
+    reason = v.unreadable_reason(RuntimeError(JAVA_TRACE))
+    assert reason.startswith("[CANNOT_LOAD_STATE_STORE.UNCATEGORIZED] An error occurred during loading state.")
+    assert reason.endswith("(root cause: java.io.IOException: Stream is corrupted)")
+    assert v.unreadable_reason(FileNotFoundError("no such dir")) == "FileNotFoundError: no such dir"
+
+
+# -- reading state through the job's hooks ----------------------------------------------------------
+class TableJob:
+    @staticmethod
+    def state_table(spark, checkpoint, batch_id):
+        return pa.Table.from_pylist(list(STATE.values()))
+
+
+class DictJob:
+    @staticmethod
+    def state_profiles(spark, checkpoint, batch_id):
+        return dict(STATE)
+
+
+class BrokenJob:
+    @staticmethod
+    def state_table(spark, checkpoint, batch_id):
+        raise RuntimeError(JAVA_TRACE)
+
+
+@pytest.mark.parametrize("job", [TableJob, DictJob])
+def test_read_state_hooks(job) -> None:
+    st = v.read_state(job, None, Path("/nowhere"), 3)
+    assert st.readable and st.values == STATE and st.rows == 3
+    frame = v.state_frame(st.table)
+    assert list(frame.columns) == ["user_id", "last_login_ts", "purchases", "total_amount", "events"]
+    assert str(frame["last_login_ts"].dtype) == "Int64"
+
+
+def test_read_state_empty_dict_hook() -> None:
+    class EmptyJob:
+        @staticmethod
+        def state_profiles(spark, checkpoint, batch_id):
+            return {}
+
+    st = v.read_state(EmptyJob, None, Path("/nowhere"), 0)
+    assert st.readable and st.values == {} and st.table is None and st.rows == 0
+
+
+def test_read_state_failure_is_a_result_not_a_crash() -> None:
+    st = v.read_state(BrokenJob, None, Path("/nowhere"), 3)
+    assert not st.readable and "Stream is corrupted" in st.error and st.values == {}
+
+
+# -- checksums ------------------------------------------------------------------------------------
+def write_with_crc(path: Path, data: bytes, chunk: int = 512) -> None:
+    """A file plus its Hadoop ChecksumFileSystem sidecar (``.NAME.crc``: magic, chunk, CRC32s)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    sums = b"".join(struct.pack(">I", zlib.crc32(data[i:i + chunk])) for i in range(0, len(data), chunk))
+    path.with_name(f".{path.name}.crc").write_bytes(b"crc\x00" + struct.pack(">i", chunk) + sums)
+
+
+def test_checksum_failures_name_the_changed_file(tmp_path: Path) -> None:
+    state = tmp_path / "ckpt" / "state"
+    write_with_crc(state / "0" / "0" / "1.changelog", bytes(range(256)) * 5)
+    write_with_crc(state / "0" / "1" / "1.changelog", b"")
+    write_with_crc(state / "0" / "_metadata" / "metadata", b'{"operatorId":0}')
+    assert v.checksum_failures(state) == []
+    target = state / "0" / "0" / "1.changelog"
+    data = bytearray(target.read_bytes())
+    data[700] ^= 0xFF
+    target.write_bytes(bytes(data))
+    assert v.checksum_failures(state) == ["state/0/0/1.changelog"]
+    target.write_bytes(bytes(data[:-1]))  # truncated: the chunk count no longer matches either
+    assert v.checksum_failures(state) == ["state/0/0/1.changelog"]
+    assert v.checksum_failures(tmp_path / "missing") == []
+
+
+# -- topic scans (Kafka faked) ---------------------------------------------------------------------
+class Msg:
+    def __init__(self, key, value, batch=None):
+        self._k, self._v = key, value
+        self._h = None if batch is None else [("streamops.batch_id", str(batch).encode())]
+
+    def key(self):
+        return self._k
+
+    def value(self):
+        return self._v
+
+    def headers(self):
+        return self._h
+
+
+def test_scan_topic_latest_per_key_as_of_the_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    from jobs.user_activity import batch_of
+    from streamops.kafka import admin, read
+
+    msgs = [
+        Msg(b"a", b'{"n": 1}', batch=1), Msg(b"b", b'{"n": 1}', batch=1), Msg(b"c", b'{"n": 1}', batch=1),
+        Msg(b"a", b'{"n": 2}', batch=2), Msg(b"b", None),  # tombstone (no header: not the job's)
+        Msg(b"c", b'{"n": 3}', batch=3),  # a batch after the verified one: ignored
+        Msg(None, b'{"n": 9}', batch=1), Msg(b"d", b"{not json", batch=2), Msg(b"\xff", b'{"n": 5}'),
+    ]
+    monkeypatch.setattr(read, "read_topic", lambda bootstrap, topic, **kw: iter(msgs))
+    monkeypatch.setattr(admin, "end_offsets", lambda bootstrap, topic, **kw: {0: (0, len(msgs))})
+    lines: list[str] = []
+    r = v.scan_topic("x:1", "t", view="changelog", max_batch=2, batch_of=batch_of, progress=lines.append)
+    assert r.values == {"a": {"n": 2}, "c": {"n": 1}, "d": {"undecodable": "{not json"}, "\\xff": {"n": 5}}
+    assert (r.records, r.tombstones, r.later, r.undecodable) == (9, 1, 1, ["d"])
+    assert "100%" in lines[-1] and "later batches ignored" in lines[-1]
+    # without a batch hook every record counts
+    assert v.scan_topic("x:1", "t", view="output").values["c"] == {"n": 3}
+
+
+# -- Great Expectations suites (the real files in include/expectations) -----------------------------
+def good_state() -> pd.DataFrame:
+    return pd.DataFrame({
+        "user_id": ["u1", "u2", "u3"],
+        "last_login_ts": pd.array([1_767_225_600_000, None, 1_767_225_700_000], dtype="Int64"),
+        "purchases": [0, 2, 1], "total_amount": [0.0, 12.5, 0.01], "events": [1, 5, 1],
+    })
+
+
+@pytest.fixture(scope="module")
+def gx_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, q.QualityReport]:
+    """GX is slow to import: run the clean and the broken inputs once for the tests below."""
+    clean_views = [view("changelog", dict(STATE)), view("output", dict(STATE))]
+    bad = good_state()
+    bad.loc[1, "user_id"] = "u1"  # duplicate key
+    bad.loc[2, "purchases"] = -1
+    bad.loc[0, "last_login_ts"] = 1_900_000_000_000  # after now_ms below
+    bad.loc[0, "events"] = 0
+    bad.loc[1, "purchases"] = 6  # more purchases than events
+    bad_views = [view("changelog", {**STATE, "u2": profile("u2", events=4)}),
+                 view("output", {k: p for k, p in STATE.items() if k != "u1"})]
+    now = {"now_ms": 1_800_000_000_000}
+    docs = tmp_path_factory.mktemp("gx") / "report"
+    return {
+        "clean": q.run_checks([q.Check("state", SUITES / "user_activity_state.json", good_state()),
+                               q.Check("result", SUITES / v.RESULT_SUITE, v.result_frame(clean_views))],
+                              parameters=now, docs_dir=docs, run_name="t-batch1"),
+        "bad": q.run_checks([q.Check("state", SUITES / "user_activity_state.json", bad),
+                             q.Check("result", SUITES / v.RESULT_SUITE, v.result_frame(bad_views))],
+                            parameters=now),
+    }
+
+
+def test_suites_pass_on_clean_state_and_write_html(gx_runs) -> None:
+    r = gx_runs["clean"]
+    assert r.ok, r.summary_lines()
+    assert [x.suite for x in r.results] == ["user_activity_state", "verify_result"]
+    assert all(x.evaluated >= 5 and not x.failures for x in r.results)
+    assert r.report_html and Path(r.report_html).is_file()
+    assert all(x.page and Path(x.page).is_file() for x in r.results)
+    assert "t-batch1" in r.results[0].page
+
+
+def test_suites_report_each_violation_readably(gx_runs) -> None:
+    r = gx_runs["bad"]
+    assert not r.ok and r.report_html is None
+    state, result = r.results
+    failed = {(f.expectation, f.kwargs.get("column")) for f in state.failures}
+    assert failed == {
+        ("expect_column_values_to_be_unique", "user_id"),
+        ("expect_column_values_to_be_between", "purchases"),
+        ("expect_column_values_to_be_between", "events"),
+        ("expect_column_values_to_be_between", "last_login_ts"),
+        ("expect_column_pair_values_a_to_be_greater_than_b", None),
+    }
+    assert {f.kwargs["column"] for f in result.failures} == {"missing", "different"}
+    text = "\n".join(r.summary_lines())
+    assert "state (user_activity_state): 4/9 expectations passed" in text
+    assert 'expect_column_values_to_be_between(column="purchases", min_value=0.0): 1 of 3 rows unexpected, ' \
+           "e.g. [-1]" in text
+    assert "1900000000000" in text  # the future last login is shown
+    json.dumps(r.to_dict())  # JSON-safe (no numpy scalars)
+
+
+def test_suite_file_errors(tmp_path: Path) -> None:
+    from streamops.exceptions import ConfigError
+
+    with pytest.raises(ConfigError, match="no expectation suite"):
+        q.load_suite(tmp_path / "nope.json")
+    (tmp_path / "bad.json").write_text('{"name": "x"}')
+    with pytest.raises(ConfigError, match="expected a GX suite"):
+        q.load_suite(tmp_path / "bad.json")
+    assert q.load_suite(SUITES / v.RESULT_SUITE)["name"] == "verify_result"
+
+
+# -- entry points -----------------------------------------------------------------------------------
+def test_cli_unknown_app_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["verify", "no_such_app"]) == 2
+    assert "unknown app 'no_such_app'" in capsys.readouterr().err
+
+
+def test_cli_missing_app_argument_exits_2() -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["verify"])
+    assert exc.value.code == 2
+
+
+def test_verify_needs_a_committed_batch(tmp_path: Path) -> None:
+    settings = Settings(repo=REPO, home=tmp_path)
+    spec = get_app(load_specs(default_spec_path(REPO)), "user_activity")
+    with pytest.raises(NothingCommittedError, match="no committed batch"):
+        v.verify(spec, settings, record=False)
+
+
+@pytest.mark.parametrize("raw", [
+    b'{"a":1}', b' {"a": 1} ', b'{"a":1}x', b"[1,2]", b"nul", b"", b"\xff", b'{"a":NaN}',
+    '{"é":"ü"}'.encode(), b'\xef\xbb\xbf{"a":1}', '{"a":1}'.encode("utf-16"),
+])
+def test_decode_json_agrees_with_json_loads(raw: bytes) -> None:
+    def outcome(f):
+        try:
+            return repr(f(raw))
+        except ValueError as exc:
+            return type(exc).__name__
+
+    assert outcome(v.decode_json) == outcome(json.loads)
+
+
+def test_report_folders_are_pruned_to_the_newest(tmp_path) -> None:
+    from streamops.settings import Settings
+    from streamops.state import verify as v
+
+    settings = Settings(home=tmp_path)
+    root = settings.state_dir / "reports" / "verify" / "app"
+    for i in range(v.REPORTS_KEPT + 5):
+        (root / f"20260101T0000{i:02d}.000000Z-batch{i}").mkdir(parents=True)
+    new = v._report_dir(settings, "app", 99)
+    new.mkdir()
+    kept = sorted(p.name for p in root.iterdir())
+    assert len(kept) == v.REPORTS_KEPT and kept[-1] == new.name
+    assert kept[0].endswith(f"-batch{6}")  # the 6 oldest went
