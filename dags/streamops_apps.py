@@ -1,10 +1,11 @@
 """App operations as DAGs, generated from ``include/streams.yaml``.
 
-One DAG per operation (deploy, resize, stop, restore) whose trigger form validates the app (enum of the
+One DAG per operation (deploy, resize, stop, restore, rebuild-state) whose trigger form validates the app (enum of the
 specs' apps), the parallelism (integer range) and the strategy (enum) before a run is created;
 the app's own limits are checked again by the core before anything changes. One scale-window
 DAG per app, scheduled at its windows' starts and ends, with a manual ``override``, and one
-savepoint DAG per app on the spec's savepoint schedule. Waiting for
+savepoint DAG per app on the spec's savepoint schedule, and compaction and verification DAGs per
+app on the spec's maintenance schedules. Waiting for
 convergence is deferred to the triggerer: no worker slot is held while an app converges.
 """
 
@@ -15,12 +16,15 @@ from datetime import datetime, timedelta
 from airflow.sdk import DAG, Param
 from airflow.timetables.trigger import MultipleCronTriggerTimetable
 from streamops_airflow.operators import (
+    CompactOperator,
     DeployAppOperator,
+    RebuildStateOperator,
     ResizeAppOperator,
     RestoreOperator,
     SavepointOperator,
     ScaleWindowsOperator,
     StopAppOperator,
+    VerifyOperator,
 )
 
 from streamops.settings import Settings
@@ -108,7 +112,52 @@ with DAG(
     RestoreOperator(task_id="restore", app="{{ params.app }}", savepoint="{{ params.savepoint }}",
                     dry_run="{{ params.dry_run }}", timeout_s="{{ params.timeout }}")
 
+with DAG(
+    dag_id="streamops_rebuild_state",
+    schedule=None,
+    tags=["streamops", "maintenance"],
+    doc_md="Rebuild an app's checkpoint from its changelog topic (as Kafka Streams restores a store), "
+           "optionally into another number of state partitions. Defaults to a dry run: the plan (start offsets "
+           "per partition, state partitions before/after) is in the task log and its return value.",
+    params={"app": app_param(),
+            "state_partitions": Param(None, type=["null", "integer"], minimum=1, maximum=200,
+                                      title="State partitions", description="Empty: as now."),
+            "stop_first": Param(False, type="boolean", title="Stop first",
+                                description="Stop a running app at a batch boundary first and start it after."),
+            "dry_run": Param(True, type="boolean", title="Dry run", description="Only show the plan."),
+            "timeout": TIMEOUT},
+    **COMMON,
+):
+    RebuildStateOperator(task_id="rebuild_state", app="{{ params.app }}",
+                         state_partitions="{{ params.state_partitions }}", stop_first="{{ params.stop_first }}",
+                         dry_run="{{ params.dry_run }}", timeout_s="{{ params.timeout }}")
+
 for _name, _spec in SPECS.items():
+    with DAG(
+        dag_id=f"streamops_compact__{_name}",
+        schedule=_spec.maintenance.compact_schedule,
+        tags=["streamops", "maintenance", _name],
+        doc_md=f"Compact `{_name}`'s state (schedule `{_spec.maintenance.compact_schedule}` UTC) while it runs: "
+               "one snapshot at the last committed batch, checkpoint files no retained batch needs and savepoints "
+               "beyond retention deleted; bytes and state restore time before/after in the log.",
+        params={"dry_run": Param(False, type="boolean", title="Dry run", description="Only show the plan.")},
+        **COMMON,
+    ):
+        CompactOperator(task_id="compact", app=_name, dry_run="{{ params.dry_run }}")
+
+    with DAG(
+        dag_id=f"streamops_verify__{_name}",
+        schedule=_spec.maintenance.verify_schedule,
+        tags=["streamops", "maintenance", _name],
+        doc_md=f"Verify `{_name}` (schedule `{_spec.maintenance.verify_schedule}` UTC): the state store at the "
+               "last committed batch against the changelog and output topics, plus the data-quality suite in "
+               "`include/expectations/`. Fails with a summary on any violation; the HTML report's path is logged.",
+        params={},
+        **COMMON,
+    ):
+        VerifyOperator(task_id="verify", app=_name)
+
+
     with DAG(
         dag_id=f"streamops_savepoint__{_name}",
         schedule=_spec.savepoints.schedule,

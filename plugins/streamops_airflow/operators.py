@@ -7,6 +7,7 @@ deploy or resize that takes minutes holds no worker slot. The request (lease, de
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
@@ -204,6 +205,26 @@ def _flag(value: Any) -> bool:
     return value if isinstance(value, bool) else str(value).lower() in ("true", "1", "yes")
 
 
+@contextmanager
+def _core(app: Any, what: str):
+    """(settings, spec, ledger) for ``app``; a refusal from the core becomes a failed task."""
+    from streamops.exceptions import StreamopsError
+    from streamops.ledger import Ledger
+    from streamops.settings import Settings
+    from streamops.spec import default_spec_path, get_app, load_specs
+
+    try:
+        settings = Settings.from_env()
+        spec = get_app(load_specs(default_spec_path(settings.repo)), str(app))
+        ledger = Ledger.open(settings.ledger_db_url)
+        try:
+            yield settings, spec, ledger
+        finally:
+            ledger.close()
+    except StreamopsError as exc:
+        raise AirflowException(f"{what} {app}: {exc}") from exc
+
+
 class SavepointOperator(BaseOperator):
     """Take a savepoint of ``app`` while it runs (applies the spec's retention); returns its manifest summary."""
 
@@ -214,29 +235,16 @@ class SavepointOperator(BaseOperator):
         self.app = app
 
     def execute(self, context: Any) -> dict[str, Any]:
-        from streamops.exceptions import StreamopsError
-        from streamops.ledger import Ledger
-        from streamops.lifecycle.savepoints import take
-        from streamops.settings import Settings
-        from streamops.spec import default_spec_path, get_app, load_specs
-
-        from airflow.exceptions import AirflowSkipException
+        from airflow.sdk.exceptions import AirflowSkipException
 
         from streamops.checkpoints import layout
+        from streamops.lifecycle.savepoints import take
         from streamops.spark.session import checkpoint_dir
 
-        settings = Settings.from_env()
-        try:
-            spec = get_app(load_specs(default_spec_path(settings.repo)), str(self.app))
+        with _core(self.app, "savepoint") as (settings, spec, ledger):
             if layout.last_committed_batch(checkpoint_dir(settings, spec)) is None:
                 raise AirflowSkipException(f"{spec.name} has committed nothing yet: no savepoint to take")
-            ledger = Ledger.open(settings.ledger_db_url)
-            try:
-                out = take(settings, spec, ledger, who=_who(context), progress=self.log.info)
-            finally:
-                ledger.close()
-        except StreamopsError as exc:
-            raise AirflowException(f"savepoint {self.app}: {exc}") from exc
+            out = take(settings, spec, ledger, who=_who(context), progress=self.log.info)
         self.log.info("savepoint %s at batch %s: %s files, %s bytes, sha256 %s (%s s)", out["id"], out["batch_id"],
                       out["files"], out["bytes"], out["sha256"], out["seconds"])
         return out
@@ -253,26 +261,106 @@ class RestoreOperator(BaseOperator):
         self.app, self.savepoint, self.dry_run, self.timeout_s = app, savepoint, dry_run, timeout_s
 
     def execute(self, context: Any) -> dict[str, Any]:
-        from streamops.exceptions import StreamopsError
-        from streamops.ledger import Ledger
         from streamops.lifecycle.savepoints import restore
-        from streamops.settings import Settings
-        from streamops.spec import default_spec_path, get_app, load_specs
 
-        settings = Settings.from_env()
-        try:
-            spec = get_app(load_specs(default_spec_path(settings.repo)), str(self.app))
-            ledger = Ledger.open(settings.ledger_db_url)
-            try:
-                out = restore(settings, spec, ledger, str(self.savepoint), dry_run=_flag(self.dry_run),
-                              who=_who(context), timeout=float(self.timeout_s), progress=self.log.info)
-            finally:
-                ledger.close()
-        except StreamopsError as exc:
-            raise AirflowException(f"restore {self.app}: {exc}") from exc
+        with _core(self.app, "restore") as (settings, spec, ledger):
+            out = restore(settings, spec, ledger, str(self.savepoint), dry_run=_flag(self.dry_run),
+                          who=_who(context), timeout=float(self.timeout_s), progress=self.log.info)
         for p in out["offsets"]:
             self.log.info("%s[%s]: %s -> %s (%s to reprocess)", p["topic"], p["partition"], p["current"],
                           p["restore_to"], p["reprocess"])
         self.log.info("%s %s to batch %s (state version %s)", "would restore" if out["dry_run"] else "restored",
                       self.app, out["batch_id"], out["state_version"])
         return out
+
+
+class CompactOperator(BaseOperator):
+    """Consolidate ``app``'s state into one snapshot and drop what no retained batch needs (runs
+    while the app runs); ``dry_run`` logs and returns the plan only. Skipped if nothing committed."""
+
+    template_fields = ("app", "dry_run")
+
+    def __init__(self, *, app: str, dry_run: bool | str = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.app, self.dry_run = app, dry_run
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        from airflow.sdk.exceptions import AirflowSkipException
+
+        from streamops.lifecycle.maintenance import NothingToMaintain, compact
+
+        with _core(self.app, "compact") as (settings, spec, ledger):
+            try:
+                out = compact(settings, spec, ledger, dry_run=_flag(self.dry_run), who=_who(context),
+                              progress=self.log.info)
+            except NothingToMaintain as exc:
+                raise AirflowSkipException(str(exc)) from exc
+        for part, chain in sorted(out["chains_before"].items()):
+            self.log.info("state %s: snapshot %s + %s changelogs before", part, chain["snapshot"], chain["changelogs"])
+        if out["dry_run"]:
+            self.log.info("would compact %s at batch %s: install %s, delete %s files (%s bytes), savepoints beyond "
+                          "retention %s", self.app, out["batch_id"], out["install_snapshots"], out["delete_files"],
+                          out["delete_bytes"], out["savepoints_beyond_retention"])
+        else:
+            self.log.info("compacted %s at batch %s: %s -> %s bytes, restore %s s -> %s s, savepoints removed %s",
+                          self.app, out["batch_id"], out["bytes_before"], out["bytes_after"],
+                          out["restore_seconds_before"], out["restore_seconds_after"], out["savepoints_removed"])
+        return out
+
+
+class RebuildStateOperator(BaseOperator):
+    """Rebuild ``app``'s checkpoint from its changelog topic (optionally into ``state_partitions``);
+    ``dry_run`` (the default) logs and returns the plan only."""
+
+    template_fields = ("app", "state_partitions", "dry_run", "stop_first")
+
+    def __init__(self, *, app: str, state_partitions: int | str | None = None, dry_run: bool | str = True,
+                 stop_first: bool | str = False, timeout_s: float = 600.0, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.app, self.state_partitions, self.dry_run = app, state_partitions, dry_run
+        self.stop_first, self.timeout_s = stop_first, timeout_s
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        from streamops.lifecycle.maintenance import rebuild_state
+
+        with _core(self.app, "rebuild-state") as (settings, spec, ledger):
+            out = rebuild_state(settings, spec, ledger, state_partitions=_int_or_none(self.state_partitions,
+                                                                                    "state_partitions"),
+                                dry_run=_flag(self.dry_run), stop_first=_flag(self.stop_first), who=_who(context),
+                                timeout=float(self.timeout_s), progress=self.log.info)
+        for o in out["offsets"]:
+            self.log.info("%s[%s]: checkpoint %s -> start at %s", o["topic"], o["partition"], o["checkpoint"],
+                          o["start_at"])
+        self.log.info("%s %s from %s (%s keys): %s -> %s state partitions", "would rebuild" if out["dry_run"]
+                      else "rebuilt", self.app, out["changelog_topic"], out["changelog_keys"],
+                      out["state_partitions_before"], out["state_partitions_after"])
+        return out
+
+
+class VerifyOperator(BaseOperator):
+    """Verify ``app``: state store vs changelog vs output, plus the data-quality suite. Fails with a
+    readable summary on any violation; the HTML report's path is in the log either way."""
+
+    template_fields = ("app",)
+
+    def __init__(self, *, app: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.app = app
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        from airflow.sdk.exceptions import AirflowSkipException
+
+        from streamops.state.check import NothingCommittedError
+        from streamops.state.verify import render, verify
+
+        with _core(self.app, "verify") as (settings, spec, ledger):
+            try:
+                report = verify(spec, settings, ledger=ledger, who=_who(context), progress=self.log.info)
+            except NothingCommittedError as exc:
+                raise AirflowSkipException(str(exc)) from exc
+        self.log.info("%s", render(report))
+        if report.report_html:
+            self.log.info("validation report (HTML): %s", report.report_html)
+        if not report.ok:
+            raise AirflowException(f"verify {self.app} failed: {', '.join(report.categories)}\n{render(report)}")
+        return report.to_dict()

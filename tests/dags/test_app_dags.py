@@ -114,3 +114,35 @@ def test_restore_form_defaults_to_a_dry_run_and_needs_a_savepoint(dags) -> None:
     assert form.get_param("dry_run").value is True
     with pytest.raises(ParamValidationError, match="savepoint"):
         dags["streamops_restore"].test(run_conf={"app": "user_activity", "savepoint": ""})
+
+
+def test_maintenance_dags_follow_the_spec_schedules(dags) -> None:
+    from streamops.spec import default_spec_path, load_specs
+
+    for name, spec in load_specs(default_spec_path(REPO)).items():
+        assert dags[f"streamops_compact__{name}"].timetable.expression == spec.maintenance.compact_schedule
+        assert dags[f"streamops_verify__{name}"].timetable.expression == spec.maintenance.verify_schedule
+        assert dags[f"streamops_compact__{name}"].params.get_param("dry_run").value is False
+    form = dags["streamops_rebuild_state"].params
+    assert form.get_param("dry_run").value is True and form.get_param("stop_first").value is False
+    assert form.get_param("state_partitions").schema["maximum"] == 200
+
+
+def test_compaction_of_an_app_that_never_ran_is_skipped(dags, ledger) -> None:
+    run = dags["streamops_compact__user_activity"].test()
+    assert [ti.state for ti in run.get_task_instances()] == ["skipped"]
+    assert ledger.operations("user_activity") == []
+
+
+def test_rebuild_state_form_refuses_bad_partitions_before_a_run_exists(dags, ledger) -> None:
+    from airflow.sdk.exceptions import ParamValidationError
+
+    with pytest.raises(ParamValidationError, match="less than the minimum"):
+        dags["streamops_rebuild_state"].test(run_conf={"app": "user_activity", "state_partitions": 0})
+    assert ledger.operations("user_activity") == []
+
+
+def test_verification_of_an_app_that_never_ran_is_skipped(dags, ledger) -> None:
+    run = dags["streamops_verify__user_activity"].test()
+    assert [ti.state for ti in run.get_task_instances()] == ["skipped"]
+    assert ledger.operations("user_activity") == []
