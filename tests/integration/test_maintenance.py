@@ -19,6 +19,10 @@ from streamops.platform import manager
 
 APP = "user_activity"
 SMALL_BATCHES = ("--max-offsets-per-trigger", "700", "--trigger-interval", "1 second")
+# Runs to the end of the input use an in-process Spark (real Spark, real RocksDB state files): what
+# is under test here is the checkpoint, and the cluster's executor start-up would only add minutes.
+# The live compaction's driver still runs on the shared cluster, launched by the supervisor.
+LOCAL = "local[2]"
 
 
 def _files(ckpt: Path) -> dict[str, tuple[int, float]]:
@@ -39,6 +43,7 @@ def _json(r) -> dict:
 @pytest.mark.timeout(1800)
 def test_compaction_stopped_and_running_then_restores_are_exact(app_factory) -> None:
     app = app_factory("ua-compact")
+    app.master = LOCAL
     manager.up(app.settings, only=["supervisor"])
     ledger = Ledger.open(app.settings.ledger_db_url)
     try:
@@ -110,14 +115,14 @@ def test_compaction_stopped_and_running_then_restores_are_exact(app_factory) -> 
         r = app.cli("stop", APP, "--json", timeout=300)
         assert r.returncode == 0, r.stderr[-3000:]
         app.produce(1_000, users=1500, seed=90)
-        app.run_to_end(*SMALL_BATCHES)  # restarts from the live-compacted checkpoint
+        app.run_to_end()  # restarts from the live-compacted checkpoint
         _assert_exact(app)
 
         # every retained savepoint still restores exactly after the compactions
         for sp in savepoints:
             r = app.cli("restore", APP, sp["id"], "--json", timeout=600)
             assert r.returncode == 0, r.stderr[-3000:]
-            app.run_to_end(*SMALL_BATCHES)
+            app.run_to_end()
             _assert_exact(app)
     finally:
         ledger.close()
@@ -126,8 +131,9 @@ def test_compaction_stopped_and_running_then_restores_are_exact(app_factory) -> 
 @pytest.mark.timeout(1200)
 def test_rebuild_from_changelog_into_other_state_partitions(app_factory) -> None:
     app = app_factory("ua-rebuild")
+    app.master = LOCAL
     app.produce(6_000, users=1500, seed=61)
-    app.run_to_end(*SMALL_BATCHES)
+    app.run_to_end()
     ckpt = app.checkpoint
     keys = {v["view"]: v["expected"] for v in _assert_exact(app)["views"]}["changelog"]
 
@@ -154,7 +160,7 @@ def test_rebuild_from_changelog_into_other_state_partitions(app_factory) -> None
 
     # the app continues from the rebuilt checkpoint, with 2 state partitions
     app.produce(3_000, users=2500, seed=95)
-    app.run_to_end(*SMALL_BATCHES)
+    app.run_to_end()
     _assert_exact(app)
     assert sorted(p for _o, p in cc.partitions(ckpt)) == [0, 1]
 
