@@ -103,7 +103,6 @@ def synthesize(settings, spec, keys: int) -> None:
     """``keys`` consistent profiles on the changelog and output topics, and a batch marker."""
     from streamops.demo.fold import profile_json
     from streamops.kafka.produce import produce
-    from streamops.spark.commit import BatchCommitter
     from streamops.spark.runner import ensure_app_topics
 
     manager.down(settings, only=["kafka"])  # a clean broker per size: nothing left of the last one
@@ -117,12 +116,18 @@ def synthesize(settings, spec, keys: int) -> None:
                  "purchases": i % 7, "total_amount": round((i % 7) * 12.34, 2), "events": 1 + i % 7 + (i % 3 > 0)}
             yield p["user_id"].encode(), profile_json(p)
 
-    for topic in (spec.changelog_topic, spec.output_topic):
+    for topic in (spec.changelog_topic, spec.live_output_topic):
         produce(settings.kafka_bootstrap, topic, profiles(), partitions=spec.input_partitions)
+    _marker(settings, spec, 7)
+
+
+def _marker(settings, spec, batch_id: int) -> None:
+    from streamops.spark.commit import BatchCommitter
+
     committer = BatchCommitter(settings.kafka_bootstrap, spec.name, spec.commits_topic)
     try:
-        committer.commit(7, [], input_end={t: {str(p): 0 for p in range(spec.input_partitions)}
-                                          for t in spec.input_topics})
+        committer.commit(batch_id, [], input_end={t: {str(p): 0 for p in range(spec.input_partitions)}
+                                                 for t in spec.input_topics})
     finally:
         committer.close()
 
@@ -137,6 +142,8 @@ def bench_keys(settings, spec, ledger, spark, keys: int, runs: int) -> dict[str,
     synthesize(settings, spec, keys)
     res: dict[str, list[float]] = {"read changelog (baseline)": [], "rebuild-state": [], "verify": []}
     for run in range(1, runs + 1):
+        if run > 1:  # the last rebuild left a rewind marker: a batch "commits" again, as the app would
+            _marker(settings, spec, 100 + run)
         t0 = time.monotonic()
         n = len(latest_per_key(settings.kafka_bootstrap, spec.changelog_topic, decode=lambda v: v))
         res["read changelog (baseline)"].append(n / (time.monotonic() - t0))
@@ -156,6 +163,13 @@ def bench_keys(settings, spec, ledger, spark, keys: int, runs: int) -> dict[str,
     return res
 
 
+def _print_compaction(rows: list[list[str]], args) -> None:
+    print()
+    print(f"Compaction of a long changelog chain ({args.runs} runs on copies of one checkpoint):")
+    print(table(["measure", "before (baseline) min / median / max", "after min / median / max",
+                 "after / before (median)"], rows), flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--keys", default="100000,1000000")
@@ -168,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from streamops.ledger import Ledger
+    from streamops.spark.runner import ensure_app_topics
     from streamops.spec import default_spec_path, get_app, load_specs
     from streamops.state.seed import seed_session
 
@@ -181,9 +196,11 @@ def main(argv: list[str] | None = None) -> int:
         manager.up(settings, only=["kafka"])
         os.environ.update(settings.env())
         ledger = Ledger.open(settings.ledger_db_url)
+        ensure_app_topics(settings, spec)
         spark = seed_session(settings, name="bench-maintenance")
         if not args.skip_compaction:
             comp_rows = bench_compaction(settings, spec, ledger, spark, args)
+            _print_compaction(comp_rows, args)
         for keys in [int(k) for k in args.keys.split(",") if k]:
             res = bench_keys(settings, spec, ledger, spark, keys, args.runs)
             base = summary(res["read changelog (baseline)"])[1]
@@ -196,10 +213,7 @@ def main(argv: list[str] | None = None) -> int:
             spark.stop()
         manager.down(settings)
     if comp_rows:
-        print()
-        print(f"Compaction of a long changelog chain ({args.runs} runs on copies of one checkpoint):")
-        print(table(["measure", "before (baseline) min / median / max", "after min / median / max",
-                     "after / before (median)"], comp_rows))
+        _print_compaction(comp_rows, args)
     print()
     print(f"Rebuild-state and verify ({args.runs} runs per size):")
     print(table(["keys", "step", "keys/s min / median / max", "ratio to baseline (median)", "seconds (median)"],

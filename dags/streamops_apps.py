@@ -1,6 +1,6 @@
 """App operations as DAGs, generated from ``include/streams.yaml``.
 
-One DAG per operation (deploy, resize, stop, restore, rebuild-state) whose trigger form validates the app (enum of the
+One DAG per operation (deploy, resize, stop, restore, rebuild-state, reset) whose trigger form validates the app (enum of the
 specs' apps), the parallelism (integer range) and the strategy (enum) before a run is created;
 the app's own limits are checked again by the core before anything changes. One scale-window
 DAG per app, scheduled at its windows' starts and ends, with a manual ``override``, and one
@@ -14,11 +14,14 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from airflow.sdk import DAG, Param
+from airflow.timetables.interval import CronDataIntervalTimetable
 from airflow.timetables.trigger import MultipleCronTriggerTimetable
 from streamops_airflow.operators import (
     CompactOperator,
     DeployAppOperator,
     RebuildStateOperator,
+    ReprocessOperator,
+    ResetOperator,
     ResizeAppOperator,
     RestoreOperator,
     SavepointOperator,
@@ -131,6 +134,66 @@ with DAG(
     RebuildStateOperator(task_id="rebuild_state", app="{{ params.app }}",
                          state_partitions="{{ params.state_partitions }}", stop_first="{{ params.stop_first }}",
                          dry_run="{{ params.dry_run }}", timeout_s="{{ params.timeout }}")
+
+with DAG(
+    dag_id="streamops_reset",
+    schedule=None,
+    tags=["streamops", "operations"],
+    doc_md="Reset an app (as Kafka's application reset tool): move its input offsets and wipe (or, with force, "
+           "keep) its state; the changelog is recreated to match, the output is untouched unless an output "
+           "version starts a new one. `undo` with the reset's operation id puts everything back. Defaults to a "
+           "dry run: the plan (per partition current -> new offset, records to reprocess, actions) is in the "
+           "task log and its return value.",
+    params={"app": app_param(),
+            "target": Param("earliest", type="string", enum=list(ResetOperator.TARGETS), title="Reset to",
+                            description="earliest | latest | datetime | duration | shift_by | offsets | undo"),
+            "value": Param(None, type=["null", "string"], title="Value",
+                           description="datetime: ISO 8601 (no zone: UTC); duration: ISO 8601 back from now "
+                                       "(PT1H); shift_by: N; offsets: JSON {topic: {partition: offset}}; "
+                                       "undo: the reset's operation id"),
+            "state": Param("wipe", type="string", enum=["wipe", "keep"], title="State"),
+            "force": Param(False, type="boolean", title="Force", description="Needed for state=keep."),
+            "output_version": Param(None, type=["null", "string"], pattern=r"^v\d{1,6}$", title="Output version",
+                                    description="e.g. v2: write <output>.v2 from now on"),
+            "stop_first": Param(False, type="boolean", title="Stop first",
+                                description="Stop a running app at a batch boundary first and start it after."),
+            "dry_run": Param(True, type="boolean", title="Dry run", description="Only show the plan."),
+            "timeout": TIMEOUT},
+    **COMMON,
+):
+    ResetOperator(task_id="reset", app="{{ params.app }}", target="{{ params.target }}", value="{{ params.value }}",
+                  state="{{ params.state }}", force="{{ params.force }}",
+                  output_version="{{ params.output_version }}", stop_first="{{ params.stop_first }}",
+                  dry_run="{{ params.dry_run }}", timeout_s="{{ params.timeout }}")
+
+for _name, _spec in SPECS.items():
+    with DAG(
+        dag_id=f"streamops_reprocess__{_name}",
+        # time-based intervals, so a backfill of a date range makes one run per interval; the runs
+        # the scheduler makes by itself are skipped (only manual and backfill runs reprocess)
+        schedule=CronDataIntervalTimetable(_spec.reprocess.interval, timezone="UTC"),
+        tags=["streamops", "reprocess", _name],
+        doc_md=f"Reprocess a range of `{_name}`'s input into a versioned output while the app runs. Each run "
+               f"covers its data interval (`{_spec.reprocess.interval}` UTC), unless from/to are given, so "
+               f"`airflow backfill create --dag-id streamops_reprocess__{_name} --from-date .. --to-date ..` "
+               f"reprocesses the range interval by interval (consecutive intervals continue one state). "
+               f"Then `streamops promote {_name} --output-version vN` switches the app's output.",
+        params={"from": Param(None, type=["null", "string"], title="From",
+                              description="Empty: the data interval's start. Else an ISO 8601 time, earliest, "
+                                          "or JSON offsets."),
+                "to": Param(None, type=["null", "string"], title="To",
+                            description="Empty: the data interval's end. Else an ISO 8601 time, latest, or JSON "
+                                        "offsets."),
+                "output_version": Param(_spec.reprocess.output_version, type=["null", "string"],
+                                        pattern=r"^v\d{1,6}$", title="Output version"),
+                "master": Param(None, type=["null", "string"], title="Spark master",
+                                description="Empty: the spec's, then the platform's."),
+                "dry_run": Param(False, type="boolean", title="Dry run", description="Only show the range.")},
+        **COMMON,
+    ):
+        ReprocessOperator(task_id="reprocess", app=_name, frm="{{ params['from'] }}", to="{{ params.to }}",
+                          output_version="{{ params.output_version }}", master="{{ params.master }}",
+                          dry_run="{{ params.dry_run }}")
 
 for _name, _spec in SPECS.items():
     with DAG(

@@ -246,30 +246,22 @@ def to_records(table: pa.Table, *, output_topic: str, changelog_topic: str, dlq_
 # -- I/O -----------------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
     from streamops.settings import Settings
-    from streamops.spark.runner import RunOptions, run_app
-    from streamops.spec import default_spec_path, get_app, load_specs
+    from streamops.spark.runner import add_run_arguments, run_app, run_setup
 
     ap = argparse.ArgumentParser(prog="user_activity", description=__doc__.splitlines()[0])
     ap.add_argument("--app", default=c.APP, help="spec entry to run (default user_activity)")
-    ap.add_argument("--master", help="Spark master (default: spec, then the platform's)")
-    ap.add_argument("--parallelism", type=int)
-    ap.add_argument("--max-offsets-per-trigger", type=int, help="override the spec's rate limit")
-    ap.add_argument("--trigger-interval", help="override the spec's trigger interval, e.g. '1 second'")
-    ap.add_argument("--exit-at-end", action="store_true",
-                    help="stop once the input present at start is committed (benchmarks, tests)")
+    add_run_arguments(ap)
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = Settings.from_env()
-    spec = get_app(load_specs(default_spec_path(settings.repo)), args.app)
-    overrides = {"max_offsets_per_trigger": args.max_offsets_per_trigger, "trigger_interval": args.trigger_interval}
-    spec = spec.model_validate({**spec.model_dump(), **{k: v for k, v in overrides.items() if v is not None}})
+    spec, options = run_setup(settings, args.app, args)  # the live output version, overrides, reprocess
     return run_app(
         spec, settings,
         build=lambda raw: build_query(raw, spec.state_partitions),
         to_records=lambda table, batch_id: to_records(
-            table, output_topic=spec.output_topic, changelog_topic=spec.changelog_topic,
+            table, output_topic=spec.live_output_topic, changelog_topic=spec.changelog_topic,
             dlq_topic=spec.dlq_topic, batch_id=batch_id),
-        options=RunOptions(master=args.master, parallelism=args.parallelism, exit_at_end=args.exit_at_end),
+        options=options,
     )
 
 

@@ -92,6 +92,20 @@ class MaintenancePolicy(BaseModel):
         return None if v is None else _cron(v)
 
 
+class ReprocessPolicy(BaseModel):
+    """The reprocess DAG's intervals: each run (manual or an Airflow backfill) reprocesses one
+    data interval of this cron (UTC) into ``output_version`` (None: the one after the live one)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    interval: str = "0 0 * * *"
+    output_version: str | None = Field(None, pattern=r"^v\d{1,6}$")
+
+    @field_validator("interval")
+    @classmethod
+    def _valid_interval(cls, v: str) -> str:
+        return _cron(v)
+
+
 class ScaleWindow(BaseModel):
     """From each ``start`` (cron, UTC) until the next ``end`` the app runs at ``parallelism``."""
 
@@ -129,7 +143,11 @@ class AppSpec(BaseModel):
     spark_master: str | None = None  # None: the platform's standalone master; "local[N]" or a URL
     savepoints: SavepointPolicy = SavepointPolicy()
     maintenance: MaintenancePolicy = MaintenancePolicy()
+    reprocess: ReprocessPolicy = ReprocessPolicy()
     scale_windows: tuple[ScaleWindow, ...] = ()
+    #: the version of the output the app writes (``reset --output-version`` / ``promote`` keep it in
+    #: the ledger; see ``streamops.lifecycle.outputs``); None: ``output_topic`` itself
+    output_version: str | None = Field(None, pattern=r"^v\d{1,6}$")
 
     @field_validator("spark_master")
     @classmethod
@@ -187,9 +205,19 @@ class AppSpec(BaseModel):
         return duration_seconds(self.trigger_interval)
 
     @property
+    def live_output_topic(self) -> str:
+        """Where the app writes its output now: ``output_topic`` or its versioned copy."""
+        return versioned_output(self.output_topic, self.output_version)
+
+    @property
     def commits_topic(self) -> str:
         """Compacted topic holding the last committed batch id (the exactly-once marker)."""
         return f"_streamops-{self.name}-commits"
+
+
+def versioned_output(topic: str, version: str | None) -> str:
+    """``user-profiles`` + ``v2`` -> ``user-profiles.v2`` (blue/green outputs)."""
+    return topic if version is None else f"{topic}.{version}"
 
 
 def default_spec_path(repo: Path) -> Path:

@@ -7,6 +7,7 @@ deploy or resize that takes minutes holds no worker slot. The request (lease, de
 
 from __future__ import annotations
 
+import json
 from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
@@ -68,12 +69,13 @@ class AppOperationOperator(BaseOperator):
 
     def _context(self):
         from streamops.ledger import Ledger
+        from streamops.lifecycle.outputs import live_spec
         from streamops.settings import Settings
         from streamops.spec import default_spec_path, get_app, load_specs
 
         settings = Settings.from_env()
-        spec = get_app(load_specs(default_spec_path(settings.repo)), str(self.app))
-        return settings, spec, Ledger.open(settings.ledger_db_url)
+        ledger = Ledger.open(settings.ledger_db_url)
+        return settings, live_spec(get_app(load_specs(default_spec_path(settings.repo)), str(self.app)), ledger), ledger
 
     def request(self, settings, spec, ledger, who: str, timeout: float):  # -> Pending | dict
         raise NotImplementedError
@@ -210,13 +212,14 @@ def _core(app: Any, what: str):
     """(settings, spec, ledger) for ``app``; a refusal from the core becomes a failed task."""
     from streamops.exceptions import StreamopsError
     from streamops.ledger import Ledger
+    from streamops.lifecycle.outputs import live_spec
     from streamops.settings import Settings
     from streamops.spec import default_spec_path, get_app, load_specs
 
     try:
         settings = Settings.from_env()
-        spec = get_app(load_specs(default_spec_path(settings.repo)), str(app))
         ledger = Ledger.open(settings.ledger_db_url)
+        spec = live_spec(get_app(load_specs(default_spec_path(settings.repo)), str(app)), ledger)
         try:
             yield settings, spec, ledger
         finally:
@@ -334,6 +337,115 @@ class RebuildStateOperator(BaseOperator):
         self.log.info("%s %s from %s (%s keys): %s -> %s state partitions", "would rebuild" if out["dry_run"]
                       else "rebuilt", self.app, out["changelog_topic"], out["changelog_keys"],
                       out["state_partitions_before"], out["state_partitions_after"])
+        return out
+
+
+class ResetOperator(BaseOperator):
+    """Reset ``app`` (the application reset tool) or undo a reset. ``target`` is one of
+    earliest, latest, datetime, duration, shift_by, offsets, undo; ``value`` is what it needs (an
+    ISO 8601 time or duration, N, a JSON object of offsets, an operation id). ``dry_run`` (the
+    default) logs and returns the plan only."""
+
+    template_fields = ("app", "target", "value", "state", "force", "output_version", "stop_first", "dry_run")
+    TARGETS = ("earliest", "latest", "datetime", "duration", "shift_by", "offsets", "undo")
+
+    def __init__(self, *, app: str, target: str, value: Any = None, state: str = "wipe", force: bool | str = False,
+                 output_version: str | None = None, stop_first: bool | str = False, dry_run: bool | str = True,
+                 timeout_s: float | str = 600.0, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.app, self.target, self.value, self.state, self.force = app, target, value, state, force
+        self.output_version, self.stop_first, self.dry_run, self.timeout_s = output_version, stop_first, dry_run, timeout_s
+
+    def _target(self):
+        from streamops.exceptions import UsageError
+        from streamops.reset.targets import make_target
+
+        kind, value = str(self.target), None if self.value in (None, "", "None") else str(self.value)
+        if kind not in self.TARGETS:
+            raise UsageError(f"target must be one of {', '.join(self.TARGETS)}, got {kind!r}")
+        if kind in ("earliest", "latest"):
+            return make_target(**{f"to_{kind}": True})
+        if value is None:
+            raise UsageError(f"target {kind} needs a value")
+        if kind == "datetime":
+            return make_target(to_datetime=value)
+        if kind == "duration":
+            return make_target(by_duration=value)
+        if kind == "offsets":
+            try:
+                return make_target(to_offsets=json.loads(value))
+            except json.JSONDecodeError as exc:
+                raise UsageError(f"offsets must be JSON {{topic: {{partition: offset}}}}: {exc.msg}") from None
+        try:
+            return int(value)  # shift_by N, or the reset operation to undo
+        except ValueError:
+            raise UsageError(f"target {kind} needs an integer value, got {value!r}") from None
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        from streamops.reset import tool
+        from streamops.reset.targets import make_target
+
+        with _core(self.app, "reset") as (settings, spec, ledger):
+            target = self._target()
+            common = {"dry_run": _flag(self.dry_run), "stop_first": _flag(self.stop_first), "who": _who(context),
+                      "timeout": float(self.timeout_s), "progress": self.log.info}
+            if str(self.target) == "undo":
+                out = tool.undo(settings, spec, ledger, target, **common)
+            else:
+                if str(self.target) == "shift_by":
+                    target = make_target(shift_by=target)
+                out = tool.reset(settings, spec, ledger, target, state=str(self.state), force=_flag(self.force),
+                                 output_version=None if self.output_version in (None, "", "None")
+                                 else str(self.output_version), **common)
+        for o in out["offsets"]:
+            self.log.info("%s[%s]: %s -> %s", o["topic"], o["partition"], o["current"],
+                          o.get("target", o.get("restore_to")))
+        for a in out["actions"]:
+            self.log.info("%s %s", "would" if out["dry_run"] else "did:", a)
+        return out
+
+
+class ReprocessOperator(BaseOperator):
+    """Reprocess one range of ``app``'s input into a versioned output, beside the live app.
+
+    The range is ``frm``/``to`` when given, else the run's data interval, so an Airflow backfill of a
+    date range reprocesses it interval by interval (consecutive intervals continue one state)."""
+
+    template_fields = ("app", "frm", "to", "output_version", "master", "dry_run")
+
+    def __init__(self, *, app: str, frm: Any = None, to: Any = None, output_version: Any = None, master: Any = None,
+                 dry_run: bool | str = False, timeout_s: float | str = 3600.0, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.app, self.frm, self.to, self.output_version = app, frm, to, output_version
+        self.master, self.dry_run, self.timeout_s = master, dry_run, timeout_s
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        from airflow.sdk.exceptions import AirflowSkipException
+
+        from streamops.reset.reprocess import reprocess
+
+        run_type = str(getattr(context.get("dag_run"), "run_type", "") or "")
+        if run_type.lower().endswith("scheduled"):
+            raise AirflowSkipException("scheduled runs do nothing: reprocess runs are manual or backfill runs")
+
+        def given(v: Any) -> str | None:
+            return None if v in (None, "", "None") else str(v)
+
+        start, end = context.get("data_interval_start"), context.get("data_interval_end")
+        frm = given(self.frm) or (start.isoformat() if start else None)
+        to = given(self.to) or (end.isoformat() if end else None)
+        if frm is None or to is None:
+            raise AirflowException("reprocess needs a range: set from and to, or run it for a data interval "
+                                   "(a backfill or a run with a logical date)")
+        self.log.info("reprocess %s [%s, %s)", self.app, frm, to)
+        with _core(self.app, "reprocess") as (settings, spec, ledger):
+            out = reprocess(settings, spec, ledger, frm=frm, to=to,
+                            output_version=given(self.output_version) or spec.reprocess.output_version,
+                            dry_run=_flag(self.dry_run), master=given(self.master), who=_who(context),
+                            timeout=float(self.timeout_s), progress=self.log.info)
+        for o in out["offsets"]:
+            self.log.info("%s[%s]: %s .. %s (%s records)", o["topic"], o["partition"], o["from"], o["to"],
+                          o["records"])
         return out
 
 

@@ -58,3 +58,25 @@ def committed_offsets(checkpoint: Path) -> dict[str, dict[int, int]]:
         for topic, parts in source.items():
             merged.setdefault(topic, {}).update({int(p): int(o) for p, o in parts.items()})
     return merged
+
+
+#: written by ``reset`` into a fresh checkpoint: where its first batch starts. Spark ignores the
+#: file; the runtime passes it as ``startingOffsets`` while the offsets log is empty, and ``check``
+#: folds the input from there.
+START_FILE = "streamops-start.json"
+
+
+def start_offsets(checkpoint: Path) -> dict[str, dict[str, int]] | None:
+    """The offsets a reset checkpoint starts from (None: it starts where the spec says)."""
+    try:
+        return json.loads((checkpoint / START_FILE).read_text())
+    except FileNotFoundError:
+        return None
+
+
+def write_start_offsets(checkpoint: Path, offsets: dict[str, dict[str, int]]) -> None:
+    checkpoint.mkdir(parents=True, exist_ok=True)
+    tmp = checkpoint / (START_FILE + ".tmp")
+    tmp.write_text(json.dumps({t: {str(p): int(o) for p, o in ps.items()} for t, ps in offsets.items()},
+                              sort_keys=True))
+    tmp.replace(checkpoint / START_FILE)

@@ -16,7 +16,7 @@ from streamops.cli.common import common_parser, emit
 from streamops.exceptions import StreamopsError
 
 #: modules under streamops.cli that register subcommands, in help order
-COMMANDS = ["platform", "produce", "check", "verify", "status", "apps", "savepoints", "maintenance", "supervise"]
+COMMANDS = ["platform", "produce", "check", "verify", "status", "apps", "savepoints", "maintenance", "reset", "supervise"]
 
 
 def cmd_version(args: argparse.Namespace) -> int:

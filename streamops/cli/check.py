@@ -9,17 +9,24 @@ from streamops.cli.common import emit, progress_printer, settings_from
 
 def load_app(args: argparse.Namespace):
     """(settings, spec) for ``args.app``; unknown app -> usage error listing the known ones."""
-    from streamops.spec import default_spec_path, get_app, load_specs
+    from streamops.lifecycle.outputs import load_live_spec
 
     settings = settings_from(args)
-    return settings, get_app(load_specs(default_spec_path(settings.repo)), args.app)
+    return settings, load_live_spec(settings, args.app)
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    from streamops.reset.targets import parse_datetime
     from streamops.state.check import render, run_check
 
     settings, spec = load_app(args)
-    report = run_check(spec, settings, progress=progress_printer(args))
+    try:
+        since = None if args.since is None else int(parse_datetime(args.since).timestamp() * 1000)
+    except ValueError as exc:
+        from streamops.exceptions import UsageError
+
+        raise UsageError(f"--since: {exc}") from None
+    report = run_check(spec, settings, since_ms=since, progress=progress_printer(args))
     emit(args, report.to_dict(), render(report))
     return 0 if report.ok else 1
 
@@ -32,4 +39,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                     "fold of the input up to the last committed batch; exit 1 on any difference.",
     )
     p.add_argument("app", help="app name from include/streams.yaml")
+    p.add_argument("--since", metavar="ISO8601",
+                   help="fold only input records with a timestamp at or after this instant (after a reset "
+                        "to a datetime); a checkpoint made by reset is folded from its start offsets anyway")
     p.set_defaults(func=cmd_check)

@@ -155,3 +155,51 @@ def end_offsets(bootstrap: str, topic: str, *, timeout: float = DEFAULT_TIMEOUT)
             except KafkaException as exc:
                 raise TopicError(f"could not list offsets of {topic}[{tp.partition}]: {exc.args[0].str()}") from None
     return {p: (lo, hi) for p, (lo, hi) in out.items()}
+
+
+def offsets_for_times(bootstrap: str, topic: str, timestamp_ms: int, *,
+                      timeout: float = DEFAULT_TIMEOUT) -> dict[int, int | None]:
+    """First offset whose record timestamp is >= ``timestamp_ms``, per partition (None: no such record)."""
+    admin = AdminClient(client_config(bootstrap))
+    parts = topic_partitions(cluster_metadata(admin, bootstrap, timeout), topic, bootstrap)
+    if not parts:
+        return {}
+    futures = admin.list_offsets({TopicPartition(topic, p): OffsetSpec.for_timestamp(timestamp_ms) for p in parts},
+                                 request_timeout=timeout)
+    out: dict[int, int | None] = {}
+    for tp, fut in futures.items():
+        try:
+            offset = fut.result(timeout=timeout + 2).offset
+        except KafkaException as exc:
+            raise TopicError(f"could not look up offsets of {topic}[{tp.partition}] for time {timestamp_ms}: "
+                             f"{exc.args[0].str()}") from None
+        out[tp.partition] = offset if offset >= 0 else None
+    return out
+
+
+def recreate_topic(bootstrap: str, spec: TopicSpec, *, timeout: float = DEFAULT_TIMEOUT) -> None:
+    """Delete ``spec.name`` (if it exists) and create it empty as ``spec`` says.
+
+    How a compacted topic is emptied: brokers refuse DeleteRecords on ``cleanup.policy=compact``."""
+    admin = AdminClient(client_config(bootstrap))
+    if spec.name in cluster_metadata(admin, bootstrap, timeout).topics:
+        for name, fut in admin.delete_topics([spec.name], operation_timeout=timeout).items():
+            try:
+                fut.result(timeout=timeout + 2)
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    raise TopicError(f"could not delete topic {name!r}: {exc.args[0].str()}") from None
+        deadline = time.monotonic() + timeout
+        while spec.name in cluster_metadata(admin, bootstrap, timeout).topics:
+            if time.monotonic() > deadline:
+                raise TopicError(f"topic {spec.name!r} still listed {timeout:g}s after its deletion")
+            time.sleep(0.1)
+    deadline = time.monotonic() + timeout
+    while True:  # a broker may briefly refuse the name while the deletion settles
+        try:
+            ensure_topics(bootstrap, [spec], timeout=timeout)
+            return
+        except TopicError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)

@@ -78,3 +78,13 @@ savepoints = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("operation_id", Integer),
 )
+
+#: which version of its output topic an app writes: None is the spec's topic, "v2" its ".v2" copy
+app_outputs = Table(
+    "app_outputs", metadata,
+    Column("app", String(100), primary_key=True),
+    Column("version", String(20)),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    Column("updated_by", String(200), nullable=False),
+    Column("operation_id", Integer),
+)

@@ -101,10 +101,10 @@ class Ledger:
         return ledger
 
     def migrate(self) -> None:
+        import logging
+
         from alembic import command
         from alembic.config import Config
-
-        import logging
 
         logging.getLogger("alembic").setLevel(logging.WARNING)
         cfg = Config()
@@ -230,6 +230,16 @@ class Ledger:
 
     def observed(self, app: str) -> dict[str, Any] | None:
         return self._get(t.observed, app)
+
+    # -- output versions -------------------------------------------------------------------------
+    def set_output_version(self, app: str, version: str | None, *, who: str | None = None,
+                           op: Operation | None = None) -> None:
+        self._upsert(t.app_outputs, app, {"version": version, "updated_at": _db_time(utcnow()),
+                                          "updated_by": requested_by(who), "operation_id": op.id if op else None})
+
+    def output_version(self, app: str) -> str | None:
+        row = self._get(t.app_outputs, app)
+        return row["version"] if row else None
 
     # -- savepoints ------------------------------------------------------------------------------
     def add_savepoint(self, *, id: str, app: str, batch_id: int, path: str, sha256: str, bytes: int,

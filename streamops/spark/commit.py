@@ -26,6 +26,9 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 Header = tuple[str, bytes]
+#: how the committer spreads keys over the output, changelog and DLQ partitions; anything that
+#: writes records the app's readers treat as "latest per key" (reset --undo) must use the same
+SINK_PARTITIONER = "consistent_random"
 
 
 @dataclass(frozen=True)
@@ -126,6 +129,7 @@ class BatchCommitter:
             "batch.num.messages": 10000,
             "queue.buffering.max.messages": 1_000_000,
             "transaction.timeout.ms": 120_000,
+            "partitioner": SINK_PARTITIONER,
             **(producer_config or {}),
         })
         # fences an older instance with the same transactional.id and aborts its open transaction

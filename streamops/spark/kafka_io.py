@@ -105,6 +105,7 @@ def read_kafka(
     streaming: bool = True,
     starting_offsets: str | Mapping | None = None,
     ending_offsets: str | Mapping | None = None,
+    stop_at_offsets: str | Mapping | None = None,
     starting_timestamp: int | None = None,
     max_offsets_per_trigger: int | None = None,
     fail_on_data_loss: bool = True,
@@ -115,12 +116,16 @@ def read_kafka(
     ``options`` are further source options with Spark's names (``kafka.security.protocol``,
     ``kafka.sasl.*``, ``startingOffsetsByTimestampStrategy``, ...); they may not repeat an option set
     by a keyword argument. ``includeHeaders`` defaults to true here (Spark's default is false).
+    ``stop_at_offsets`` (streaming only) bounds the stream: no batch reads past those offsets
+    (reprocessing a range); it always uses the streamops source, Spark's has no such option.
     """
     if not bootstrap_servers:
         raise UsageError("bootstrap_servers is required")
     topics = [subscribe] if isinstance(subscribe, str) else list(subscribe)
     if streaming and ending_offsets is not None:
         raise UsageError("ending_offsets is only valid for batch reads (streaming=False)")
+    if not streaming and stop_at_offsets is not None:
+        raise UsageError("stop_at_offsets is only valid for streaming reads; batch reads use ending_offsets")
     if not streaming and max_offsets_per_trigger is not None:
         raise UsageError("max_offsets_per_trigger is only valid for streaming reads (streaming=True)")
     if max_offsets_per_trigger is not None and max_offsets_per_trigger < 1:
@@ -134,6 +139,8 @@ def read_kafka(
         opts["startingOffsets"] = _json_offsets("starting_offsets", starting_offsets)
     if ending_offsets is not None:
         opts["endingOffsets"] = _json_offsets("ending_offsets", ending_offsets)
+    if stop_at_offsets is not None:
+        opts["stopAtOffsets"] = _json_offsets("stop_at_offsets", stop_at_offsets)
     if starting_timestamp is not None:
         opts["startingTimestamp"] = str(int(starting_timestamp))
     if max_offsets_per_trigger is not None:
@@ -150,7 +157,7 @@ def read_kafka(
         opts["includeHeaders"] = "true"
     opts.update(extra)
 
-    if kafka_format_available(spark):
+    if kafka_format_available(spark) and stop_at_offsets is None:
         fmt = "kafka"
     else:
         register_kafka_source(spark)

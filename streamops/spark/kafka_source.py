@@ -66,6 +66,7 @@ from streamops.spark.offsets import (
     offsets_from_dict,
     offsets_to_dict,
     parse_ending_offsets,
+    parse_json_offsets,
     parse_no_match_strategy,
     parse_starting_offsets,
     parse_timestamp,
@@ -223,6 +224,8 @@ class KafkaSourceConfig:
     starting_timestamp: int | None = None
     timestamp_strategy: str = "error"
     ending_offsets: str | None = None
+    #: streamops extension for bounded streaming runs (reprocess): never plan past these offsets
+    stop_at_offsets: str | None = None
     max_offsets_per_trigger: int | None = None
     fail_on_data_loss: bool = True
     include_headers: bool = False
@@ -255,6 +258,7 @@ class KafkaSourceConfig:
             starting_timestamp=parse_timestamp(opts.get("startingtimestamp")),
             timestamp_strategy=parse_no_match_strategy(opts.get("startingoffsetsbytimestampstrategy")),
             ending_offsets=opts.get("endingoffsets"),
+            stop_at_offsets=opts.get("stopatoffsets"),
             max_offsets_per_trigger=_int_option(opts, "maxOffsetsPerTrigger", None, 1),
             fail_on_data_loss=_bool_option(opts, "failOnDataLoss", True),
             include_headers=_bool_option(opts, "includeHeaders", False),
@@ -268,12 +272,26 @@ class KafkaSourceConfig:
         parse_starting_offsets(cfg.starting_offsets, topics, streaming=True)
         if cfg.ending_offsets is not None:
             parse_ending_offsets(cfg.ending_offsets, topics)
+        if cfg.stop_at_offsets is not None:
+            cfg.stop_offsets()
         return cfg
+
+    def stop_offsets(self) -> dict[TP, int] | None:
+        """``stopAtOffsets``: JSON {topic: {partition: offset}}, each a real offset (no -1/-2)."""
+        if self.stop_at_offsets is None:
+            return None
+        spec = parse_json_offsets("stopAtOffsets", self.stop_at_offsets, self.topics)
+        negative = sorted(tp_name(tp) for tp, o in spec.items() if o < 0)
+        if negative:
+            raise OffsetSpecError(f"stopAtOffsets must give real offsets, not latest/earliest: {negative}")
+        return spec
 
     def for_batch(self) -> KafkaSourceConfig:
         parse_starting_offsets(self.starting_offsets, self.topics, streaming=False)
         if self.max_offsets_per_trigger is not None:
             log.warning("[%s] maxOffsetsPerTrigger is ignored in batch queries", NAME)
+        if self.stop_at_offsets is not None:
+            raise OffsetSpecError("stopAtOffsets is for streaming queries; batch queries use endingOffsets")
         return self
 
     def for_stream(self) -> KafkaSourceConfig:
@@ -688,7 +706,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._client: _OffsetClient | None = None
         self._planned: tuple[str, str, list[OffsetRange]] | None = None
         self._latest: dict[TP, int] | None = None
-        self._target: dict[TP, int] | None = None
+        self._target: dict[TP, int] | None = cfg.stop_offsets()  # a bounded run never plans past it
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
@@ -711,7 +729,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadMaxRows(n) if n is not None else ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        _lo, self._target = self.client.watermarks(self.client.partitions())
+        _lo, now = self.client.watermarks(self.client.partitions())
+        stop = self.cfg.stop_offsets()
+        self._target = now if stop is None else cap_to_target(now, stop)
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         begin = offsets_from_dict(start)

@@ -122,7 +122,7 @@ def parse_topics(value: str | None) -> tuple[str, ...]:
     return topics
 
 
-def _parse_json_offsets(option: str, value: str, topics: Iterable[str]) -> dict[TP, int]:
+def parse_json_offsets(option: str, value: str, topics: Iterable[str]) -> dict[TP, int]:
     try:
         obj = json.loads(value)
     except json.JSONDecodeError as exc:
@@ -174,7 +174,7 @@ def parse_starting_offsets(value: str | None, topics: Iterable[str], *, streamin
         if low == "latest" and not streaming:
             raise OffsetSpecError("startingOffsets can't be 'latest' for batch queries on Kafka")
         return low  # type: ignore[return-value]
-    spec = _parse_json_offsets("startingOffsets", text, topics)
+    spec = parse_json_offsets("startingOffsets", text, topics)
     if not streaming:
         for tp, off in sorted(spec.items()):
             if off == LATEST:
@@ -194,7 +194,7 @@ def parse_ending_offsets(value: str | None, topics: Iterable[str]) -> OffsetSpec
         return "latest"
     if low == "earliest":
         raise OffsetSpecError("endingOffsets can't be 'earliest' for batch queries on Kafka")
-    spec = _parse_json_offsets("endingOffsets", text, topics)
+    spec = parse_json_offsets("endingOffsets", text, topics)
     for tp, off in sorted(spec.items()):
         if off == EARLIEST:
             raise OffsetSpecError(

@@ -17,9 +17,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from streamops.settings import Settings
 from streamops.spark import elastic, standby
+
+if TYPE_CHECKING:
+    from streamops.kafka.admin import TopicSpec
 from streamops.spec import AppSpec
 
 log = logging.getLogger("streamops.runtime")
@@ -36,6 +40,10 @@ class RunOptions:
     backoff: float = 1.0
     max_backoff: float = 30.0
     extra_conf: dict[str, str] = field(default_factory=dict)
+    #: a bounded run (reprocess): start here (when the checkpoint is new) and stop once these
+    #: offsets are committed; {topic: {partition: offset}}
+    starting_offsets: dict[str, dict[str, int]] | None = None
+    stop_at: dict[str, dict[str, int]] | None = None
 
 
 #: seconds between liveness heartbeats while no batch commits
@@ -95,17 +103,24 @@ def write_heartbeat(path: Path, payload: dict) -> None:
     tmp.replace(path)
 
 
-def ensure_app_topics(settings: Settings, spec: AppSpec) -> None:
-    from streamops.kafka.admin import TopicSpec, ensure_topics
+def app_topic_specs(spec: AppSpec) -> dict[str, TopicSpec]:
+    """The topics an app reads and writes, as they are created when missing, by role."""
+    from streamops.kafka.admin import TopicSpec
 
     compact = {"cleanup.policy": "compact"}
-    ensure_topics(settings.kafka_bootstrap, [
-        *(TopicSpec(name=t, partitions=spec.input_partitions) for t in spec.input_topics),
-        TopicSpec(name=spec.output_topic, partitions=spec.input_partitions),
-        TopicSpec(name=spec.changelog_topic, partitions=spec.input_partitions, config=compact),
-        TopicSpec(name=spec.dlq_topic, partitions=spec.input_partitions),
-        TopicSpec(name=spec.commits_topic, partitions=1, config=compact),
-    ])
+    return {
+        **{f"input:{t}": TopicSpec(name=t, partitions=spec.input_partitions) for t in spec.input_topics},
+        "output": TopicSpec(name=spec.live_output_topic, partitions=spec.input_partitions),
+        "changelog": TopicSpec(name=spec.changelog_topic, partitions=spec.input_partitions, config=compact),
+        "dlq": TopicSpec(name=spec.dlq_topic, partitions=spec.input_partitions),
+        "commits": TopicSpec(name=spec.commits_topic, partitions=1, config=compact),
+    }
+
+
+def ensure_app_topics(settings: Settings, spec: AppSpec) -> None:
+    from streamops.kafka.admin import ensure_topics
+
+    ensure_topics(settings.kafka_bootstrap, list(app_topic_specs(spec).values()))
 
 
 def batches_path(settings: Settings, app: str) -> Path:
@@ -184,7 +199,9 @@ def run_app(
 
     ensure_app_topics(settings, spec)
     targets = None
-    if opts.exit_at_end:
+    if opts.stop_at is not None:
+        targets = {t: {str(p): int(o) for p, o in ps.items()} for t, ps in opts.stop_at.items()}
+    elif opts.exit_at_end:
         targets = {t: {str(p): hi for p, (_lo, hi) in end_offsets(settings.kafka_bootstrap, t).items()}
                    for t in spec.input_topics}
     is_standby = standby.requested()
@@ -213,7 +230,8 @@ def run_app(
         while not stop.is_set():
             committed_before = _last_batch(hb)
             try:
-                _run_query_once(spark, spec, settings, build, to_records, hb, stop, targets, reporter, control)
+                _run_query_once(spark, spec, settings, build, to_records, hb, stop, targets, reporter, control,
+                                bounds=(opts.starting_offsets, opts.stop_at))
                 return 0
             except Exception as exc:
                 if _last_batch(hb) != committed_before:
@@ -302,7 +320,8 @@ def _executors(spark, control: elastic.LiveControl | None = None) -> int:
 def _run_query_once(spark, spec: AppSpec, settings: Settings, build: Callable, to_records: Callable,
                     hb: Path, stop: threading.Event, targets: dict | None,
                     reporter: ObservedReporter | None = None,
-                    control: elastic.LiveControl | None = None) -> None:
+                    control: elastic.LiveControl | None = None,
+                    bounds: tuple[dict | None, dict | None] = (None, None)) -> None:
     """Start the query, run until stopped / caught up (returns) or failed (raises)."""
     from streamops.checkpoints import layout
     from streamops.spark.commit import BatchCommitter
@@ -339,7 +358,10 @@ def _run_query_once(spark, spec: AppSpec, settings: Settings, build: Callable, t
         spark,
         bootstrap_servers=settings.kafka_bootstrap,
         subscribe=",".join(spec.input_topics),
-        starting_offsets=spec.starting_offsets,
+        # a bounded run, or a reset checkpoint, says where it starts until its first batch is planned
+        starting_offsets=(json.dumps(start) if (start := bounds[0] or layout.start_offsets(ckpt))
+                          and layout.last_planned_batch(ckpt) is None else spec.starting_offsets),
+        stop_at_offsets=bounds[1],
         max_offsets_per_trigger=spec.max_offsets_per_trigger,
         fail_on_data_loss=True,
     )
@@ -381,6 +403,34 @@ def _run_query_once(spark, spec: AppSpec, settings: Settings, build: Callable, t
         if query.isActive:
             query.stop()
         committer.close()
+
+
+def add_run_arguments(ap) -> None:
+    """The options every job's ``main`` takes (see ``run_setup``)."""
+    ap.add_argument("--master", help="Spark master (default: spec, then the platform's)")
+    ap.add_argument("--parallelism", type=int)
+    ap.add_argument("--max-offsets-per-trigger", type=int, help="override the spec's rate limit")
+    ap.add_argument("--trigger-interval", help="override the spec's trigger interval, e.g. '1 second'")
+    ap.add_argument("--exit-at-end", action="store_true",
+                    help="stop once the input present at start is committed (benchmarks, tests)")
+    ap.add_argument("--reprocess", metavar="FILE",
+                    help="a bounded run written by `streamops reprocess` (range, output version)")
+
+
+def run_setup(settings: Settings, app: str, args) -> tuple[AppSpec, RunOptions]:
+    """The spec a job runs (the ledger's output version, overrides, or a reprocess's own identity)
+    and its run options, from ``add_run_arguments``' options."""
+    from streamops.lifecycle.outputs import load_live_spec, reprocess_spec
+
+    spec = load_live_spec(settings, app)
+    overrides = {"max_offsets_per_trigger": args.max_offsets_per_trigger, "trigger_interval": args.trigger_interval}
+    spec = spec.model_validate({**spec.model_dump(), **{k: v for k, v in overrides.items() if v is not None}})
+    options = RunOptions(master=args.master, parallelism=args.parallelism, exit_at_end=args.exit_at_end)
+    if args.reprocess:
+        run = json.loads(Path(args.reprocess).read_text())
+        spec = reprocess_spec(spec, run["output_version"])
+        options.starting_offsets, options.stop_at = run["start"], run["stop"]
+    return spec, options
 
 
 def _control_step(step: Callable[[], dict | None]) -> dict | None:

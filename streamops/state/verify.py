@@ -493,7 +493,7 @@ def _verify(spec: AppSpec, settings: Settings, *, spark: Any, progress: Progress
         timings["checksums"] = time.monotonic() - ts
         ts = time.monotonic()
         batch_of = getattr(job, "batch_of", None)
-        topics = {"changelog": spec.changelog_topic, "output": spec.output_topic}
+        topics = {"changelog": spec.changelog_topic, "output": spec.live_output_topic}
         reads = {view: scan_topic(settings.kafka_bootstrap, topics[view], view=view, max_batch=batch,
                                   batch_of=batch_of, progress=progress) for view in VIEWS}
         timings["topics"] = time.monotonic() - ts

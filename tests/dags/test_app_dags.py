@@ -11,6 +11,7 @@ import json
 import os
 import time
 
+import pendulum
 import pytest
 
 from streamops.ledger import Ledger
@@ -145,4 +146,44 @@ def test_rebuild_state_form_refuses_bad_partitions_before_a_run_exists(dags, led
 def test_verification_of_an_app_that_never_ran_is_skipped(dags, ledger) -> None:
     run = dags["streamops_verify__user_activity"].test()
     assert [ti.state for ti in run.get_task_instances()] == ["skipped"]
+    assert ledger.operations("user_activity") == []
+
+
+def test_reset_form_defaults_to_a_dry_run_and_validates_before_a_run_exists(dags, ledger) -> None:
+    from airflow.sdk.exceptions import ParamValidationError
+
+    form = dags["streamops_reset"].params
+    assert form.get_param("dry_run").value is True and form.get_param("state").value == "wipe"
+    assert form.get_param("target").schema["enum"] == ["earliest", "latest", "datetime", "duration", "shift_by",
+                                                       "offsets", "undo"]
+    with pytest.raises(ParamValidationError, match="is not one of"):
+        dags["streamops_reset"].test(run_conf={"app": "user_activity", "target": "yesterday"})
+    with pytest.raises(ParamValidationError, match="does not match"):
+        dags["streamops_reset"].test(run_conf={"app": "user_activity", "target": "earliest", "output_version": "2"})
+    assert ledger.operations("user_activity") == []
+
+
+def test_reset_with_a_bad_value_fails_and_changes_nothing(dags, ledger) -> None:
+    run = dags["streamops_reset"].test(run_conf={"app": "user_activity", "target": "duration", "value": "1 hour"})
+    assert [ti.state for ti in run.get_task_instances()] == ["failed"]
+    assert ledger.operations("user_activity") == []
+
+
+def test_reprocess_dags_have_intervals_for_backfills(dags) -> None:
+    from streamops.spec import default_spec_path, load_specs
+
+    for name, spec in load_specs(default_spec_path(REPO)).items():
+        dag = dags[f"streamops_reprocess__{name}"]
+        # a data interval per cron tick (not a trigger timetable): each backfill run gets its range
+        interval = dag.timetable.infer_manual_data_interval(run_after=pendulum.datetime(2026, 11, 23, 5))
+        assert dag.timetable.summary == spec.reprocess.interval and interval.end > interval.start
+        assert dag.params.get_param("output_version").value == spec.reprocess.output_version
+        assert dag.params.get_param("dry_run").value is False
+
+
+def test_reprocess_without_a_range_fails_clearly_and_changes_nothing(dags, ledger) -> None:
+    from airflow.sdk.exceptions import ParamValidationError
+
+    with pytest.raises(ParamValidationError, match="does not match"):
+        dags["streamops_reprocess__user_activity"].test(run_conf={"output_version": "2"})
     assert ledger.operations("user_activity") == []

@@ -50,6 +50,13 @@ def test_savepoint_while_running_then_restore_is_exact(app_factory) -> None:
         r = app.cli("savepoints", APP, "--json")
         assert [s["id"] for s in json.loads(r.stdout)] == [sp["id"]]
 
+        # a reset of the running app is refused (it would replace the checkpoint under it)
+        aside = app.settings.state_dir / "checkpoints-aside"
+        r = app.cli("reset", APP, "--to-earliest", "--json")
+        assert r.returncode == 2 and "is running" in r.stderr and "--stop-first" in r.stderr, r.stderr
+        assert driver.running(app.settings, APP).pid == pid and not aside.exists()
+        assert layout.start_offsets(app.checkpoint) is None
+
         ledger = Ledger.open(app.settings.ledger_db_url)
         ops_before = len(ledger.operations(APP, limit=100))
         r = app.cli("restore", APP, sp["id"], "--dry-run", "--json")

@@ -1,0 +1,277 @@
+"""``streamops reprocess APP --from T1 --to T2 [--output-version v2]`` and ``promote``.
+
+A reprocess is a bounded backfill of one input range, run beside the live app: the job runs
+under its own identity (``APP__reprocess_vN``: own checkpoint, transactional id and batch
+marker, so it never fences the live driver) into the versioned output ``<output>.vN`` (and
+versioned changelog and DLQ topics), starting at T1's offsets and stopping by itself once T2's
+are committed. Consecutive ranges chain: when a run ends, a copy of its checkpoint is kept under the
+offsets it ended at, and a run whose range starts exactly there continues from that copy (so an
+Airflow backfill, interval by interval, folds the whole span); any other start begins with empty
+state. A rerun of a range therefore starts from the same checkpoint over the same offsets, and
+the version's latest value per key comes out identical (its DLQ holds each invalid record once).
+``promote`` then makes a version the one the live app writes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from streamops.checkpoints import layout
+from streamops.exceptions import StreamopsError, UsageError
+from streamops.ledger import Ledger
+from streamops.lifecycle import driver
+from streamops.lifecycle import operations as ops
+from streamops.lifecycle.outputs import check_version, reprocess_spec
+from streamops.lifecycle.savepoints import _rewind, start_within, stop_within
+from streamops.reset.targets import parse_datetime
+from streamops.settings import Settings
+from streamops.spark.session import checkpoint_dir
+from streamops.spec import AppSpec, versioned_output
+
+
+class ReprocessError(StreamopsError):
+    """A reprocess run failed or did not finish in time.
+
+    Operator action: read the driver log lines in the message; rerun (it starts over, idempotent).
+    """
+
+
+# -- the range ----------------------------------------------------------------------------------
+def parse_bound(text: str, option: str) -> dict[str, Any]:
+    """'earliest' | 'latest' | ISO 8601 date-time | JSON {topic: {partition: offset}}."""
+    value = text.strip()
+    if value in ("earliest", "latest"):
+        return {"kind": value}
+    if value.startswith("{"):
+        try:
+            offsets = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"{option}: not JSON offsets ({exc.msg}): {value!r}") from None
+        if not isinstance(offsets, dict) or not all(isinstance(v, dict) for v in offsets.values()):
+            raise UsageError(f"{option}: offsets must be {{topic: {{partition: offset}}}}")
+        return {"kind": "offsets", "offsets": offsets}
+    try:
+        return {"kind": "time", "ms": int(parse_datetime(value).timestamp() * 1000), "text": value}
+    except ValueError:
+        raise UsageError(f"{option}: {value!r} is none of earliest, latest, an ISO 8601 date-time "
+                         f"(e.g. 2026-11-23T08:00:00Z) or JSON offsets") from None
+
+
+def resolve_bound(settings: Settings, spec: AppSpec, bound: dict[str, Any], option: str
+                  ) -> dict[str, dict[str, int]]:
+    """Offsets per partition of every input topic (a time: the first record at or after it)."""
+    from streamops.kafka.admin import end_offsets, offsets_for_times
+
+    out: dict[str, dict[str, int]] = {}
+    given = bound.get("offsets", {})
+    unknown = sorted(set(given) - set(spec.input_topics))
+    if unknown:
+        raise UsageError(f"{option}: {', '.join(unknown)} is not an input of {spec.name} "
+                         f"({', '.join(spec.input_topics)})")
+    for topic in spec.input_topics:
+        marks = end_offsets(settings.kafka_bootstrap, topic)
+        times = offsets_for_times(settings.kafka_bootstrap, topic, bound["ms"]) if bound["kind"] == "time" else {}
+        for p, (lo, hi) in sorted(marks.items()):
+            if bound["kind"] == "earliest":
+                o = lo
+            elif bound["kind"] == "latest":
+                o = hi
+            elif bound["kind"] == "time":
+                o = hi if times.get(p) is None else times[p]
+            else:
+                o = int(given.get(topic, {}).get(str(p), lo if option == "--from" else hi))
+            out.setdefault(topic, {})[str(p)] = min(max(o, lo), hi)
+    return out
+
+
+def default_version(ledger: Ledger, spec: AppSpec) -> str:
+    """The version after the one the app writes now (the spec's own topic counts as v1)."""
+    live = ledger.output_version(spec.name)
+    return f"v{int(live[1:]) + 1 if live else 2}"
+
+
+# -- reprocess -------------------------------------------------------------------------------------
+def reprocess_plan(settings: Settings, spec: AppSpec, ledger: Ledger, *, frm: str, to: str,
+                   output_version: str | None = None) -> dict[str, Any]:
+    version = check_version(output_version) or default_version(ledger, spec)
+    live = ledger.output_version(spec.name)
+    if version == (live or "v1"):  # v1 is the spec's own topic
+        raise UsageError(f"{spec.name} writes {versioned_output(spec.output_topic, live)} now: reprocess into "
+                         f"another version (e.g. {default_version(ledger, spec)})")
+    start = resolve_bound(settings, spec, parse_bound(frm, "--from"), "--from")
+    stop = resolve_bound(settings, spec, parse_bound(to, "--to"), "--to")
+    rows, backwards = [], []
+    for topic, parts in start.items():
+        for p, s in sorted(parts.items(), key=lambda kv: int(kv[0])):
+            e = stop[topic][p]
+            if e < s:
+                backwards.append(f"{topic}[{p}] {s} > {e}")
+            rows.append({"topic": topic, "partition": int(p), "from": s, "to": e, "records": max(0, e - s)})
+    if backwards:
+        raise UsageError(f"--to is before --from on {', '.join(backwards[:5])}")
+    derived = reprocess_spec(spec, version)
+    return {
+        "app": spec.name, "run_as": derived.name, "output_version": version, "from": frm, "to": to,
+        "output_topic": derived.output_topic, "changelog_topic": derived.changelog_topic,
+        "dlq_topic": derived.dlq_topic, "offsets": rows, "records": sum(r["records"] for r in rows),
+        "start": start, "stop": stop, "checkpoint": str(checkpoint_dir(settings, derived)),
+        "continues": chain_dir(settings, derived, start).is_dir(),
+        "live_output_topic": versioned_output(spec.output_topic, live),
+    }
+
+
+def reprocess(settings: Settings, spec: AppSpec, ledger: Ledger, *, frm: str, to: str,
+              output_version: str | None = None, dry_run: bool = False, master: str | None = None,
+              parallelism: int | None = None, who: str | None = None, timeout: float = 3600.0,
+              progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
+    """Run the job over [from, to) into the versioned output; returns when the range is committed."""
+    from streamops.spark.runner import app_dir, ensure_app_topics
+
+    plan = reprocess_plan(settings, spec, ledger, frm=frm, to=to, output_version=output_version)
+    if dry_run:
+        return {**plan, "dry_run": True}
+    derived = reprocess_spec(spec, plan["output_version"])
+    n = spec.check_parallelism(parallelism) if parallelism else spec.parallelism.min
+    # its own lease (the live app's operations go on meanwhile); a second run into it is refused
+    with ledger.operation(derived.name, "reprocess", {"app": spec.name, "from": frm, "to": to,
+                                                      "output_version": plan["output_version"]},
+                          who=who, before={"start": plan["start"], "stop": plan["stop"]}) as rec:
+        t0 = time.monotonic()
+        ckpt = checkpoint_dir(settings, derived)
+        if ckpt.exists():
+            shutil.rmtree(ckpt)
+        resumed = chain_dir(settings, derived, plan["start"])
+        if resumed.is_dir():  # the previous range ended exactly here: its state goes on
+            progress(f"{derived.name}: continuing the state of the range that ended at these offsets")
+            shutil.copytree(resumed, ckpt)
+        ensure_app_topics(settings, derived)
+        batch = layout.last_committed_batch(ckpt)
+        # the next batch is written again (upserts); DLQ entries already written are not
+        marker = _rewind(settings, derived, -1 if batch is None else batch)
+        run_dir = app_dir(settings, derived.name)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        run_file = run_dir / "reprocess.json"
+        run_file.write_text(json.dumps({"output_version": plan["output_version"], "start": plan["start"],
+                                        "stop": plan["stop"]}))
+        done = _run(settings, spec, derived, run_file, n, master, plan, timeout, progress) if plan["records"] else 0
+        if plan["records"]:
+            ended = chain_dir(settings, derived, plan["stop"])
+            shutil.rmtree(ended, ignore_errors=True)
+            shutil.copytree(ckpt, ended)
+        seconds = round(time.monotonic() - t0, 1)
+        rec.after = {"records": plan["records"], "batches": layout.last_committed_batch(ckpt), "seconds": seconds,
+                     "output_topic": plan["output_topic"], "rewind_marker": marker, "committed": done}
+    rate = round(plan["records"] / seconds, 1) if seconds else None
+    return {**plan, "dry_run": False, "operation_id": rec.id, "seconds": seconds, "records_per_second": rate,
+            "batches": rec.after["batches"]}
+
+
+def chain_dir(settings: Settings, derived: AppSpec, offsets: dict[str, dict[str, int]]) -> Path:
+    """Where the checkpoint of a range that ended at ``offsets`` is kept (see module docstring)."""
+    import hashlib
+
+    key = hashlib.sha256(json.dumps(offsets, sort_keys=True).encode()).hexdigest()[:16]
+    return settings.state_dir / "reprocess" / derived.name / key
+
+
+def _run(settings: Settings, spec: AppSpec, derived: AppSpec, run_file: Path, parallelism: int,
+         master: str | None, plan: dict[str, Any], timeout: float, progress: Callable[[str], None]) -> int:
+    """The job in the foreground; progress from its checkpoint; returns records committed."""
+    from streamops.spark.runner import app_dir
+
+    argv = [sys.executable, str(driver.job_path(spec, settings)), "--app", spec.name, "--reprocess", str(run_file),
+            "--parallelism", str(parallelism)]
+    if master:
+        argv += ["--master", master]
+    log = app_dir(settings, derived.name) / "driver.log"
+    ckpt = checkpoint_dir(settings, derived)
+    total = plan["records"]
+    first = {(t, p): o for t, ps in plan["start"].items() for p, o in ps.items()}
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(argv, env=driver.driver_env(settings), stdout=out, stderr=subprocess.STDOUT,
+                                cwd=app_dir(settings, derived.name), start_new_session=True)
+    deadline, shown, done = time.monotonic() + timeout, -1, 0
+    try:
+        while proc.poll() is None:
+            committed = layout.committed_offsets(ckpt)
+            done = sum(max(0, o - first.get((t, str(p)), 0)) for t, ps in committed.items() for p, o in ps.items())
+            if done != shown:
+                shown = done
+                progress(f"{derived.name}: {done}/{total} records ({100 * done / total:.0f}%), batch "
+                         f"{layout.last_committed_batch(ckpt)}")
+            if time.monotonic() > deadline:
+                raise ReprocessError(f"{derived.name} did not finish in {timeout:.0f} s ({done}/{total} records); "
+                                     f"last log lines:\n{_tail(log)}")
+            time.sleep(1.0)
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, 9)
+                proc.wait(10)
+    if proc.returncode != 0:
+        raise ReprocessError(f"{derived.name} exited {proc.returncode}; last log lines:\n{_tail(log)}")
+    committed = layout.committed_offsets(ckpt)
+    short = [f"{t}[{p}] {committed.get(t, {}).get(int(p))} < {o}" for t, ps in plan["stop"].items()
+             for p, o in ps.items() if o > first.get((t, p), 0) and committed.get(t, {}).get(int(p), -1) < o]
+    if short:
+        raise ReprocessError(f"{derived.name} stopped before the end of the range: {', '.join(short[:5])}")
+    progress(f"{derived.name}: {total}/{total} records (100%), done")
+    return total
+
+
+def _tail(path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except FileNotFoundError:
+        return "(no log)"
+
+
+# -- promote ---------------------------------------------------------------------------------------
+def promote(settings: Settings, spec: AppSpec, ledger: Ledger, version: str | None, *, dry_run: bool = False,
+            who: str | None = None, timeout: float = 300.0,
+            progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
+    """Make ``version`` (None or 'v1': the spec's own topic) the output the live app writes; a
+    running app is restarted at a batch boundary so its next batch writes there."""
+    from streamops.kafka.admin import end_offsets
+    from streamops.kafka.exceptions import TopicNotFoundError
+
+    target = None if version in (None, "v1") else check_version(version)
+    before = ledger.output_version(spec.name)
+    topic = versioned_output(spec.output_topic, target)
+    try:
+        records = sum(hi - lo for lo, hi in end_offsets(settings.kafka_bootstrap, topic).values())
+    except TopicNotFoundError:
+        raise UsageError(f"{topic} does not exist: reprocess into {target} first "
+                         f"(`streamops reprocess {spec.name} --from ... --to ... --output-version {target}`)") from None
+    running = driver.running(settings, spec.name) is not None
+    plan = {"app": spec.name, "output_version_before": before, "output_version_after": target,
+            "output_topic_before": versioned_output(spec.output_topic, before), "output_topic_after": topic,
+            "records_in_topic": records, "running": running, "noop": before == target,
+            "actions": [] if before == target else
+            [f"record in the ledger that {spec.name} writes {topic}"]
+            + ([f"restart {spec.name} at a batch boundary so it writes {topic}"] if running else [])}
+    if dry_run or plan["noop"]:
+        return {**plan, "dry_run": dry_run}
+    if running:
+        ops.require_supervisor(settings)
+    with ledger.operation(spec.name, "promote", {"output_version": target}, who=who,
+                          before={"output_version": before}) as rec:
+        parallelism = stop_within(settings, spec, ledger, rec.op, who=who, timeout=timeout, running=running,
+                                  progress=progress)
+        ledger.set_output_version(spec.name, target, who=who, op=rec.op)
+        if running:
+            start_within(settings, spec, ledger, rec.op, parallelism, who=who, timeout=timeout,
+                         batch_before=layout.last_committed_batch(checkpoint_dir(settings, spec)), progress=progress)
+        rec.after = {"output_version": target}
+    return {**plan, "dry_run": False, "operation_id": rec.id}

@@ -1,0 +1,46 @@
+"""Reprocess's pure parts: range bounds, the identity a reprocess runs under, the bounded source option."""
+
+from __future__ import annotations
+
+import pytest
+
+from streamops.exceptions import ConfigError, UsageError
+from streamops.lifecycle.outputs import reprocess_spec
+from streamops.reset.reprocess import parse_bound
+from streamops.spark.kafka_source import KafkaSourceConfig
+from streamops.spec import AppSpec
+
+
+def test_bounds() -> None:
+    assert parse_bound("earliest", "--from") == {"kind": "earliest"}
+    assert parse_bound(" latest ", "--to") == {"kind": "latest"}
+    assert parse_bound("2026-11-23T08:00:00Z", "--from")["ms"] == 1795420800000
+    assert parse_bound("2026-11-23T08:00:00", "--from")["ms"] == 1795420800000  # no zone: UTC
+    assert parse_bound('{"t": {"0": 5}}', "--to") == {"kind": "offsets", "offsets": {"t": {"0": 5}}}
+    with pytest.raises(UsageError, match="--from: 'yesterday' is none of"):
+        parse_bound("yesterday", "--from")
+    with pytest.raises(UsageError, match="--to: not JSON offsets"):
+        parse_bound("{t: 1}", "--to")
+
+
+def test_a_reprocess_runs_under_its_own_identity_and_versioned_topics() -> None:
+    spec = AppSpec(name="ua", job="jobs.x", input_topics=("in",), output_topic="out", changelog_topic="cl",
+                   dlq_topic="dlq", output_version="v2")
+    r = reprocess_spec(spec, "v3")
+    assert (r.name, r.output_topic, r.changelog_topic, r.dlq_topic) == ("ua__reprocess_v3", "out.v3", "cl.v3", "dlq.v3")
+    assert r.live_output_topic == "out.v3" and r.commits_topic == "_streamops-ua__reprocess_v3-commits"
+    assert r.input_topics == spec.input_topics
+    with pytest.raises(UsageError, match="output version must look like v2"):
+        reprocess_spec(spec, "3")
+
+
+def test_stop_at_offsets_bounds_a_stream_only() -> None:
+    base = {"kafka.bootstrap.servers": "b", "subscribe": "t"}
+    cfg = KafkaSourceConfig.from_options({**base, "stopAtOffsets": '{"t": {"0": 10, "1": 0}}'})
+    assert cfg.for_stream().stop_offsets() == {("t", 0): 10, ("t", 1): 0}
+    with pytest.raises(ConfigError, match="stopAtOffsets is for streaming queries"):
+        cfg.for_batch()
+    with pytest.raises(ConfigError, match="real offsets, not latest/earliest"):
+        KafkaSourceConfig.from_options({**base, "stopAtOffsets": '{"t": {"0": -1}}'})
+    with pytest.raises(ConfigError, match="not subscribed"):
+        KafkaSourceConfig.from_options({**base, "stopAtOffsets": '{"u": {"0": 1}}'})
