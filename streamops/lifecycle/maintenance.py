@@ -26,12 +26,12 @@ from streamops.checkpoints import layout
 from streamops.exceptions import StreamopsError, UsageError
 from streamops.ledger import Ledger
 from streamops.lifecycle import driver
-from streamops.lifecycle import operations as ops
 from streamops.lifecycle.savepoints import (
     _rewind,
     apply_retention,
     aside_dir,
     aside_path,
+    may_replace_checkpoint,
     start_within,
     stop_within,
 )
@@ -195,11 +195,7 @@ def rebuild_state(settings: Settings, spec: AppSpec, ledger: Ledger, *, state_pa
     if dry_run:
         plan["changelog_keys"] = len(read_changelog(settings, spec))
         return {**plan, "dry_run": True}
-    if plan["running"] and not stop_first:
-        raise UsageError(f"{spec.name} is running: rebuild-state replaces its checkpoint. Add --stop-first to "
-                         f"stop it at a batch boundary and start it again after, or `streamops stop {spec.name}`")
-    if plan["running"]:
-        ops.require_supervisor(settings)
+    may_replace_checkpoint(settings, spec, running=plan["running"], stop_first=stop_first, what="rebuild-state")
     job = import_job(spec, settings.repo)
     names = seed.seed_columns(job)
     ckpt = checkpoint_dir(settings, spec)

@@ -145,6 +145,18 @@ def aside_path(settings: Settings, spec: AppSpec, op_id: int) -> Path:
     return aside_dir(settings, spec.name) / f"{datetime.now(UTC):%Y%m%dT%H%M%S}-op{op_id}"
 
 
+def may_replace_checkpoint(settings: Settings, spec: AppSpec, *, running: bool, stop_first: bool, what: str) -> None:
+    """An operation that replaces the checkpoint (``what``) runs on a stopped app, or stops it first
+    (which needs the supervisor)."""
+    if running and not stop_first:
+        from streamops.exceptions import UsageError
+
+        raise UsageError(f"{spec.name} is running: {what} replaces its checkpoint. Add --stop-first to stop it at "
+                         f"a batch boundary and start it again after, or `streamops stop {spec.name}` first")
+    if running:
+        ops.require_supervisor(settings)
+
+
 def stop_within(settings: Settings, spec: AppSpec, ledger: Ledger, op, *, who: str | None, timeout: float,
                 running: bool, progress: Callable[[str], None]) -> int:
     """Inside an operation that holds the lease: stop the app at a batch boundary (if ``running``)

@@ -33,9 +33,15 @@ from streamops.checkpoints import layout
 from streamops.exceptions import StreamopsError, UsageError
 from streamops.ledger import Ledger
 from streamops.lifecycle import driver
-from streamops.lifecycle import operations as ops
 from streamops.lifecycle.outputs import check_version
-from streamops.lifecycle.savepoints import _rewind, aside_dir, aside_path, start_within, stop_within
+from streamops.lifecycle.savepoints import (
+    _rewind,
+    aside_dir,
+    aside_path,
+    may_replace_checkpoint,
+    start_within,
+    stop_within,
+)
 from streamops.reset.targets import TP, PartitionMove, ResetTarget, resolve
 from streamops.settings import Settings
 from streamops.spark.session import checkpoint_dir
@@ -149,11 +155,7 @@ def reset(settings: Settings, spec: AppSpec, ledger: Ledger, target: ResetTarget
     plan = reset_plan(settings, spec, ledger, target, state=state, force=force, output_version=output_version)
     if dry_run:
         return {**plan, "dry_run": True}
-    if plan["running"] and not stop_first:
-        raise UsageError(f"{spec.name} is running: a reset replaces its checkpoint. Add --stop-first to stop it "
-                         f"at a batch boundary and start it again after, or `streamops stop {spec.name}`")
-    if plan["running"]:
-        ops.require_supervisor(settings)
+    may_replace_checkpoint(settings, spec, running=plan["running"], stop_first=stop_first, what="a reset")
     ckpt = checkpoint_dir(settings, spec)
     before = {"batch": plan["batch_id"], "offsets": {f"{t}/{p}": o for (t, p), o in current_offsets(ckpt).items()},
               "output_version": plan["output_version_before"]}
@@ -306,11 +308,7 @@ def undo(settings: Settings, spec: AppSpec, ledger: Ledger, op_id: int, *, dry_r
     plan = undo_plan(settings, spec, ledger, op_id)
     if dry_run:
         return {**plan, "dry_run": True}
-    if plan["running"] and not stop_first:
-        raise UsageError(f"{spec.name} is running: an undo replaces its checkpoint. Add --stop-first, or "
-                         f"`streamops stop {spec.name}` first")
-    if plan["running"]:
-        ops.require_supervisor(settings)
+    may_replace_checkpoint(settings, spec, running=plan["running"], stop_first=stop_first, what="an undo")
     ckpt = checkpoint_dir(settings, spec)
     with ledger.operation(spec.name, "reset-undo", {"undo": op_id}, who=who,
                           before={"batch": plan["current_batch"], "output_version": ledger.output_version(spec.name)}
