@@ -18,6 +18,10 @@ os.environ["AIRFLOW_HOME"] = str(_SESSION_TMP / "home" / "airflow")
 os.environ["AIRFLOW_CONFIG"] = str(REPO / "airflow.cfg")
 os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+# Test-run speed only (what runs is unchanged): the suite starts dozens of short-lived Spark JVMs,
+# which spend their lives warming up; the C1 compiler alone and the serial GC start them ~15%
+# faster on this 2-core machine (measured: a driver's run to the end 50 -> 44 s, a check 21 -> 18 s).
+os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
 pytest_plugins = ["tests.fixtures.ports", "tests.fixtures.platform", "tests.fixtures.apps", "tests.fixtures.spark"]
 

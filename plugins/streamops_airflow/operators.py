@@ -256,9 +256,9 @@ class SavepointOperator(BaseOperator):
 class RestoreOperator(BaseOperator):
     """Restore ``app`` to ``savepoint``; ``dry_run`` (the default) logs and returns the plan only."""
 
-    template_fields = ("app", "savepoint", "dry_run")
+    template_fields = ("app", "savepoint", "dry_run", "timeout_s")
 
-    def __init__(self, *, app: str, savepoint: str, dry_run: bool | str = True, timeout_s: float = 600.0,
+    def __init__(self, *, app: str, savepoint: str, dry_run: bool | str = True, timeout_s: float | str = 600.0,
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.app, self.savepoint, self.dry_run, self.timeout_s = app, savepoint, dry_run, timeout_s
@@ -315,10 +315,10 @@ class RebuildStateOperator(BaseOperator):
     """Rebuild ``app``'s checkpoint from its changelog topic (optionally into ``state_partitions``);
     ``dry_run`` (the default) logs and returns the plan only."""
 
-    template_fields = ("app", "state_partitions", "dry_run", "stop_first")
+    template_fields = ("app", "state_partitions", "dry_run", "stop_first", "timeout_s")
 
     def __init__(self, *, app: str, state_partitions: int | str | None = None, dry_run: bool | str = True,
-                 stop_first: bool | str = False, timeout_s: float = 600.0, **kwargs: Any) -> None:
+                 stop_first: bool | str = False, timeout_s: float | str = 600.0, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.app, self.state_partitions, self.dry_run = app, state_partitions, dry_run
         self.stop_first, self.timeout_s = stop_first, timeout_s
@@ -346,7 +346,8 @@ class ResetOperator(BaseOperator):
     ISO 8601 time or duration, N, a JSON object of offsets, an operation id). ``dry_run`` (the
     default) logs and returns the plan only."""
 
-    template_fields = ("app", "target", "value", "state", "force", "output_version", "stop_first", "dry_run")
+    template_fields = ("app", "target", "value", "state", "force", "output_version", "stop_first", "dry_run",
+                       "timeout_s")
     TARGETS = ("earliest", "latest", "datetime", "duration", "shift_by", "offsets", "undo")
 
     def __init__(self, *, app: str, target: str, value: Any = None, state: str = "wipe", force: bool | str = False,
@@ -411,7 +412,7 @@ class ReprocessOperator(BaseOperator):
     The range is ``frm``/``to`` when given, else the run's data interval, so an Airflow backfill of a
     date range reprocesses it interval by interval (consecutive intervals continue one state)."""
 
-    template_fields = ("app", "frm", "to", "output_version", "master", "dry_run")
+    template_fields = ("app", "frm", "to", "output_version", "master", "dry_run", "timeout_s")
 
     def __init__(self, *, app: str, frm: Any = None, to: Any = None, output_version: Any = None, master: Any = None,
                  dry_run: bool | str = False, timeout_s: float | str = 3600.0, **kwargs: Any) -> None:

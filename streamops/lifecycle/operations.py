@@ -209,9 +209,13 @@ def _converged(settings: Settings, spec: AppSpec, o: dict[str, Any], pending: Pe
     fresh = o.get("heartbeat_at") is not None and o["heartbeat_at"].timestamp() >= pending.t0
     if not fresh or o.get("status") != "running" or o.get("parallelism") != pending.parallelism:
         return False
-    if o.get("last_batch") is not None and (pending.batch_before is None or o["last_batch"] > pending.batch_before):
+    # the commit file, not the driver's progress event (Spark reports progress before it writes the
+    # commit log), so that "after" always names a committed batch
+    ckpt = checkpoint_dir(settings, spec)
+    batch = layout.last_committed_batch(ckpt)
+    if batch is not None and (pending.batch_before is None or batch > pending.batch_before):
         return True
-    lags, _note = lag(settings, spec, layout.committed_offsets(checkpoint_dir(settings, spec)))
+    lags, _note = lag(settings, spec, layout.committed_offsets(ckpt))
     return lags is not None and sum(sum(p.values()) for p in lags.values()) == 0  # caught up: no batch to wait for
 
 

@@ -139,6 +139,7 @@ def run_check(spec: AppSpec, settings: Settings, *, spark=None, since_ms: int | 
     if own_spark:
         spark = _local_spark(settings)
     try:
+        _ = spark.streams.active  # creates the StateStoreCoordinator the state reader talks to
         state = job.state_profiles(spark, str(ckpt), batch)
     finally:
         if own_spark:
@@ -200,7 +201,6 @@ def _local_spark(settings: Settings):
              .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "1")
              .config("spark.ui.showConsoleProgress", "false")
              .getOrCreate())
-    _ = spark.streams.active  # creates the StateStoreCoordinator the state reader talks to
     return spark
 
 

@@ -35,3 +35,14 @@ def test_dag_policy(path: Path) -> None:
         assert dag_id.startswith("streamops_"), f"{dag_id}: DAG ids start with 'streamops_'"
         for task in dag.tasks:
             assert task.retries is not None and task.retries >= 0, f"{dag_id}.{task.task_id}: set retries"
+
+
+@pytest.mark.parametrize("path", DAG_FILES, ids=[p.name for p in DAG_FILES])
+def test_every_templated_argument_is_a_template_field(path: Path) -> None:
+    """A "{{ params.x }}" passed to an attribute Airflow does not render reaches execute() as text."""
+    for dag_id, dag in _bag(path).dags.items():
+        for task in dag.tasks:
+            for name, value in vars(task).items():
+                if isinstance(value, str) and "{{" in value and not name.startswith("_"):
+                    assert name in task.template_fields, (
+                        f"{dag_id}.{task.task_id}: {name}={value!r} is not in template_fields")

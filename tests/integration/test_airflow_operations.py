@@ -7,6 +7,7 @@ ledger with the Airflow run that asked for it, and the app's state is exact at t
 
 from __future__ import annotations
 
+import json
 import time
 
 from streamops.ledger import Ledger
@@ -34,9 +35,14 @@ def _run(s, token: str, dag_id: str, conf: dict, timeout: float = 600) -> tuple[
         if run["state"] in ("success", "failed"):
             break
         time.sleep(1)
-    assert run["state"] == "success", (dag_id, run["state"], seen,
-                                       manager.log_path(s, "supervisor").read_text()[-2000:],
-                                       driver.log_tail(s, APP, 30))
+    if run["state"] != "success":
+        _, log = _request(s, "GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/logs/1"
+                                    "?full_content=true", token)
+        sup = manager.log_path(s, "supervisor")
+        raise AssertionError(f"{dag_id} run {run_id}: {run['state']} (task states seen {seen})\n"
+                             f"task log: {json.dumps(log)[-4000:]}\n"
+                             f"supervisor: {sup.read_text()[-1500:] if sup.exists() else '(not running)'}\n"
+                             f"driver: {driver.log_tail(s, APP, 30)}")
     _, xcom = _request(s, "GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/"
                                  "return_value", token)
     return xcom["value"], seen | {"run_id:" + run_id}

@@ -19,9 +19,9 @@ from streamops.platform import manager
 
 APP = "user_activity"
 SMALL_BATCHES = ("--max-offsets-per-trigger", "700", "--trigger-interval", "1 second")
-# Runs to the end of the input use an in-process Spark (real Spark, real RocksDB state files): what
-# is under test here is the checkpoint, and the cluster's executor start-up would only add minutes.
-# The live compaction's driver still runs on the shared cluster, launched by the supervisor.
+# The drivers (also the one the supervisor launches for the live compaction) use an in-process
+# Spark (real Spark, real RocksDB state files): what is under test here is the checkpoint, and the
+# cluster's executor start-up would only add minutes.
 LOCAL = "local[2]"
 
 
@@ -42,8 +42,7 @@ def _json(r) -> dict:
 
 @pytest.mark.timeout(1800)
 def test_compaction_stopped_and_running_then_restores_are_exact(app_factory) -> None:
-    app = app_factory("ua-compact")
-    app.master = LOCAL
+    app = app_factory("ua-compact", master=LOCAL)
     manager.up(app.settings, only=["supervisor"])
     ledger = Ledger.open(app.settings.ledger_db_url)
     try:
@@ -130,8 +129,7 @@ def test_compaction_stopped_and_running_then_restores_are_exact(app_factory) -> 
 
 @pytest.mark.timeout(1200)
 def test_rebuild_from_changelog_into_other_state_partitions(app_factory) -> None:
-    app = app_factory("ua-rebuild")
-    app.master = LOCAL
+    app = app_factory("ua-rebuild", master=LOCAL)
     app.produce(6_000, users=1500, seed=61)
     app.run_to_end()
     ckpt = app.checkpoint

@@ -1,5 +1,5 @@
-"""``streamops reprocess`` and ``promote`` on a real broker + Spark, beside a live app on the
-cluster: the range folds exactly into ``user-profiles.v2``, a rerun is identical, a following
+"""``streamops reprocess`` and ``promote`` on a real broker + Spark, beside the live app (both on
+in-process Spark: the cluster's executor start-up would only add minutes): the range folds exactly into ``user-profiles.v2``, a rerun is identical, a following
 range continues the state, the live app is never disturbed, and ``promote`` moves its output."""
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def _total(app, topic: str) -> int:
 
 
 def test_reprocess_a_range_into_v2_beside_the_live_app_then_promote(app_factory) -> None:
-    app = app_factory("ua-reprocess")
+    app = app_factory("ua-reprocess", master="local[2]")
     manager.up(app.settings, only=["supervisor"])
     b = app.settings.kafka_bootstrap
     app.produce(3_000, users=400, seed=91)
@@ -114,7 +114,6 @@ def test_reprocess_a_range_into_v2_beside_the_live_app_then_promote(app_factory)
     finally:
         ledger.close()
     base, before = _total(app, "user-profiles"), _total(app, "user-profiles.v2")
-    app.master = "local[2]"
     app.produce(500, users=400, seed=94)
     app.run_to_end()
     assert _total(app, "user-profiles") == base and _total(app, "user-profiles.v2") > before

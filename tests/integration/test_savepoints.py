@@ -26,7 +26,7 @@ def _wait_committed(app, n: int, timeout: float = 300) -> None:
 
 
 def test_savepoint_while_running_then_restore_is_exact(app_factory) -> None:
-    app = app_factory("ua-savepoint")
+    app = app_factory("ua-savepoint", master="local[2]")  # the cluster adds nothing under test here
     app.produce(20_000, seed=31)
     manager.up(app.settings, only=["supervisor"])
     try:

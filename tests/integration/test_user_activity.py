@@ -9,6 +9,11 @@ from streamops.checkpoints import layout
 from streamops.demo.generator import generate_records
 from streamops.platform import manager
 
+# The driver runs on an in-process Spark (real Spark, real RocksDB state, the same commit protocol):
+# the cluster's executor start-up adds minutes and nothing these tests look at. Drivers on the
+# standalone cluster are covered by the supervisor, resize, savepoint and Airflow tests.
+LOCAL = "local[2]"
+
 
 def _assert_exact(report: dict, input_records: int) -> None:
     views = {v["view"]: v for v in report["views"]}
@@ -20,7 +25,7 @@ def _assert_exact(report: dict, input_records: int) -> None:
 
 
 def test_100k_events_with_malformed_records_exact(app_factory) -> None:
-    app = app_factory("ua-100k")
+    app = app_factory("ua-100k", master=LOCAL)
     app.produce(100_000, users=1000, bad_ratio=0.01, seed=1)
     app.run_to_end()
     report = app.check()
@@ -44,7 +49,7 @@ def test_100k_events_with_malformed_records_exact(app_factory) -> None:
 
 
 def test_stop_and_restart_mid_stream_exact(app_factory) -> None:
-    app = app_factory("ua-restart")
+    app = app_factory("ua-restart", master=LOCAL)
     app.produce(30_000, seed=2)
     app.start("--max-offsets-per-trigger", "4000", "--trigger-interval", "1 second")
     app.wait_for(lambda: app.committed_batch() >= 2, what="batch 2 committed")
@@ -58,7 +63,7 @@ def test_stop_and_restart_mid_stream_exact(app_factory) -> None:
 
 
 def test_kill_9_driver_mid_batch_then_restart_exact(app_factory) -> None:
-    app = app_factory("ua-kill9")
+    app = app_factory("ua-kill9", master=LOCAL)
     app.produce(40_000, seed=4)
     app.start("--max-offsets-per-trigger", "3000", "--trigger-interval", "1 second")
 
@@ -76,7 +81,7 @@ def test_kill_9_driver_mid_batch_then_restart_exact(app_factory) -> None:
 
 
 def test_broker_restart_while_running_exact(app_factory) -> None:
-    app = app_factory("ua-broker")
+    app = app_factory("ua-broker", master=LOCAL)
     app.produce(20_000, seed=5)
     app.start("--max-offsets-per-trigger", "2000", "--trigger-interval", "1 second")
     app.wait_for(lambda: app.committed_batch() >= 2, what="batch 2 committed")

@@ -24,6 +24,7 @@ from streamops.lifecycle.operations import (
     stop,
 )
 from streamops.settings import Settings
+from streamops.spark.session import checkpoint_dir
 from streamops.spec import AppSpec
 
 SPEC = AppSpec(name="app1", job="jobs.x", input_topics=("in",), output_topic="o", changelog_topic="c",
@@ -116,10 +117,17 @@ def test_converged_when_a_batch_at_the_new_size_committed(env) -> None:
     ledger.report_observed("app1", status="running", parallelism=1, last_batch=7)
     assert poll(settings, SPEC, ledger, pending) is None  # old size
     ledger.report_observed("app1", status="running", parallelism=2, last_batch=8, pid=42, executors=2)
+    commits = checkpoint_dir(settings, SPEC) / "commits"
+    commits.mkdir(parents=True)
+    assert poll(settings, SPEC, ledger, pending) is None  # reported, but the commit file is not written yet
+    (commits.parent / "offsets").mkdir()
+    (commits.parent / "offsets" / "8").write_text('v1\n{"batchWatermarkMs":0,"batchTimestampMs":0}\n{"in":{"0":5}}')
+    (commits / "8").write_text('v1\n{"nextBatchWatermarkMs":0}')
     observed = poll(settings, SPEC, ledger, pending)
     assert observed is not None and observed["last_batch"] == 8
     out = complete(settings, SPEC, ledger, pending, observed)
     assert (out["parallelism"], out["noop"], out["strategy"], out["after"]["executors"]) == (2, False, "restart", 2)
+    assert (out["after"]["batch"], out["after"]["offsets"]) == (8, {"in": {"0": 5}})
     assert ledger.get_operation(pending.operation_id)["outcome"] == "succeeded" and ledger.lease("app1") is None
     again = request_resize(settings, SPEC, ledger, parallelism=2, who="t:3")
     assert again.result is not None and again.result["noop"] is True and ledger.lease("app1") is None

@@ -1,0 +1,98 @@
+"""An Airflow backfill of the reprocess DAG over 3 daily intervals: 3 runs, each reprocessing its
+interval into user-profiles.v2 and continuing the previous one's state, so v2 ends up equal to
+the fold over the 3 days. Real scheduler and worker; the reprocess job runs on local Spark.
+
+Input records carry timestamps on 2026-11-20..22 (producer-set), so the data intervals select
+them by ``offsets_for_times``. ``user-events`` on the shared broker is emptied before and after.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime, timedelta
+
+from confluent_kafka import Producer
+
+from streamops.demo.generator import generate_records
+from streamops.kafka.admin import TopicSpec, client_config, recreate_topic
+from streamops.kafka.read import latest_per_key, read_topic
+from streamops.ledger import Ledger
+from streamops.spec import default_spec_path, get_app, import_job, load_specs
+from tests.integration.test_airflow_api import _request, _token
+from tests.integration.test_airflow_operations import _run
+
+APP = "user_activity"
+DAG_ID = f"streamops_reprocess__{APP}"
+DAYS = [datetime(2026, 11, d, tzinfo=UTC) for d in (20, 21, 22)]
+
+
+def _produce_dated(bootstrap: str, spec) -> None:
+    p = Producer(client_config(bootstrap, {"enable.idempotence": True, "partitioner": "murmur2_random"}))
+    for i, day in enumerate(DAYS):
+        noon = int((day + timedelta(hours=12)).timestamp() * 1000)
+        for j, r in enumerate(generate_records(1_000, 300, seed=200 + i, bad_ratio=0.02)):
+            p.produce(spec.input_topics[0], key=r.key, value=r.value, timestamp=noon + j)
+    assert p.flush(60) == 0
+
+
+def test_backfill_of_three_intervals_runs_three_chained_reprocess_runs(platform, kafka, spark_cluster,
+                                                                        airflow_platform) -> None:
+    s = airflow_platform
+    spec = get_app(load_specs(default_spec_path(s.repo)), APP)
+    events = TopicSpec(name=spec.input_topics[0], partitions=spec.input_partitions)
+    recreate_topic(kafka, events)
+    try:
+        _produce_dated(kafka, spec)
+        token = _token(s)
+        deadline = time.time() + 180
+        while _request(s, "GET", f"/api/v2/dags/{DAG_ID}", token)[0] != 200:
+            assert time.time() < deadline, "the dag-processor never parsed the reprocess DAG"
+            time.sleep(2)
+        assert _request(s, "PATCH", f"/api/v2/dags/{DAG_ID}", token, {"is_paused": False})[0] == 200
+        status, backfill = _request(s, "POST", "/api/v2/backfills", token, {
+            "dag_id": DAG_ID, "from_date": DAYS[0].isoformat(), "to_date": DAYS[-1].isoformat(),
+            "run_backwards": False, "max_active_runs": 1, "reprocess_behavior": "none",
+            "dag_run_conf": {"master": "local[2]", "output_version": "v2"}})
+        assert status == 200, (status, backfill)
+
+        deadline = time.time() + 900
+        while True:
+            _, body = _request(s, "GET", f"/api/v2/dags/{DAG_ID}/dagRuns?limit=50", token)
+            runs = [r for r in body["dag_runs"] if r["run_type"] == "backfill"]
+            if len(runs) == 3 and all(r["state"] in ("success", "failed") for r in runs):
+                break
+            assert time.time() < deadline, runs
+            time.sleep(3)
+        assert sorted((r["data_interval_start"][:10], r["state"]) for r in runs) == [
+            ("2026-11-20", "success"), ("2026-11-21", "success"), ("2026-11-22", "success")]
+
+        # each run reprocessed its own day; the 2nd and 3rd continued the state
+        outs = []
+        for r in sorted(runs, key=lambda r: r["data_interval_start"]):
+            _, x = _request(s, "GET", f"/api/v2/dags/{DAG_ID}/dagRuns/{r['dag_run_id']}/taskInstances/reprocess/"
+                                      "xcomEntries/return_value", token)
+            outs.append(x["value"] if isinstance(x["value"], dict) else json.loads(x["value"]))
+        assert [o["records"] for o in outs] == [1_000, 1_000, 1_000]
+        assert [o["continues"] for o in outs] == [False, True, True]
+        job = import_job(spec, s.repo)
+        expected, _invalid = job.expected_from_input(read_topic(kafka, spec.input_topics[0]))
+        assert latest_per_key(kafka, "user-profiles.v2") == expected
+        ledger = Ledger.open(s.ledger_db_url)
+        try:
+            ops = [o for o in ledger.operations(f"{APP}__reprocess_v2", limit=10) if o["kind"] == "reprocess"]
+            assert len(ops) == 3 and all(o["outcome"] == "succeeded" for o in ops)
+            assert all(o["requested_by"].startswith(f"airflow:{DAG_ID}/backfill") for o in ops), ops
+
+            # the reset DAG defaults to a dry run: the plan is the task's return value, nothing changes
+            assert _request(s, "PATCH", "/api/v2/dags/streamops_reset", token, {"is_paused": False})[0] == 200
+            plan, _seen = _run(s, token, "streamops_reset", {"app": APP, "target": "datetime",
+                                                             "value": DAYS[1].isoformat()})
+            assert plan["dry_run"] and plan["target"] == f"to-datetime {DAYS[1].isoformat()}"
+            assert sum(o["to_process"] for o in plan["offsets"]) == 2_000  # days 2 and 3
+            assert ledger.operations(APP) == []
+        finally:
+            ledger.close()
+    finally:
+        _request(s, "PATCH", f"/api/v2/dags/{DAG_ID}", _token(s), {"is_paused": True})
+        recreate_topic(kafka, events)  # the other tests on the shared broker start from an empty input
