@@ -209,12 +209,13 @@ def _converged(settings: Settings, spec: AppSpec, o: dict[str, Any], pending: Pe
     fresh = o.get("heartbeat_at") is not None and o["heartbeat_at"].timestamp() >= pending.t0
     if not fresh or o.get("status") != "running" or o.get("parallelism") != pending.parallelism:
         return False
-    # the commit file, not the driver's progress event (Spark reports progress before it writes the
-    # commit log), so that "after" always names a committed batch
     ckpt = checkpoint_dir(settings, spec)
-    batch = layout.last_committed_batch(ckpt)
-    if batch is not None and (pending.batch_before is None or batch > pending.batch_before):
-        return True
+    reported = o.get("last_batch")
+    if reported is not None and (pending.batch_before is None or reported > pending.batch_before):
+        # reported by this driver from inside the batch (so at the new size); Spark writes the
+        # batch's commit file only after that: wait for it, so "after" names a committed batch
+        committed = layout.last_committed_batch(ckpt)
+        return committed is not None and committed >= reported
     lags, _note = lag(settings, spec, layout.committed_offsets(ckpt))
     return lags is not None and sum(sum(p.values()) for p in lags.values()) == 0  # caught up: no batch to wait for
 

@@ -139,7 +139,7 @@ def run_check(spec: AppSpec, settings: Settings, *, spark=None, since_ms: int | 
     if own_spark:
         spark = _local_spark(settings)
     try:
-        _ = spark.streams.active  # creates the StateStoreCoordinator the state reader talks to
+        _ = spark.streams.active  # a session passed in may not have the coordinator yet
         state = job.state_profiles(spark, str(ckpt), batch)
     finally:
         if own_spark:
@@ -201,6 +201,7 @@ def _local_spark(settings: Settings):
              .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "1")
              .config("spark.ui.showConsoleProgress", "false")
              .getOrCreate())
+    _ = spark.streams.active  # creates the StateStoreCoordinator the state reader talks to
     return spark
 
 
