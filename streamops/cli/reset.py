@@ -90,7 +90,7 @@ def cmd_reprocess(args: argparse.Namespace) -> int:
         ledger.close()
     lines = [(f"{spec.name}: {'would reprocess' if out['dry_run'] else 'reprocessed'} {out['records']} records "
              f"[{out['from']} .. {out['to']}) into {out['output_topic']} (as {out['run_as']}; the live app writes "
-             f"{out['live_output_topic']})"),
+             f"{out['live_output_topic']}), batches of up to {out['max_offsets_per_trigger'] or 'all'} records"),
              f"  {'TOPIC':<24} {'PART':>4} {'FROM':>10} {'TO':>10} {'RECORDS':>10}"]
     lines += [f"  {o['topic']:<24} {o['partition']:>4} {o['from']:>10} {o['to']:>10} {o['records']:>10}"
               for o in out["offsets"]]

@@ -46,7 +46,8 @@ def load_live_spec(settings: Settings, name: str) -> AppSpec:
 def reprocess_spec(spec: AppSpec, version: str) -> AppSpec:
     """The identity a reprocess into ``version`` runs under: its own name (so its own checkpoint,
     transactional id and batch marker: it never fences the live app), the versioned output, and
-    versioned changelog and DLQ topics (the live ones belong to the live state and input)."""
+    versioned changelog and DLQ topics (the live ones belong to the live state and input), and
+    the backfill's batch size (``ReprocessPolicy.batch_size``)."""
     check_version(version)
     return spec.model_copy(update={
         "name": f"{spec.name}__reprocess_{version}",
@@ -54,4 +55,5 @@ def reprocess_spec(spec: AppSpec, version: str) -> AppSpec:
         "changelog_topic": versioned_output(spec.changelog_topic, version),
         "dlq_topic": versioned_output(spec.dlq_topic, version),
         "output_version": None,
+        "max_offsets_per_trigger": spec.reprocess.batch_size(spec.max_offsets_per_trigger),
     })

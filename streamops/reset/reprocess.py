@@ -125,6 +125,7 @@ def reprocess_plan(settings: Settings, spec: AppSpec, ledger: Ledger, *, frm: st
         "start": start, "stop": stop, "checkpoint": str(checkpoint_dir(settings, derived)),
         "continues": chain_dir(settings, derived, start).is_dir(),
         "live_output_topic": versioned_output(spec.output_topic, live),
+        "max_offsets_per_trigger": derived.max_offsets_per_trigger,
     }
 
 
@@ -210,7 +211,7 @@ def _run(settings: Settings, spec: AppSpec, derived: AppSpec, run_file: Path, pa
             if time.monotonic() > deadline:
                 raise ReprocessError(f"{derived.name} did not finish in {timeout:.0f} s ({done}/{total} records); "
                                      f"last log lines:\n{_tail(log)}")
-            time.sleep(1.0)
+            time.sleep(0.25)
     finally:
         if proc.poll() is None:
             proc.terminate()

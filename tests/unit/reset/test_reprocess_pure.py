@@ -8,7 +8,7 @@ from streamops.exceptions import ConfigError, UsageError
 from streamops.lifecycle.outputs import reprocess_spec
 from streamops.reset.reprocess import parse_bound
 from streamops.spark.kafka_source import KafkaSourceConfig
-from streamops.spec import AppSpec
+from streamops.spec import AppSpec, ReprocessPolicy
 
 
 def test_bounds() -> None:
@@ -30,6 +30,11 @@ def test_a_reprocess_runs_under_its_own_identity_and_versioned_topics() -> None:
     assert (r.name, r.output_topic, r.changelog_topic, r.dlq_topic) == ("ua__reprocess_v3", "out.v3", "cl.v3", "dlq.v3")
     assert r.live_output_topic == "out.v3" and r.commits_topic == "_streamops-ua__reprocess_v3-commits"
     assert r.input_topics == spec.input_topics
+    assert r.max_offsets_per_trigger is None  # the app's batches are unbounded: so are the backfill's
+    sized = spec.model_copy(update={"max_offsets_per_trigger": 1000})
+    assert reprocess_spec(sized, "v3").max_offsets_per_trigger == 4000  # bigger batches for throughput
+    own = sized.model_copy(update={"reprocess": ReprocessPolicy(max_offsets_per_trigger=50)})
+    assert reprocess_spec(own, "v3").max_offsets_per_trigger == 50
     with pytest.raises(UsageError, match="output version must look like v2"):
         reprocess_spec(spec, "3")
 
