@@ -215,7 +215,7 @@ def run_app(
         scaler = elastic.ExecutorScaler(spark, n)
         control = elastic.LiveControl(scaler, app_dir(settings, spec.name), spec.parallelism.min,
                                       max(spec.parallelism.max, n), reporter.report)
-    if is_standby and not _standby(spark, spec, settings, stop, scaler):
+    if is_standby and not _standby(spark, spec, settings, stop, scaler, build, to_records):
         reporter.close()
         spark.stop()
         return 0
@@ -257,7 +257,7 @@ def run_app(
 
 
 def _standby(spark, spec: AppSpec, settings: Settings, stop: threading.Event,
-             scaler: elastic.ExecutorScaler | None) -> bool:
+             scaler: elastic.ExecutorScaler | None, build: Callable, to_records: Callable) -> bool:
     """Wait, ready, for the promotion (True); False if stopped or never promoted. Nothing
     about the app (checkpoint, ledger, heartbeat) is touched before it."""
     last = [0.0]
@@ -276,15 +276,48 @@ def _standby(spark, spec: AppSpec, settings: Settings, stop: threading.Event,
         scaler.trim()
     t0 = time.monotonic()
     try:
-        warmed = standby.warm_executors(spark, (*WARM_MODULES, spec.job), tasks=2 * target)
-        log.warning("standby: warmed %d Python workers in %.1f s", len({p for p, _t in warmed}),
-                    time.monotonic() - t0)
+        took = _rehearse(spark, spec, settings, build, to_records, stop)
+        if took:
+            log.warning("standby: rehearsed %d batches of the query in %.1f s (%s s each)", len(took),
+                        time.monotonic() - t0, took)
+        else:  # nothing to read yet: at least start the Python workers and their imports
+            warmed = standby.warm_executors(spark, (*WARM_MODULES, spec.job), tasks=2 * target)
+            log.warning("standby: no input to rehearse with; warmed %d Python workers in %.1f s",
+                        len({p for p, _t in warmed}), time.monotonic() - t0)
     except Exception as exc:  # noqa: BLE001 - a cold start is slower, not wrong
         log.warning("standby: warm-up failed (%s); going on cold", str(exc).splitlines()[0][:200])
     log.warning("standby: SparkContext %s ready; waiting to be promoted", spark.sparkContext.applicationId)
     promoted = standby.await_promotion(app_dir(settings, spec.name), stop.is_set, idle)
     log.warning("standby %s", "promoted: starting the query" if promoted else "not promoted: exiting")
     return promoted
+
+
+def _rehearse(spark, spec: AppSpec, settings: Settings, build: Callable, to_records: Callable,
+              stop: threading.Event) -> list[float]:
+    """The job's query over the newest input records, into a scratch checkpoint, output dropped
+    (see ``standby``): [] when the input is empty."""
+    from streamops.kafka.admin import end_offsets
+    from streamops.spark.kafka_io import read_kafka
+
+    start, end, total = standby.rehearsal_range(
+        {t: end_offsets(settings.kafka_bootstrap, t) for t in spec.input_topics})
+    if total == 0:
+        return []
+
+    def start_query(checkpoint: Path, done: Callable[[int], None]):
+        def sink(df, batch_id: int) -> None:
+            to_records(df.toArrow(), batch_id)  # encoded like a real batch, sent nowhere
+            done(batch_id)
+
+        raw = read_kafka(spark, bootstrap_servers=settings.kafka_bootstrap, subscribe=",".join(spec.input_topics),
+                         starting_offsets=json.dumps(start), stop_at_offsets=end,
+                         max_offsets_per_trigger=max(1, total // standby.REHEARSAL_BATCHES),
+                         fail_on_data_loss=False)
+        return (build(raw).writeStream.queryName(f"{spec.name}-standby-rehearsal").outputMode("update")
+                .foreachBatch(sink).option("checkpointLocation", str(checkpoint))
+                .trigger(processingTime="0 seconds").start())
+
+    return standby.rehearse(start_query, app_dir(settings, spec.name) / standby.REHEARSAL, should_stop=stop.is_set)
 
 
 def _last_batch(hb: Path) -> int | None:
