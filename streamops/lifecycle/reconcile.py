@@ -46,9 +46,10 @@ class RestartPolicy:
     startup_grace_s: float = 180.0
     #: a live resize the driver has not applied in this long falls back to a restart
     live_resize_timeout_s: float = 90.0
-    #: a restart resize first starts the next driver as a warm standby; not ready in this long,
-    #: the resize goes on without one (stop, then launch)
-    standby_ready_s: float = 180.0
+    #: a restart resize first starts the next driver as a warm standby (JVM, SparkContext,
+    #: executors, a rehearsal of the query: up to ~170 s on 2 busy cores); not ready in this
+    #: long, the resize goes on without one (stop, then launch)
+    standby_ready_s: float = 240.0
 
 
 @dataclass(frozen=True)

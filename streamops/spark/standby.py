@@ -34,6 +34,9 @@ REHEARSAL = "standby-rehearsal"
 #: records per input partition the rehearsal reads (the newest ones), in REHEARSAL_BATCHES batches
 REHEARSAL_RECORDS = 500
 REHEARSAL_BATCHES = 2
+#: the rehearsal stops after this long even if its batches have not all run (a partly warm
+#: standby still beats a cold one, and readiness must stay well inside the supervisor's wait)
+REHEARSAL_BUDGET_S = 120.0
 
 
 def requested() -> bool:
@@ -121,7 +124,7 @@ def rehearsal_range(watermarks: dict[str, dict[int, tuple[int, int]]],
 
 
 def rehearse(start_query: Callable[[Path, Callable], object], workdir: Path, *, batches: int = REHEARSAL_BATCHES,
-             timeout: float = 180.0, should_stop: Callable[[], bool] = lambda: False) -> list[float]:
+             timeout: float = REHEARSAL_BUDGET_S, should_stop: Callable[[], bool] = lambda: False) -> list[float]:
     """Run the job's query (``start_query(checkpoint, sink)``) until ``batches`` batches ran; the
     sink it is given returns nothing anywhere. Returns each batch's seconds. The scratch
     checkpoint is removed whatever happens."""
