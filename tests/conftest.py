@@ -27,13 +27,22 @@ pytest_plugins = ["tests.fixtures.ports", "tests.fixtures.platform", "tests.fixt
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark tests by folder: tests/unit and tests/dags are `unit`, tests/integration `integration`."""
+    """Mark tests by folder: tests/unit and tests/dags are `unit`, tests/integration `integration`.
+
+    The tests that need Airflow run last: once started, its scheduler, dag processor, triggerer
+    and API server stay up until the session ends, and on 2 cores their idle loops would slow
+    every Spark test that came after them."""
     for item in items:
         parts = Path(str(item.fspath)).relative_to(REPO / "tests").parts
         if parts[0] == "integration":
             item.add_marker(pytest.mark.integration)
         elif parts[0] in ("unit", "dags"):
             item.add_marker(pytest.mark.unit)
+    items.sort(key=lambda item: Path(str(item.fspath)).name in AIRFLOW_MODULES)  # stable: order kept otherwise
+
+
+#: integration modules that start Airflow (the ``airflow_platform`` fixture)
+AIRFLOW_MODULES = ("test_airflow_api.py", "test_airflow_backfill.py", "test_airflow_operations.py")
 
 
 @pytest.fixture(autouse=True)
