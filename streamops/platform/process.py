@@ -21,6 +21,17 @@ import psutil
 _CHILDREN: dict[int, subprocess.Popen] = {}
 
 
+def _stat(pid: int) -> tuple[str, int] | None:
+    """(state letter, start ticks) from ``/proc/PID/stat``; None if there is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        fields = stat[stat.rindex(b")") + 2:].split()
+        return fields[0].decode(), int(fields[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def start_ticks(pid: int) -> int | None:
     """The process's start time in clock ticks since boot (Linux ``/proc/PID/stat`` field 22).
 
@@ -28,12 +39,44 @@ def start_ticks(pid: int) -> int | None:
     (psutil derives create times from the current boot time, which does), so it identifies a
     process exactly.
     """
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-        return int(stat[stat.rindex(b")") + 2:].split()[19])
-    except (OSError, ValueError, IndexError):
-        return None
+    st = _stat(pid)
+    return st[1] if st else None
+
+
+_HAVE_PROC = Path("/proc/self/stat").exists()
+
+
+@dataclass(frozen=True)
+class Tracked:
+    """A process we may signal, identified by pid and start ticks.
+
+    Not a long-held ``psutil.Process``: psutil's identity is (pid, create time derived from the
+    boot time); when the clock is adjusted the same process looks "reused", psutil then reports
+    it gone and refuses to signal it, and a terminate would leave it running.
+    """
+
+    pid: int
+    ticks: int | None
+
+    @classmethod
+    def of(cls, pid: int) -> Tracked:
+        return cls(pid, start_ticks(pid))
+
+    def running(self) -> bool:
+        if not _HAVE_PROC:  # no /proc: psutil's view
+            try:
+                return psutil.Process(self.pid).status() != psutil.STATUS_ZOMBIE
+            except psutil.Error:
+                return False
+        st = _stat(self.pid)
+        return st is not None and st[0] != "Z" and (self.ticks is None or st[1] == self.ticks)
+
+    def signal(self, sig: int) -> None:
+        if self.running():
+            try:
+                os.kill(self.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
 
 
 @dataclass(frozen=True)
@@ -111,21 +154,24 @@ def spawn(
     return record
 
 
-def _tree(record: PidRecord) -> list[psutil.Process]:
+def _tree(record: PidRecord) -> list[Tracked]:
     """The leader, its descendants, and anything still in its process group."""
-    procs: dict[int, psutil.Process] = {}
+    procs: dict[int, Tracked] = {}
     leader = record.process()
     if leader is not None:
-        procs[leader.pid] = leader
-        for child in leader.children(recursive=True):
-            procs[child.pid] = child
+        procs[leader.pid] = Tracked(leader.pid, record.ticks if record.ticks is not None else start_ticks(leader.pid))
+        try:
+            for child in leader.children(recursive=True):
+                procs[child.pid] = Tracked.of(child.pid)
+        except psutil.NoSuchProcess:
+            pass
     for proc in psutil.process_iter():
         try:
             if os.getpgid(proc.pid) == record.pgid and _started_after(proc, record):
-                procs.setdefault(proc.pid, proc)
+                procs.setdefault(proc.pid, Tracked.of(proc.pid))
         except (ProcessLookupError, psutil.NoSuchProcess, PermissionError):
             continue
-    return [p for p in procs.values() if _running(p)]
+    return [p for p in procs.values() if p.running()]
 
 
 def _started_after(proc: psutil.Process, record: PidRecord) -> bool:
@@ -137,14 +183,7 @@ def _started_after(proc: psutil.Process, record: PidRecord) -> bool:
     return proc.create_time() >= record.create_time - 1
 
 
-def _running(proc: psutil.Process) -> bool:
-    try:
-        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
-def _reap(procs: Iterable[psutil.Process]) -> None:
+def _reap(procs: Iterable[Tracked | psutil.Process]) -> None:
     """Collect exit statuses of our own children so they do not linger as zombies."""
     for p in procs:
         child = _CHILDREN.get(p.pid)
@@ -166,24 +205,22 @@ def terminate(record: PidRecord, timeout: float = 20.0) -> bool:
     if not procs:
         return False
     for p in procs:
-        try:
-            p.send_signal(signal.SIGTERM)
-        except psutil.NoSuchProcess:
-            pass
+        p.signal(signal.SIGTERM)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         _reap(procs)
-        procs = [p for p in procs if _running(p)] + [p for p in _tree(record) if p not in procs]
+        procs = [p for p in procs if p.running()] + [p for p in _tree(record) if p not in procs]
         if not procs:
             return False
         time.sleep(0.2)
     for p in procs:
-        try:
-            p.kill()
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs(procs, timeout=5)
-    _reap(procs)
+        p.signal(signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        _reap(procs)
+        if not any(p.running() for p in procs):
+            break
+        time.sleep(0.05)
     return True
 
 

@@ -84,3 +84,22 @@ def test_tail_returns_last_lines(tmp_path: Path) -> None:
     log.write_text("".join(f"line {i}\n" for i in range(100)))
     assert tail(log, 3).splitlines() == ["line 97", "line 98", "line 99"]
     assert "no log" in tail(tmp_path / "nope.log")
+
+
+def test_a_tracked_process_is_known_by_its_start_ticks_not_psutils_create_time(tmp_path: Path) -> None:
+    from streamops.platform.process import Tracked, start_ticks
+
+    rec = spawn(["bash", "-c", "trap '' TERM; sleep 300"], env=_env(),
+                log_path=tmp_path / "c.log", pid_path=tmp_path / "c.pid")
+    me = Tracked.of(rec.pid)
+    assert me.ticks == start_ticks(rec.pid) == rec.ticks and me.running()
+    assert not Tracked(rec.pid, me.ticks + 1).running()  # same pid, another start: a recycled pid
+    # psutil's identity check fails when its create time drifts (a clock adjustment): it then says
+    # "not running" and refuses signals, while the process is alive; terminate must not care
+    drifted = psutil.Process(rec.pid)
+    if hasattr(drifted, "_ident"):  # psutil's private identity (pid, create time), as of psutil 7
+        drifted._ident = (rec.pid, drifted.create_time() - 2.0)
+        assert drifted.is_running() is False
+    assert me.running()
+    assert terminate(rec, timeout=0.5) is True  # TERM ignored: killed
+    assert not me.running() and not rec.alive
