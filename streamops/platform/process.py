@@ -165,6 +165,8 @@ def _tree(record: PidRecord) -> list[Tracked]:
                 procs[child.pid] = Tracked.of(child.pid)
         except psutil.NoSuchProcess:
             pass
+    if _group_recycled(record):  # the group id is now a stranger's pid: so is the group
+        return [p for p in procs.values() if p.running()]
     for proc in psutil.process_iter():
         try:
             if os.getpgid(proc.pid) == record.pgid and _started_after(proc, record):
@@ -172,6 +174,19 @@ def _tree(record: PidRecord) -> list[Tracked]:
         except (ProcessLookupError, psutil.NoSuchProcess, PermissionError):
             continue
     return [p for p in procs.values() if p.running()]
+
+
+def _group_recycled(record: PidRecord) -> bool:
+    """Is the record's process-group id now the pid of another process?
+
+    Linux does not hand out a pid that is still some group's id, so while any member of our
+    group lives the id is ours; once a process with that pid but another start exists, the
+    group with that id (if any) was made by a stranger, after ours died out.
+    """
+    if record.pgid != record.pid or record.ticks is None:
+        return False
+    holder = start_ticks(record.pgid)
+    return holder is not None and holder != record.ticks
 
 
 def _started_after(proc: psutil.Process, record: PidRecord) -> bool:

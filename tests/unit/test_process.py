@@ -103,3 +103,17 @@ def test_a_tracked_process_is_known_by_its_start_ticks_not_psutils_create_time(t
     assert me.running()
     assert terminate(rec, timeout=0.5) is True  # TERM ignored: killed
     assert not me.running() and not rec.alive
+
+
+def test_a_stale_record_never_signals_the_new_owner_of_its_pid_and_group(tmp_path: Path) -> None:
+    """A pid file outlives its process; pid and group id come back as a stranger's (here: a new
+    session leader with that pid, the way a recycled pid looks)."""
+    rec = spawn(["bash", "-c", "trap '' TERM; sleep 300"], env=_env(),
+                log_path=tmp_path / "d.log", pid_path=tmp_path / "d.pid")
+    stale = PidRecord(rec.pid, rec.pgid, rec.create_time - 1000, rec.started_at - 1000, ["old"],
+                      rec.ticks - 100_000)
+    assert not stale.alive
+    assert terminate(stale, timeout=0) is False
+    time.sleep(0.3)
+    assert rec.alive  # the stranger (and its group) untouched
+    assert terminate(rec, timeout=0.5) is True and not rec.alive
