@@ -19,9 +19,10 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 log = logging.getLogger("streamops.elastic")
 CONTROL = "control.json"
@@ -107,6 +108,8 @@ class ExecutorScaler:
         self.jvm = self.sc._jvm
         self.target = target
         self.dying: set[str] = set()  # asked to die, still registered until the master confirms
+        #: which registered executors still warm up (``warmup``): not counted yet
+        self.cold: Callable[[set[str]], set[str]] = lambda _registered: set()
         self.request(target)
 
     def request(self, target: int) -> None:
@@ -115,12 +118,17 @@ class ExecutorScaler:
         ok = self.jsc.requestTotalExecutors(target, 0, empty)
         log.info("executor target %d requested (accepted: %s)", target, ok)
 
-    def executors(self) -> dict[str, int]:
-        """Registered executors not being removed: id -> weight (all equal: the newest go first)."""
+    def registered(self) -> set[str]:
+        """Registered executors not being removed (warm or not)."""
         ids = self.jsc.getExecutorIds()  # a Scala Seq: py4j cannot iterate it
         registered = {str(ids.apply(i)) for i in range(ids.size())}
         self.dying &= registered
-        return {e: 0 for e in registered - self.dying}
+        return registered - self.dying
+
+    def executors(self) -> dict[str, int]:
+        """Registered, warm executors not being removed: id -> weight (all equal: the newest go first)."""
+        registered = self.registered()
+        return {e: 0 for e in registered - self.cold(registered)}
 
     def trim(self) -> list[str]:
         """Kill executors beyond the target (and hold the master's limit at the target)."""
@@ -172,8 +180,11 @@ class LiveControl:
     """
 
     def __init__(self, scaler: ExecutorScaler, app_dir: Path, low: int, high: int,
-                 report: Callable[..., None]) -> None:
+                 report: Callable[..., None], warmup: Any = None) -> None:
         self.scaler = scaler
+        self.warmup = warmup  # an ExecutorWarmup: new executors count once warm
+        if warmup is not None:
+            scaler.cold = warmup.cold
         self.app_dir = app_dir
         self.low, self.high = low, high
         self.report = report
@@ -205,8 +216,13 @@ class LiveControl:
                 change = {"control_error": problem}
             else:
                 log.warning("live resize %d -> %d requested", self.current, req.parallelism)
+                if self.warmup is not None:  # hold executors that register for a scale-out
+                    have = self.scaler.executors()
+                    self.warmup.arm(req.parallelism > len(have), set(have))
                 self.scaler.request(req.parallelism)
                 change = {"resize_requested": req.parallelism}
+        if self.warmup is not None:
+            self.warmup.poll(self.scaler.registered())
         return self._declare(change)
 
     def _boundary(self) -> dict[str, Any] | None:
@@ -229,6 +245,10 @@ class LiveControl:
             self.scaler.relax_locality(True)
             self.rebalance = REBALANCE_BATCHES
             self.current = self.scaler.target
+            if self.warmup is not None:
+                self.warmup.arm(False, set())
+                if self.warmup.took:
+                    change = {**(change or {}), "warmup_seconds": dict(self.warmup.took)}
             record_parallelism(self.app_dir, self.current)
             self.report(parallelism=self.current, executors=have)
             change = {**(change or {}), "parallelism": self.current, "control_error": None}

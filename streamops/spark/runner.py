@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from streamops.settings import Settings
-from streamops.spark import elastic, standby
+from streamops.spark import elastic, standby, warmup
 
 if TYPE_CHECKING:
     from streamops.kafka.admin import TopicSpec
@@ -213,8 +213,10 @@ def run_app(
     control = scaler = None
     if elastic.supports_live(spark.sparkContext.master):
         scaler = elastic.ExecutorScaler(spark, n)
+        warm = warmup.ExecutorWarmup(spark, warmup.query_warmup(
+            spark, settings.kafka_bootstrap, list(spec.input_topics), (*WARM_MODULES, spec.job), build))
         control = elastic.LiveControl(scaler, app_dir(settings, spec.name), spec.parallelism.min,
-                                      max(spec.parallelism.max, n), reporter.report)
+                                      max(spec.parallelism.max, n), reporter.report, warmup=warm)
     if is_standby and not _standby(spark, spec, settings, stop, scaler, build, to_records):
         reporter.close()
         spark.stop()

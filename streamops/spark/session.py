@@ -29,8 +29,12 @@ def session_conf(spec: AppSpec, settings: Settings, *, parallelism: int | None =
     standalone cap is fixed at registration) and let the driver hold the executor count.
     """
     cores = parallelism or spec.parallelism.default
+    extra: dict[str, str] = {}
     if live:
+        from streamops.spark.warmup import plugin_conf
+
         cores = max(cores, spec.parallelism.max)
+        extra = plugin_conf()  # new executors are warmed up before the query uses them
     return {
         # executors import the job's module (``jobs.*``) from the checkout
         "spark.executorEnv.PYTHONPATH": str(settings.repo),
@@ -48,6 +52,7 @@ def session_conf(spec: AppSpec, settings: Settings, *, parallelism: int | None =
         "spark.ui.showConsoleProgress": "false",
         "spark.pyspark.python": sys.executable,
         "spark.pyspark.driver.python": sys.executable,
+        **extra,
     }
 
 

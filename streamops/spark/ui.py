@@ -38,3 +38,22 @@ def stage_executors(ui_url: str, app_id: str, *, num_tasks: int, after_stage: in
 def last_stage(ui_url: str, app_id: str) -> int:
     stages = _get(ui_url, f"applications/{app_id}/stages")
     return max((s["stageId"] for s in stages), default=-1)
+
+
+def first_job_on(ui_url: str, app_id: str, executor_id: str, after_stage: int = -1) -> str | None:
+    """The description of the job whose task ran first on ``executor_id`` (stages newer than
+    ``after_stage``): after a live scale-out it must be the executor's warm-up."""
+    jobs = _get(ui_url, f"applications/{app_id}/jobs")
+    job_of_stage = {s: j for j in jobs for s in j.get("stageIds", [])}
+    first: tuple[int, int] | None = None  # (task id, stage id)
+    for st in _get(ui_url, f"applications/{app_id}/stages"):
+        if st["stageId"] <= after_stage:
+            continue
+        tasks = _get(ui_url, f"applications/{app_id}/stages/{st['stageId']}/{st['attemptId']}/taskList"
+                             "?length=1000")
+        for t in tasks:
+            if t.get("executorId") == executor_id and (first is None or t["taskId"] < first[0]):
+                first = (t["taskId"], st["stageId"])
+    if first is None or first[1] not in job_of_stage:
+        return None
+    return job_of_stage[first[1]].get("description") or job_of_stage[first[1]].get("name")

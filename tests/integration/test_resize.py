@@ -89,6 +89,9 @@ def test_resize_each_strategy_under_steady_load_is_exact(app_factory) -> None:
                     if n == 2:  # the new executor really takes state partitions over
                         stages = _state_moves_to(app, active - old_executors, first_stage, 4)
                         assert all(ex <= active for ex in stages.values()), stages
+                        # ... after its warm-up: the plugin held it until the warm-up job was queued
+                        (new,) = active - old_executors
+                        assert ui.first_job_on(*where, new, first_stage) == f"streamops warm-up of executor {new}"
                 else:
                     assert now not in pids, "a restart resize runs a new driver"
                 pids.add(now)

@@ -1,0 +1,128 @@
+package io.streamops.spark;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Collections;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+
+import org.apache.spark.SparkContext;
+import org.apache.spark.api.plugin.DriverPlugin;
+import org.apache.spark.api.plugin.ExecutorPlugin;
+import org.apache.spark.api.plugin.PluginContext;
+import org.apache.spark.api.plugin.SparkPlugin;
+
+/**
+ * Holds a new executor out of task scheduling until the driver has warmed it up.
+ *
+ * <p>An executor gets no task before it reports LaunchedExecutor, which it does only after its
+ * plugins' init() returns. While the driver is "armed" (a live scale-out is under way), init()
+ * asks the driver whether it may go on and waits until the driver releases it: by then a
+ * warm-up job pinned to this executor is queued ahead of the streaming query, so the query's
+ * tasks only reach the executor once its JVM and Python workers are warm (the idea of Kafka
+ * Streams' warm-up replicas, KIP-441). Executors that register while the driver is not armed
+ * (the app's start, a replacement for a lost one) go on at once, as does any executor after
+ * spark.streamops.warmup.holdMs.
+ *
+ * <p>The driver's Python side drives it through py4j: arm(), held(), release().
+ */
+public class WarmupPlugin implements SparkPlugin {
+  private static final Set<String> HELD = ConcurrentHashMap.newKeySet();
+  private static final Set<String> RELEASED = ConcurrentHashMap.newKeySet();
+  private static volatile boolean armed = false;
+
+  /** Hold executors that register from now on (true), or let every held one go (false). */
+  public static void arm(boolean on) {
+    armed = on;
+    if (!on) {
+      RELEASED.addAll(HELD);
+    }
+  }
+
+  public static boolean armed() {
+    return armed;
+  }
+
+  /** Executors waiting in init() for their release. */
+  public static String[] held() {
+    return HELD.stream().filter(e -> !RELEASED.contains(e)).sorted().toArray(String[]::new);
+  }
+
+  public static void release(String executorId) {
+    RELEASED.add(executorId);
+  }
+
+  @Override
+  public DriverPlugin driverPlugin() {
+    return new DriverPlugin() {
+      @Override
+      public Map<String, String> init(SparkContext sc, PluginContext ctx) {
+        return Collections.emptyMap();
+      }
+
+      @Override
+      public Object receive(Object message) {
+        String[] parts = String.valueOf(message).split(":", 2);
+        String id = parts.length > 1 ? parts[1] : "";
+        if (parts[0].equals("hello")) {
+          if (!armed) {
+            return "go";
+          }
+          HELD.add(id);
+          return "wait";
+        }
+        return RELEASED.contains(id) || !HELD.contains(id) ? "go" : "wait";
+      }
+    };
+  }
+
+  @Override
+  public ExecutorPlugin executorPlugin() {
+    return new ExecutorPlugin() {
+      @Override
+      public void init(PluginContext ctx, Map<String, String> extraConf) {
+        long holdMs = ctx.conf().getLong("spark.streamops.warmup.holdMs", 60000L);
+        String id = ctx.executorID();
+        long deadline = System.currentTimeMillis() + holdMs;
+        try {
+          Object answer = ctx.ask("hello:" + id);
+          if ("wait".equals(answer)) {
+            warmNative();
+          }
+          while ("wait".equals(answer) && System.currentTimeMillis() < deadline) {
+            Thread.sleep(50);
+            answer = ctx.ask("ready:" + id);
+          }
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+        } catch (Exception e) {
+          // the driver is unreachable or has no plugin: go on unwarmed rather than never start
+          System.err.println("streamops warm-up: " + e);
+        }
+      }
+    };
+  }
+
+  /** Load RocksDB's native library and touch its JNI code (the state store's first open). */
+  static void warmNative() {
+    try {
+      Class<?> rocks = Class.forName("org.rocksdb.RocksDB");
+      rocks.getMethod("loadLibrary").invoke(null);
+      Path dir = Files.createTempDirectory("streamops-warmup-rocksdb");
+      Class<?> options = Class.forName("org.rocksdb.Options");
+      Object opts = options.getConstructor().newInstance();
+      options.getMethod("setCreateIfMissing", boolean.class).invoke(opts, true);
+      Object db = rocks.getMethod("open", options, String.class).invoke(null, opts, dir.toString());
+      rocks.getMethod("put", byte[].class, byte[].class).invoke(db, new byte[] {1}, new byte[] {2});
+      rocks.getMethod("get", byte[].class).invoke(db, (Object) new byte[] {1});
+      rocks.getMethod("close").invoke(db);
+      options.getMethod("close").invoke(opts);
+      try (var files = Files.walk(dir)) {
+        files.sorted(java.util.Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
+      }
+    } catch (Throwable e) {
+      System.err.println("streamops warm-up: RocksDB not warmed: " + e);
+    }
+  }
+}

@@ -1,0 +1,293 @@
+"""Warm-up of new executors before a live scale-out hands them the query's tasks.
+
+A new executor's first tasks are slow (class loading, interpreted code, generated code compiled
+by Janino, the Python daemon and worker boot, the job's imports, the first Kafka consumer): its
+first Kafka-read task took 8 s where a warm one takes 0.2 s, and the whole batch waited for it.
+Kafka Streams solves the same problem with warm-up replicas (KIP-441): a new instance catches up
+before active tasks move to it. Here:
+
+1. While a scale-out is under way the driver is *armed*: the executor plugin
+   (``plugin/WarmupPlugin.java``) holds each executor that registers in its ``init()``, before
+   it tells the driver it is launched, so Spark offers it nothing yet.
+2. The driver queues a warm-up job pinned to that executor (its partitions prefer exactly that
+   executor id, the process-locality wait is long while the job is planned) in a FAIR pool that
+   sorts before the query's, then releases the executor: its first tasks are the warm-up's.
+3. The warm-up runs the job's imports and reads the newest records of each input partition with
+   the Kafka source's reader (Python side), and runs them through the job's query as a batch
+   DataFrame (JVM side: the same operators, code generation and shuffle).
+4. Only then does the live resize count the executor, declare the new size and let the state
+   partitions move (``elastic.LiveControl``).
+
+Without ``javac`` (no plugin jar) the warm-up still runs, but it races the query for the new
+executor's first offer.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("streamops.warmup")
+
+PLUGIN_CLASS = "io.streamops.spark.WarmupPlugin"
+PLUGIN_SOURCE = Path(__file__).resolve().parent / "plugin" / "WarmupPlugin.java"
+PLUGIN_JAR = PLUGIN_SOURCE.parent / "build" / "streamops-warmup.jar"
+POOL = "streamops-warmup"
+POOL_FILE = PLUGIN_SOURCE.parent / "fairscheduler.xml"
+#: newest records per input partition the warm-up reads and runs through the query
+WARMUP_RECORDS = 50
+#: a warm-up that takes longer is cancelled and the executor used cold
+WARMUP_BUDGET_S = 60.0
+#: longest the plugin holds an executor if the driver never releases it
+HOLD_MS = 90_000
+#: while a warm-up job is planned, tasks wait this long for their preferred executor
+PINNED_WAIT = "600s"
+
+
+def plugin_jar() -> Path | None:
+    """The plugin jar, compiled from its source if missing or older (None without ``javac``)."""
+    if PLUGIN_JAR.exists() and PLUGIN_JAR.stat().st_mtime >= PLUGIN_SOURCE.stat().st_mtime:
+        return PLUGIN_JAR
+    javac = shutil.which("javac")
+    if javac is None:
+        log.warning("no javac: new executors are not held for their warm-up (live scale-out pauses longer)")
+        return None
+    import pyspark
+
+    jars = Path(pyspark.__file__).resolve().parent / "jars"
+    PLUGIN_JAR.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=PLUGIN_JAR.parent) as tmp:
+        classes = Path(tmp) / "classes"
+        proc = subprocess.run([javac, "-nowarn", "-d", str(classes), "-cp", f"{jars}/*", str(PLUGIN_SOURCE)],
+                              capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            log.warning("the warm-up plugin did not compile (%s); going without it", proc.stderr.strip()[-500:])
+            return None
+        part = Path(tmp) / "plugin.jar"
+        with zipfile.ZipFile(part, "w") as jar:
+            for f in sorted(classes.rglob("*.class")):
+                jar.write(f, f.relative_to(classes).as_posix())
+        os.replace(part, PLUGIN_JAR)  # atomic: drivers starting together each see a whole jar
+    return PLUGIN_JAR
+
+
+def plugin_conf() -> dict[str, str]:
+    """Spark settings for drivers that resize live: the plugin (if it builds) and the FAIR pools."""
+    conf = {"spark.scheduler.mode": "FAIR", "spark.scheduler.allocation.file": str(POOL_FILE)}
+    jar = plugin_jar()
+    if jar is not None:
+        conf.update({
+            "spark.plugins": PLUGIN_CLASS,
+            "spark.driver.extraClassPath": str(jar),
+            "spark.executor.extraClassPath": str(jar),
+            "spark.streamops.warmup.holdMs": str(HOLD_MS),
+        })
+    return conf
+
+
+class ExecutorWarmup:
+    """Warms each executor that registers while armed (see the module docstring).
+
+    ``work(executor_id, pin)`` is the warm-up itself; ``pin(strings)`` makes a one-partition
+    DataFrame of them that only that executor will process. ``cold()`` says which executors are not warm yet: the
+    live resize does not count them.
+    """
+
+    def __init__(self, spark: Any, work: Callable[[str, Callable], None]) -> None:
+        self.spark = spark
+        self.sc = spark.sparkContext
+        self.jvm = self.sc._jvm
+        self.jsc = self.sc._jsc.sc()
+        self.work = work
+        self.plugin = None
+        if PLUGIN_CLASS in (self.sc.getConf().get("spark.plugins") or ""):
+            try:
+                plugin = functools.reduce(getattr, PLUGIN_CLASS.split("."), self.jvm)
+                plugin.armed()  # raises if the class is not on the driver's classpath
+                self.plugin = plugin
+            except Exception as exc:  # noqa: BLE001 - warm up without holding
+                log.warning("the warm-up plugin is not loaded (%s): new executors are not held", exc)
+        self.lock = threading.Lock()
+        self.warming: dict[str, threading.Thread] = {}
+        self.armed = False
+        self.known: set[str] = set()
+        self.took: dict[str, float] = {}  # executor -> seconds its warm-up took (this scale-out)
+
+    @property
+    def holds(self) -> bool:
+        return self.plugin is not None
+
+    def arm(self, on: bool, known: set[str]) -> None:
+        """Hold and warm executors that register from now on (``known``: the ones there now),
+        or stop holding (and let every held executor go)."""
+        with self.lock:
+            self.armed = on
+            if on:
+                self.known = set(known)
+                self.took = {}
+        if self.plugin is not None:
+            self.plugin.arm(on)
+
+    def poll(self, registered: set[str]) -> None:
+        """Start the warm-up of each newly held executor (without the plugin: newly registered)."""
+        if not self.armed:
+            return
+        new = set(self.plugin.held()) if self.plugin is not None else registered - self.known
+        for eid in sorted(new):
+            with self.lock:
+                if eid in self.warming or eid in self.took:
+                    continue
+                t = threading.Thread(target=self._warm, args=(eid,), name=f"warmup-{eid}", daemon=True)
+                self.warming[eid] = t
+            t.start()
+
+    def cold(self, registered: set[str]) -> set[str]:
+        """Registered executors not warm yet: while armed every new one (it may not have reached
+        the plugin yet), else those still warming."""
+        with self.lock:
+            if self.armed:
+                return {e for e in registered if e not in self.known and e not in self.took}
+            return {e for e in self.warming if e in registered}
+
+    def _warm(self, eid: str) -> None:
+        t0 = time.monotonic()
+        group = f"streamops-warmup-{eid}"
+        saved = None
+        conf = self.jsc.conf()
+        try:
+            self._await_known(eid)
+            saved = conf.get("spark.locality.wait.process") if conf.contains("spark.locality.wait.process") else None
+            conf.set("spark.locality.wait.process", PINNED_WAIT)
+            self.sc.setLocalProperty("spark.scheduler.pool", POOL)
+            self.sc.setJobGroup(group, f"streamops warm-up of executor {eid}", interruptOnCancel=True)
+            released = [False]
+
+            def pin(data: list[str]):
+                frame = self._pinned_frame(eid, data)
+                if not released[0]:  # the first job is queued: let the executor start
+                    threading.Thread(target=self._release_when_queued, args=(eid, group, released),
+                                     daemon=True).start()
+                return frame
+
+            timer = threading.Timer(WARMUP_BUDGET_S, self.sc.cancelJobGroup, args=(group,))
+            timer.start()
+            try:
+                self.work(eid, pin)
+            finally:
+                timer.cancel()
+            log.warning("executor %s warmed up in %.1f s", eid, time.monotonic() - t0)
+        except Exception as exc:  # noqa: BLE001 - a cold executor is slower, not wrong
+            log.warning("warm-up of executor %s failed (%s); using it cold", eid, str(exc).splitlines()[0][:300])
+        finally:
+            if self.plugin is not None:
+                self.plugin.release(eid)
+            if saved is None:
+                conf.remove("spark.locality.wait.process")
+            else:
+                conf.set("spark.locality.wait.process", saved)
+            self.sc.setLocalProperty("spark.scheduler.pool", None)
+            self.sc.setLocalProperty("spark.jobGroup.id", None)
+            with self.lock:
+                self.warming.pop(eid, None)
+                self.took[eid] = round(time.monotonic() - t0, 2)
+
+    def _await_known(self, eid: str, timeout: float = 10.0) -> None:
+        """The task scheduler learns an executor from an offer (held ones offer 0 cores): until
+        then a task preferring it has no valid locality level but ANY and would run anywhere."""
+        backend, sched = self.jsc.schedulerBackend(), self.jsc.taskScheduler()
+        deadline = time.monotonic() + timeout
+        while not sched.isExecutorAlive(eid):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"executor {eid} never reached the task scheduler")
+            backend.reviveOffers()
+            time.sleep(0.05)
+
+    def _release_when_queued(self, eid: str, group: str, released: list[bool]) -> None:
+        """Release the held executor once the pinned job's stage is submitted (queued first)."""
+        tracker = self.sc.statusTracker()
+        deadline = time.monotonic() + 10.0
+        while time.monotonic() < deadline:
+            jobs = tracker.getJobIdsForGroup(group)
+            if any((info := tracker.getJobInfo(j)) is not None and info.stageIds and
+                   any(tracker.getStageInfo(s) is not None for s in info.stageIds) for j in jobs):
+                break
+            time.sleep(0.02)
+        released[0] = True
+        if self.plugin is not None:
+            self.plugin.release(eid)
+
+    def _pinned_frame(self, eid: str, data: list[str]):
+        """A DataFrame (one row, ``value`` = ``data`` joined by newlines) in one partition that prefers
+        executor ``eid`` (Spark's ``executor_HOST_ID`` location: that executor only). Built in the
+        JVM: a Python RDD would start a second Python daemon on the executor, not the one the
+        query's Arrow UDFs and Kafka reads use."""
+        from pyspark.sql import DataFrame
+
+        jvm = self.jvm
+        to_seq = jvm.org.apache.spark.api.python.PythonUtils.toSeq
+        where = to_seq([f"executor_{self._host(eid)}_{eid}"])
+        items = to_seq([jvm.scala.Tuple2("\n".join(data), where)])  # one element: one partition
+        tag = jvm.scala.reflect.ClassTag.apply(jvm.java.lang.Class.forName("java.lang.String"))
+        jrdd = self.jsc.makeRDD(items, tag)
+        jds = self.spark._jsparkSession.createDataset(jrdd, jvm.org.apache.spark.sql.Encoders.STRING())
+        return DataFrame(jds.toDF(), self.spark)
+
+    def _host(self, eid: str) -> str:
+        sched = self.jsc.taskScheduler()
+        host = sched.executorIdToHost().get(eid)
+        return host.get() if host.isDefined() else "unknown"
+
+
+def read_newest(modules: tuple[str, ...], bootstrap: str, topics: list[str]) -> Callable:
+    """The pinned task (an Arrow UDF, like the query's Kafka reads): the job's imports, then the
+    ``TOPIC|PARTITION|START|END`` ranges read with the Kafka source's own reader, as Arrow
+    batches of Spark's Kafka schema without headers."""
+
+    def run(batches):
+        import importlib
+
+        for name in modules:
+            importlib.import_module(name)
+        from streamops.spark.kafka_source import KafkaSourceConfig, read_range
+        from streamops.spark.offsets import OffsetRange
+
+        cfg = KafkaSourceConfig.from_options({"kafka.bootstrap.servers": bootstrap, "subscribe": ",".join(topics)})
+        for batch in batches:
+            for lines in batch.column("value").to_pylist():
+                for line in (lines or "").split("\n"):
+                    if line.count("|") != 3:
+                        continue
+                    topic, part, start, end = line.rsplit("|", 3)
+                    yield from read_range(cfg, OffsetRange(topic, int(part), int(start), int(end)))
+
+    return run
+
+
+def query_warmup(spark: Any, bootstrap: str, topics: list[str], modules: tuple[str, ...],
+                 build: Callable) -> Callable[[str, Callable], None]:
+    """The warm-up of a streaming app's executor: the newest ``WARMUP_RECORDS`` of each input
+    partition read on it (pinned) and run through the job's query (``build``) as a batch."""
+
+    def work(_eid: str, pin: Callable) -> None:
+        from streamops.kafka.admin import end_offsets
+        from streamops.spark.kafka_source import kafka_schema
+        from streamops.spark.standby import rehearsal_range
+
+        start, end, _total = rehearsal_range({t: end_offsets(bootstrap, t) for t in topics}, WARMUP_RECORDS)
+        ranges = [f"{t}|{p}|{o}|{end[t][p]}" for t, parts in start.items() for p, o in parts.items()
+                  if end[t][p] > o]
+        raw = pin(ranges or ["-"]).mapInArrow(read_newest(modules, bootstrap, topics),
+                                              kafka_schema(include_headers=False))
+        build(raw).toArrow()
+
+    return work

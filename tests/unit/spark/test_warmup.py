@@ -1,0 +1,171 @@
+"""Warm-up of new executors before a live scale-out counts them: which executors are held,
+warmed and counted, and the plugin jar build."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+import zipfile
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from streamops.spark import elastic, warmup
+
+
+class FakePlugin:
+    """The driver side of WarmupPlugin as py4j shows it."""
+
+    def __init__(self) -> None:
+        self.on = False
+        self.holding: list[str] = []
+        self.released: list[str] = []
+
+    def armed(self) -> bool:
+        return self.on
+
+    def arm(self, on: bool) -> None:
+        self.on = on
+
+    def held(self) -> list[str]:
+        return [e for e in self.holding if e not in self.released]
+
+    def release(self, eid: str) -> None:
+        self.released.append(eid)
+
+
+def fake_spark(plugin: FakePlugin | None):
+    jvm = SimpleNamespace(io=SimpleNamespace(streamops=SimpleNamespace(spark=SimpleNamespace(WarmupPlugin=plugin))))
+    conf = {"spark.plugins": warmup.PLUGIN_CLASS} if plugin is not None else {}
+    sc = SimpleNamespace(_jvm=jvm, _jsc=SimpleNamespace(sc=lambda: None),
+                         getConf=lambda: SimpleNamespace(get=conf.get))
+    return SimpleNamespace(sparkContext=sc)
+
+
+def instant(w: warmup.ExecutorWarmup, gate: threading.Event | None = None) -> list[str]:
+    """Replace the Spark part of a warm-up: record it, optionally wait for ``gate``."""
+    done: list[str] = []
+
+    def _warm(eid: str) -> None:
+        if gate is not None:
+            gate.wait(5)
+        done.append(eid)
+        if w.plugin is not None:
+            w.plugin.release(eid)
+        with w.lock:
+            w.warming.pop(eid, None)
+            w.took[eid] = 0.1
+
+    w._warm = _warm  # type: ignore[method-assign]
+    return done
+
+
+def settle(w: warmup.ExecutorWarmup) -> None:
+    for t in list(w.warming.values()):
+        t.join(5)
+
+
+def test_only_executors_held_for_a_scale_out_are_warmed_and_they_count_once_warm() -> None:
+    plugin = FakePlugin()
+    w = warmup.ExecutorWarmup(fake_spark(plugin), work=lambda eid, pin: None)
+    assert w.holds
+    gate = threading.Event()
+    done = instant(w, gate)
+    w.poll({"0"})
+    assert done == [] and plugin.on is False  # not armed: nothing is held or warmed
+    w.arm(True, {"0"})
+    assert plugin.on is True
+    # executor 5 registered but has not reached the plugin yet: already cold, not yet warmed
+    assert w.cold({"0", "5"}) == {"5"}
+    plugin.holding.append("5")
+    w.poll({"0", "5"})
+    w.poll({"0", "5"})  # a second poll does not start a second warm-up
+    assert w.cold({"0", "5"}) == {"5"}
+    gate.set()
+    settle(w)
+    assert done == ["5"] and plugin.released == ["5"]
+    assert w.cold({"0", "5"}) == set() and w.took == {"5": 0.1}
+    w.arm(False, set())
+    assert plugin.on is False and w.cold({"0", "5"}) == set()
+
+
+def test_without_the_plugin_every_new_executor_is_warmed_but_none_held() -> None:
+    w = warmup.ExecutorWarmup(fake_spark(None), work=lambda eid, pin: None)
+    assert not w.holds
+    done = instant(w)
+    w.arm(True, {"0", "1"})
+    w.poll({"0", "1", "7"})
+    settle(w)
+    assert done == ["7"]  # the executors there before the scale-out are warm already
+
+
+class WarmScaler:
+    """ExecutorScaler's bookkeeping without a SparkContext."""
+
+    def __init__(self, target: int, ids: list[str]) -> None:
+        self.target, self.ids = target, list(ids)
+        self.cold = lambda registered: set()
+        self.relaxed: list[bool] = []
+
+    def request(self, target: int) -> None:
+        self.target = target
+
+    def registered(self) -> set[str]:
+        return set(self.ids)
+
+    def executors(self) -> dict[str, int]:
+        registered = self.registered()
+        return {e: 0 for e in registered - self.cold(registered)}
+
+    def trim(self) -> list[str]:
+        return []
+
+    def relax_locality(self, relaxed: bool) -> None:
+        self.relaxed.append(relaxed)
+
+
+def test_a_scale_out_is_declared_only_when_the_new_executor_is_warm(tmp_path: Path) -> None:
+    (tmp_path / "launch.json").write_text(json.dumps({"pid": 1, "parallelism": 1}))
+    plugin = FakePlugin()
+    w = warmup.ExecutorWarmup(fake_spark(plugin), work=lambda eid, pin: None)
+    gate = threading.Event()
+    instant(w, gate)
+    reports: list[dict] = []
+    scaler = WarmScaler(1, ["0"])
+    ctl = elastic.LiveControl(scaler, tmp_path, 1, 4, lambda **kw: reports.append(kw), warmup=w)
+    elastic.write_request(tmp_path, 2)
+    assert ctl.tick() == {"resize_requested": 2} and plugin.on
+    scaler.ids.append("3")  # registered, held in the plugin's init
+    plugin.holding.append("3")
+    assert ctl.tick() is None and ctl.boundary() is None  # cold: not counted, nothing declared
+    assert reports == [] and scaler.relaxed == []
+    gate.set()
+    settle(w)
+    change = ctl.tick()
+    assert change == {"parallelism": 2, "control_error": None, "warmup_seconds": {"3": 0.1}}
+    assert reports == [{"parallelism": 2, "executors": 2}] and scaler.relaxed == [True]
+    assert plugin.on is False  # executors registering later (a replacement) are not held
+
+
+def test_a_scale_in_does_not_arm_the_hold(tmp_path: Path) -> None:
+    plugin = FakePlugin()
+    w = warmup.ExecutorWarmup(fake_spark(plugin), work=lambda eid, pin: None)
+    scaler = WarmScaler(2, ["0", "1"])
+    ctl = elastic.LiveControl(scaler, tmp_path, 1, 4, lambda **kw: None, warmup=w)
+    elastic.write_request(tmp_path, 1)
+    ctl.tick()
+    assert plugin.on is False
+
+
+@pytest.mark.skipif(shutil.which("javac") is None, reason="needs a JDK's javac")
+def test_the_plugin_jar_builds_from_its_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    jar = tmp_path / "build" / "streamops-warmup.jar"
+    monkeypatch.setattr(warmup, "PLUGIN_JAR", jar)
+    assert warmup.plugin_jar() == jar
+    names = zipfile.ZipFile(jar).namelist()
+    assert "io/streamops/spark/WarmupPlugin.class" in names
+    conf = warmup.plugin_conf()
+    assert conf["spark.plugins"] == warmup.PLUGIN_CLASS and conf["spark.executor.extraClassPath"] == str(jar)
+    assert conf["spark.scheduler.mode"] == "FAIR" and Path(conf["spark.scheduler.allocation.file"]).exists()
