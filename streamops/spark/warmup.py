@@ -52,6 +52,7 @@ WARMUP_BUDGET_S = 60.0
 HOLD_MS = 90_000
 #: while a warm-up job is planned, tasks wait this long for their preferred executor
 PINNED_WAIT = "600s"
+LOCALITY_KEY = "spark.locality.wait.process"
 
 
 def plugin_jar() -> Path | None:
@@ -122,6 +123,8 @@ class ExecutorWarmup:
         self.armed = False
         self.known: set[str] = set()
         self.took: dict[str, float] = {}  # executor -> seconds its warm-up took (this scale-out)
+        self.pinning = 0  # warm-ups holding the locality wait at PINNED_WAIT
+        self.saved_wait: str | None = None
 
     @property
     def holds(self) -> bool:
@@ -162,12 +165,11 @@ class ExecutorWarmup:
     def _warm(self, eid: str) -> None:
         t0 = time.monotonic()
         group = f"streamops-warmup-{eid}"
-        saved = None
-        conf = self.jsc.conf()
+        pinned = False
         try:
             self._await_known(eid)
-            saved = conf.get("spark.locality.wait.process") if conf.contains("spark.locality.wait.process") else None
-            conf.set("spark.locality.wait.process", PINNED_WAIT)
+            self.pin_locality(True)
+            pinned = True
             self.sc.setLocalProperty("spark.scheduler.pool", POOL)
             self.sc.setJobGroup(group, f"streamops warm-up of executor {eid}", interruptOnCancel=True)
             released = [False]
@@ -191,15 +193,31 @@ class ExecutorWarmup:
         finally:
             if self.plugin is not None:
                 self.plugin.release(eid)
-            if saved is None:
-                conf.remove("spark.locality.wait.process")
-            else:
-                conf.set("spark.locality.wait.process", saved)
+            if pinned:
+                self.pin_locality(False)
             self.sc.setLocalProperty("spark.scheduler.pool", None)
             self.sc.setLocalProperty("spark.jobGroup.id", None)
             with self.lock:
                 self.warming.pop(eid, None)
                 self.took[eid] = round(time.monotonic() - t0, 2)
+
+    def pin_locality(self, on: bool) -> None:
+        """Hold the process-locality wait at PINNED_WAIT while any warm-up job is planned (task
+        sets read it when created); the value from before the first comes back after the last."""
+        conf = self.jsc.conf()
+        with self.lock:
+            if on:
+                if self.pinning == 0:
+                    self.saved_wait = conf.get(LOCALITY_KEY) if conf.contains(LOCALITY_KEY) else None
+                    conf.set(LOCALITY_KEY, PINNED_WAIT)
+                self.pinning += 1
+                return
+            self.pinning -= 1
+            if self.pinning == 0:
+                if self.saved_wait is None:
+                    conf.remove(LOCALITY_KEY)
+                else:
+                    conf.set(LOCALITY_KEY, self.saved_wait)
 
     def _await_known(self, eid: str, timeout: float = 10.0) -> None:
         """The task scheduler learns an executor from an offer (held ones offer 0 cores): until

@@ -169,3 +169,34 @@ def test_the_plugin_jar_builds_from_its_source(tmp_path: Path, monkeypatch: pyte
     conf = warmup.plugin_conf()
     assert conf["spark.plugins"] == warmup.PLUGIN_CLASS and conf["spark.executor.extraClassPath"] == str(jar)
     assert conf["spark.scheduler.mode"] == "FAIR" and Path(conf["spark.scheduler.allocation.file"]).exists()
+
+
+class FakeConf:
+    def __init__(self, values: dict[str, str]) -> None:
+        self.values = dict(values)
+
+    def get(self, key: str) -> str:
+        return self.values[key]
+
+    def contains(self, key: str) -> bool:
+        return key in self.values
+
+    def set(self, key: str, value: str) -> None:
+        self.values[key] = value
+
+    def remove(self, key: str) -> None:
+        self.values.pop(key, None)
+
+
+@pytest.mark.parametrize("before", [{}, {warmup.LOCALITY_KEY: "5s"}])
+def test_overlapping_warm_ups_pin_the_locality_wait_and_restore_it_after_the_last(before: dict) -> None:
+    w = warmup.ExecutorWarmup(fake_spark(None), work=lambda eid, pin: None)
+    conf = FakeConf(before)
+    w.jsc = SimpleNamespace(conf=lambda: conf)
+    w.pin_locality(True)
+    w.pin_locality(True)  # a second executor's warm-up starts before the first ends
+    assert conf.values[warmup.LOCALITY_KEY] == warmup.PINNED_WAIT
+    w.pin_locality(False)
+    assert conf.values[warmup.LOCALITY_KEY] == warmup.PINNED_WAIT  # the second still plans its job
+    w.pin_locality(False)
+    assert conf.values == before
