@@ -127,9 +127,10 @@ def batches_path(settings: Settings, app: str) -> Path:
     return app_dir(settings, app) / "batches.jsonl"
 
 
-def progress_listener(path: Path, reporter: ObservedReporter | None = None):
+def progress_listener(path: Path, reporter: ObservedReporter | None = None, name: str | None = None):
     """A StreamingQueryListener appending one JSON line per micro-batch (rates, durations, offsets)
-    and reporting rates and state size as observed state."""
+    and reporting rates and state size as observed state; only the query called ``name`` if
+    given (an executor's warm-up runs a query of its own beside the app's)."""
     from pyspark.sql.streaming import StreamingQueryListener
 
     class ProgressRecorder(StreamingQueryListener):
@@ -138,6 +139,8 @@ def progress_listener(path: Path, reporter: ObservedReporter | None = None):
 
         def onQueryProgress(self, event) -> None:
             p = event.progress
+            if name is not None and p.name != name:
+                return
             line = {
                 "batch_id": p.batchId, "timestamp": p.timestamp, "input_rows": p.numInputRows,
                 "input_rows_per_s": p.inputRowsPerSecond, "processed_rows_per_s": p.processedRowsPerSecond,
@@ -213,8 +216,7 @@ def run_app(
     control = scaler = None
     if elastic.supports_live(spark.sparkContext.master):
         scaler = elastic.ExecutorScaler(spark, n)
-        warm = warmup.ExecutorWarmup(spark, warmup.query_warmup(
-            spark, settings.kafka_bootstrap, list(spec.input_topics), (*WARM_MODULES, spec.job), build))
+        warm = _live_warmup(spark, spec, settings, build, to_records, stop)
         control = elastic.LiveControl(scaler, app_dir(settings, spec.name), spec.parallelism.min,
                                       max(spec.parallelism.max, n), reporter.report, warmup=warm)
     if is_standby and not _standby(spark, spec, settings, stop, scaler, build, to_records):
@@ -224,7 +226,7 @@ def run_app(
     reporter.report(status="starting", pid=os.getpid(), host=socket.gethostname(),
                     spark_app_id=spark.sparkContext.applicationId, parallelism=n, executors=None,
                     last_batch=None, error=None)
-    spark.streams.addListener(progress_listener(batches_path(settings, spec.name), reporter))
+    spark.streams.addListener(progress_listener(batches_path(settings, spec.name), reporter, spec.name))
     hb = heartbeat_path(settings, spec.name)
     failures = 0
     final = "stopped"
@@ -295,14 +297,17 @@ def _standby(spark, spec: AppSpec, settings: Settings, stop: threading.Event,
 
 
 def _rehearse(spark, spec: AppSpec, settings: Settings, build: Callable, to_records: Callable,
-              stop: threading.Event) -> list[float]:
-    """The job's query over the newest input records, into a scratch checkpoint, output dropped
-    (see ``standby``): [] when the input is empty."""
+              stop: threading.Event, *, per_partition: int = standby.REHEARSAL_RECORDS,
+              batches: int = standby.REHEARSAL_BATCHES, name: str = "standby-rehearsal",
+              on_start: Callable | None = None, timeout: float = standby.REHEARSAL_BUDGET_S) -> list[float]:
+    """The job's query over the newest input records, into a scratch checkpoint
+    (``apps/APP/NAME``), output dropped (see ``standby``): [] when the input is empty.
+    ``on_start(query)`` runs right after the query starts (before its first batch is planned)."""
     from streamops.kafka.admin import end_offsets
     from streamops.spark.kafka_io import read_kafka
 
     start, end, total = standby.rehearsal_range(
-        {t: end_offsets(settings.kafka_bootstrap, t) for t in spec.input_topics})
+        {t: end_offsets(settings.kafka_bootstrap, t) for t in spec.input_topics}, per_partition)
     if total == 0:
         return []
 
@@ -313,13 +318,37 @@ def _rehearse(spark, spec: AppSpec, settings: Settings, build: Callable, to_reco
 
         raw = read_kafka(spark, bootstrap_servers=settings.kafka_bootstrap, subscribe=",".join(spec.input_topics),
                          starting_offsets=json.dumps(start), stop_at_offsets=end,
-                         max_offsets_per_trigger=max(1, total // standby.REHEARSAL_BATCHES),
+                         max_offsets_per_trigger=max(1, total // batches),
                          fail_on_data_loss=False)
-        return (build(raw).writeStream.queryName(f"{spec.name}-standby-rehearsal").outputMode("update")
-                .foreachBatch(sink).option("checkpointLocation", str(checkpoint))
-                .trigger(processingTime="0 seconds").start())
+        query = (build(raw).writeStream.queryName(f"{spec.name}-{name}").outputMode("update")
+                 .foreachBatch(sink).option("checkpointLocation", str(checkpoint))
+                 .trigger(processingTime="0 seconds").start())
+        if on_start is not None:
+            on_start(query)
+        return query
 
-    return standby.rehearse(start_query, app_dir(settings, spec.name) / standby.REHEARSAL, should_stop=stop.is_set)
+    return standby.rehearse(start_query, app_dir(settings, spec.name) / name, batches=batches,
+                            timeout=timeout, should_stop=stop.is_set)
+
+
+def _live_warmup(spark, spec: AppSpec, settings: Settings, build: Callable, to_records: Callable,
+                 stop: threading.Event) -> warmup.ExecutorWarmup:
+    """The warm-up of executors added by a live scale-out: the read and parse paths (a pinned
+    batch over the newest records), then one batch of the job's streaming query into a scratch
+    checkpoint with its state stores pinned to the executor (the stateful path: state store,
+    RocksDB, the stateful stage's generated code)."""
+    batch_part = warmup.query_warmup(spark, settings.kafka_bootstrap, list(spec.input_topics),
+                                     (*WARM_MODULES, spec.job), build)
+    warm = warmup.ExecutorWarmup(spark, batch_part)
+
+    def work(eid: str, pin: Callable) -> None:
+        batch_part(eid, pin)
+        _rehearse(spark, spec, settings, build, to_records, stop, per_partition=warmup.WARMUP_RECORDS,
+                  batches=1, name=f"warmup-{eid}", timeout=warmup.WARMUP_BUDGET_S,
+                  on_start=lambda q: warm.pin_state_stores(q, eid, spec.state_partitions))
+
+    warm.work = work
+    return warm
 
 
 def _last_batch(hb: Path) -> int | None:

@@ -219,6 +219,25 @@ class ExecutorWarmup:
                 else:
                     conf.set(LOCALITY_KEY, self.saved_wait)
 
+    def pin_state_stores(self, query: Any, eid: str, partitions: int, operators: int = 4) -> None:
+        """Record executor ``eid`` as the home of every state store of a just-started query
+        (stateful operators 0..operators-1), so its stateful tasks prefer that executor (the
+        state store coordinator is where Spark's stateful tasks get their preferred location).
+        Must run before the query's first batch is planned."""
+        jvm = self.jvm
+        state = jvm.org.apache.spark.sql.execution.streaming.state
+        execution = query._jsq.streamingQuery()
+        root = jvm.org.apache.hadoop.fs.Path(jvm.org.apache.hadoop.fs.Path(execution.resolvedCheckpointRoot()),
+                                             "state").toString()
+        run_id = execution.runId()
+        coordinator = self.spark._jsparkSession.streams().stateStoreCoordinator()
+        none = jvm.org.apache.spark.api.python.PythonUtils.toSeq([])
+        host = self._host(eid)
+        for op in range(operators):
+            for part in range(partitions):
+                provider = state.StateStoreProviderId(state.StateStoreId(root, op, part, "default"), run_id)
+                coordinator.reportActiveInstance(provider, host, eid, none)
+
     def _await_known(self, eid: str, timeout: float = 10.0) -> None:
         """The task scheduler learns an executor from an offer (held ones offer 0 cores): until
         then a task preferring it has no valid locality level but ANY and would run anywhere."""
