@@ -50,6 +50,9 @@ WARMUP_RECORDS = 50
 WARMUP_BUDGET_S = 60.0
 #: longest the plugin holds an executor if the driver never releases it
 HOLD_MS = 90_000
+#: CPU priority (nice) of an executor JVM from its start until the query's first task on it
+WARMUP_NICE = 10
+AGENT_CLASS = "io.streamops.spark.WarmupAgent"
 #: while a warm-up job is planned, tasks wait this long for their preferred executor
 PINNED_WAIT = "600s"
 LOCALITY_KEY = "spark.locality.wait.process"
@@ -57,7 +60,8 @@ LOCALITY_KEY = "spark.locality.wait.process"
 
 def plugin_jar() -> Path | None:
     """The plugin jar, compiled from its source if missing or older (None without ``javac``)."""
-    if PLUGIN_JAR.exists() and PLUGIN_JAR.stat().st_mtime >= PLUGIN_SOURCE.stat().st_mtime:
+    sources = sorted(PLUGIN_SOURCE.parent.glob("*.java"))
+    if PLUGIN_JAR.exists() and PLUGIN_JAR.stat().st_mtime >= max(f.stat().st_mtime for f in sources):
         return PLUGIN_JAR
     javac = shutil.which("javac")
     if javac is None:
@@ -69,13 +73,15 @@ def plugin_jar() -> Path | None:
     PLUGIN_JAR.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=PLUGIN_JAR.parent) as tmp:
         classes = Path(tmp) / "classes"
-        proc = subprocess.run([javac, "-nowarn", "-d", str(classes), "-cp", f"{jars}/*", str(PLUGIN_SOURCE)],
+        proc = subprocess.run([javac, "-nowarn", "-d", str(classes), "-cp", f"{jars}/*", *map(str, sources)],
                               capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             log.warning("the warm-up plugin did not compile (%s); going without it", proc.stderr.strip()[-500:])
             return None
         part = Path(tmp) / "plugin.jar"
         with zipfile.ZipFile(part, "w") as jar:
+            # also a Java agent: executors start at a lower CPU priority (see the plugin's docs)
+            jar.writestr("META-INF/MANIFEST.MF", f"Manifest-Version: 1.0\nPremain-Class: {AGENT_CLASS}\n")
             for f in sorted(classes.rglob("*.class")):
                 jar.write(f, f.relative_to(classes).as_posix())
         os.replace(part, PLUGIN_JAR)  # atomic: drivers starting together each see a whole jar
@@ -91,6 +97,8 @@ def plugin_conf() -> dict[str, str]:
             "spark.plugins": PLUGIN_CLASS,
             "spark.driver.extraClassPath": str(jar),
             "spark.executor.extraClassPath": str(jar),
+            # new executors start and warm up on the CPU the running query leaves free
+            "spark.executor.extraJavaOptions": f"-javaagent:{jar}={WARMUP_NICE}",
             "spark.streamops.warmup.holdMs": str(HOLD_MS),
         })
     return conf

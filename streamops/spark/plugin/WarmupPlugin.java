@@ -8,6 +8,7 @@ import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 
 import org.apache.spark.SparkContext;
+import org.apache.spark.TaskContext;
 import org.apache.spark.api.plugin.DriverPlugin;
 import org.apache.spark.api.plugin.ExecutorPlugin;
 import org.apache.spark.api.plugin.PluginContext;
@@ -26,11 +27,16 @@ import org.apache.spark.api.plugin.SparkPlugin;
  * spark.streamops.warmup.holdMs.
  *
  * <p>The driver's Python side drives it through py4j: arm(), held(), release().
+ *
+ * <p>With WarmupAgent on the executors, the priority the agent lowered is back to normal before
+ * the executor runs a task of the query (or at once when it is not held).
  */
 public class WarmupPlugin implements SparkPlugin {
   private static final Set<String> HELD = ConcurrentHashMap.newKeySet();
   private static final Set<String> RELEASED = ConcurrentHashMap.newKeySet();
   private static volatile boolean armed = false;
+  /** The pool of the driver's warm-up jobs (streamops.spark.warmup.POOL). */
+  static final String POOL = "streamops-warmup";
 
   /** Hold executors that register from now on (true), or let every held one go (false). */
   public static void arm(boolean on) {
@@ -90,15 +96,41 @@ public class WarmupPlugin implements SparkPlugin {
           if ("wait".equals(answer)) {
             warmNative();
           }
+          else {
+            WarmupAgent.restorePriority(); // not part of a scale-out: run at full priority from now on
+          }
           while ("wait".equals(answer) && System.currentTimeMillis() < deadline) {
             Thread.sleep(50);
             answer = ctx.ask("ready:" + id);
           }
+          Thread guard = new Thread(() -> { // whatever happens, never stay niced for long
+            try {
+              Thread.sleep(holdMs + 120_000L);
+            } catch (InterruptedException e) {
+              return;
+            }
+            WarmupAgent.restorePriority();
+          }, "streamops-warmup-priority");
+          guard.setDaemon(true);
+          guard.start();
         } catch (InterruptedException e) {
           Thread.currentThread().interrupt();
         } catch (Exception e) {
           // the driver is unreachable or has no plugin: go on unwarmed rather than never start
           System.err.println("streamops warm-up: " + e);
+          WarmupAgent.restorePriority();
+        }
+      }
+
+      @Override
+      public void onTaskStart() {
+        if (!WarmupAgent.lowered()) {
+          return;
+        }
+        TaskContext task = TaskContext.get();
+        String pool = task == null ? null : task.getLocalProperty("spark.scheduler.pool");
+        if (!POOL.equals(pool)) {
+          WarmupAgent.restorePriority(); // the query's first task here: full priority
         }
       }
     };

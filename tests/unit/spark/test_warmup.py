@@ -166,9 +166,32 @@ def test_the_plugin_jar_builds_from_its_source(tmp_path: Path, monkeypatch: pyte
     assert warmup.plugin_jar() == jar
     names = zipfile.ZipFile(jar).namelist()
     assert "io/streamops/spark/WarmupPlugin.class" in names
+    manifest = zipfile.ZipFile(jar).read("META-INF/MANIFEST.MF").decode()
+    assert f"Premain-Class: {warmup.AGENT_CLASS}" in manifest
     conf = warmup.plugin_conf()
     assert conf["spark.plugins"] == warmup.PLUGIN_CLASS and conf["spark.executor.extraClassPath"] == str(jar)
     assert conf["spark.scheduler.mode"] == "FAIR" and Path(conf["spark.scheduler.allocation.file"]).exists()
+    assert conf["spark.executor.extraJavaOptions"] == f"-javaagent:{jar}={warmup.WARMUP_NICE}"
+
+
+@pytest.mark.skipif(shutil.which("javac") is None or shutil.which("renice") is None, reason="needs javac and renice")
+def test_the_agent_starts_a_jvm_niced_when_its_priority_can_be_raised_again(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A JVM started with the agent reports nice 10 in /proc, as root; unprivileged, it stays at 0."""
+    import os
+    import subprocess
+
+    jar = tmp_path / "build" / "streamops-warmup.jar"
+    monkeypatch.setattr(warmup, "PLUGIN_JAR", jar)
+    warmup.plugin_jar()
+    probe = tmp_path / "Probe.java"
+    probe.write_text("public class Probe { public static void main(String[] a) throws Exception {"
+                     " String s = java.nio.file.Files.readString(java.nio.file.Path.of(\"/proc/self/stat\"));"
+                     " System.out.println(s.substring(s.lastIndexOf(')') + 2).split(\" \")[16]); } }")
+    out = subprocess.run(["java", f"-javaagent:{jar}=10", str(probe)], capture_output=True, text=True,
+                         timeout=60, check=True, env={**os.environ, "JAVA_TOOL_OPTIONS": ""})
+    expected = "10" if os.geteuid() == 0 else "0"
+    assert out.stdout.strip().splitlines()[-1] == expected, out.stdout + out.stderr
 
 
 class FakeConf:
