@@ -95,6 +95,14 @@ def _stateful_executors(settings: Settings, spec, after_stage: int) -> list[list
     return [sorted(ex) for _sid, ex in sorted(stages.items())]
 
 
+def _warmup_tasks(settings: Settings, spec, after_stage: int) -> dict[str, tuple[int, float]]:
+    """Where the warm-up's tasks ran since ``after_stage`` (the old executor should run few)."""
+    from streamops.spark import ui, warmup
+
+    where = _driver_ui(settings, spec)
+    return ui.pool_tasks(*where, {warmup.PINNED_POOL, warmup.POOL}, after_stage) if where else {}
+
+
 class Feeder(threading.Thread):
     """Writes events at a steady rate until stopped; counts what it wrote."""
 
@@ -181,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
                         used = _stateful_executors(settings, spec, first_stage)
                         spread.append(f"run {run}: {used}")
                         print(f"  stateful stages after the scale-out ran on executors {used}", flush=True)
+                        print(f"  warm-up tasks by executor (tasks, seconds): {_warmup_tasks(settings, spec, first_stage)}",
+                              flush=True)
         # savepoints on a state of --savepoint-keys users
         if args.savepoint_runs:
             from streamops.demo.generator import generate_records

@@ -299,15 +299,19 @@ def _standby(spark, spec: AppSpec, settings: Settings, stop: threading.Event,
 def _rehearse(spark, spec: AppSpec, settings: Settings, build: Callable, to_records: Callable,
               stop: threading.Event, *, per_partition: int = standby.REHEARSAL_RECORDS,
               batches: int = standby.REHEARSAL_BATCHES, name: str = "standby-rehearsal",
-              on_start: Callable | None = None, timeout: float = standby.REHEARSAL_BUDGET_S) -> list[float]:
+              on_start: Callable | None = None, timeout: float = standby.REHEARSAL_BUDGET_S,
+              partitions: int | None = None) -> list[float]:
     """The job's query over the newest input records, into a scratch checkpoint
     (``apps/APP/NAME``), output dropped (see ``standby``): [] when the input is empty.
-    ``on_start(query)`` runs right after the query starts (before its first batch is planned)."""
+    ``on_start(query)`` runs right after the query starts (before its first batch is planned);
+    ``partitions``: read only that many input partitions (fewer read tasks)."""
     from streamops.kafka.admin import end_offsets
     from streamops.spark.kafka_io import read_kafka
 
     start, end, total = standby.rehearsal_range(
         {t: end_offsets(settings.kafka_bootstrap, t) for t in spec.input_topics}, per_partition)
+    if partitions is not None:
+        total = standby.limit_partitions(start, end, partitions)
     if total == 0:
         return []
 
@@ -343,8 +347,9 @@ def _live_warmup(spark, spec: AppSpec, settings: Settings, build: Callable, to_r
 
     def work(eid: str, pin: Callable) -> None:
         batch_part(eid, pin)
+        warm.background()  # the reads are warm: one input partition is enough from here on
         _rehearse(spark, spec, settings, build, to_records, stop, per_partition=warmup.WARMUP_RECORDS,
-                  batches=1, name=f"warmup-{eid}", timeout=warmup.WARMUP_BUDGET_S,
+                  batches=1, name=f"warmup-{eid}", timeout=warmup.WARMUP_BUDGET_S, partitions=1,
                   on_start=lambda q: warm.pin_state_stores(q, eid, spec.state_partitions))
 
     warm.work = work
@@ -429,6 +434,7 @@ def _run_query_once(spark, spec: AppSpec, settings: Settings, build: Callable, t
         max_offsets_per_trigger=spec.max_offsets_per_trigger,
         fail_on_data_loss=True,
     )
+    warmup.use_query_pool(spark.sparkContext)  # the query's jobs go before executors' warm-ups
     query = (
         build(raw)
         .writeStream.queryName(spec.name)

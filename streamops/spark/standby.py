@@ -123,6 +123,21 @@ def rehearsal_range(watermarks: dict[str, dict[int, tuple[int, int]]],
     return start, end, total
 
 
+def limit_partitions(start: dict[str, dict[str, int]], end: dict[str, dict[str, int]], keep: int) -> int:
+    """Empty every range of a ``rehearsal_range`` but the first ``keep`` non-empty ones (start
+    moved up to end, in place); returns the records left."""
+    total = 0
+    for topic in sorted(start):
+        for p in sorted(start[topic], key=int):
+            size = end[topic][p] - start[topic][p]
+            if size > 0 and keep > 0:
+                keep -= 1
+                total += size
+            else:
+                start[topic][p] = end[topic][p]
+    return total
+
+
 def rehearse(start_query: Callable[[Path, Callable], object], workdir: Path, *, batches: int = REHEARSAL_BATCHES,
              timeout: float = REHEARSAL_BUDGET_S, should_stop: Callable[[], bool] = lambda: False) -> list[float]:
     """Run the job's query (``start_query(checkpoint, sink)``) until ``batches`` batches ran; the

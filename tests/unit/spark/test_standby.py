@@ -104,3 +104,11 @@ def test_a_failed_rehearsal_raises_and_still_cleans_up(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="boom"):
         standby.rehearse(start_query, tmp_path / "scratch", batches=2, timeout=30)
     assert not (tmp_path / "scratch").exists()
+
+
+def test_limit_partitions_keeps_the_first_non_empty_ranges() -> None:
+    start, end, _total = standby.rehearsal_range(
+        {"in": {0: (50, 50), 1: (0, 300), 2: (0, 40), 10: (0, 9)}}, per_partition=100)
+    assert standby.limit_partitions(start, end, 2) == 100 + 40
+    assert start == {"in": {"0": 50, "1": 200, "2": 0, "10": 9}}  # 10 emptied: start moved to end
+    assert end == {"in": {"0": 50, "1": 300, "2": 40, "10": 9}}

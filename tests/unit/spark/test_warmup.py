@@ -223,3 +223,48 @@ def test_overlapping_warm_ups_pin_the_locality_wait_and_restore_it_after_the_las
     assert conf.values[warmup.LOCALITY_KEY] == warmup.PINNED_WAIT  # the second still plans its job
     w.pin_locality(False)
     assert conf.values == before
+
+
+def _pools() -> dict[str, tuple[int, int]]:
+    import xml.etree.ElementTree as ET
+
+    root = ET.parse(warmup.POOL_FILE).getroot()
+    return {p.get("name"): (int(p.findtext("minShare")), int(p.findtext("weight"))) for p in root.iter("pool")}
+
+
+def _fair_first(pools: dict[str, tuple[int, int]], running: dict[str, int]) -> str:
+    """The pool Spark's FAIR scheduler offers a free core to first (FairSchedulingAlgorithm:
+    needy pools first, then by minShare ratio or tasks per weight, ties by name)."""
+    import functools
+
+    def before(a: str, b: str) -> int:
+        (ma, wa), (mb, wb) = pools[a], pools[b]
+        ra, rb = running[a], running[b]
+        na, nb = ra < ma, rb < mb
+        if na != nb:
+            return -1 if na else 1
+        ka, kb = (ra / max(ma, 1), rb / max(mb, 1)) if na else (ra / wa, rb / wb)
+        if ka != kb:
+            return -1 if ka < kb else 1
+        return -1 if a < b else 1
+
+    return sorted(running, key=functools.cmp_to_key(before))[0]
+
+
+def test_the_pools_order_pinned_warm_up_then_query_then_the_rest_of_the_warm_up() -> None:
+    pools = _pools()
+    assert set(pools) == {warmup.PINNED_POOL, warmup.QUERY_POOL, warmup.POOL}
+    for q in (0, 1, 2, 8):  # the query's running tasks
+        # the new executor's first offer: the pinned job (nothing of it running yet) goes first
+        assert _fair_first(pools, {warmup.PINNED_POOL: 0, warmup.QUERY_POOL: q, warmup.POOL: 0}) == warmup.PINNED_POOL
+        for w in (0, 1, 3):  # the rest of the warm-up never goes before the query
+            assert _fair_first(pools, {warmup.QUERY_POOL: q, warmup.POOL: w}) == warmup.QUERY_POOL
+
+
+@pytest.mark.parametrize("mode", ["FAIR", "FIFO", None])
+def test_queries_run_in_the_query_pool_only_with_fair_scheduling(mode: str | None) -> None:
+    props: dict[str, str] = {}
+    conf = {"spark.scheduler.mode": mode} if mode else {}
+    sc = SimpleNamespace(getConf=lambda: SimpleNamespace(get=conf.get), setLocalProperty=props.__setitem__)
+    warmup.use_query_pool(sc)
+    assert props == ({"spark.scheduler.pool": warmup.QUERY_POOL} if mode == "FAIR" else {})
