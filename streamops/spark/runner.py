@@ -300,11 +300,12 @@ def _rehearse(spark, spec: AppSpec, settings: Settings, build: Callable, to_reco
               stop: threading.Event, *, per_partition: int = standby.REHEARSAL_RECORDS,
               batches: int = standby.REHEARSAL_BATCHES, name: str = "standby-rehearsal",
               on_start: Callable | None = None, timeout: float = standby.REHEARSAL_BUDGET_S,
-              partitions: int | None = None) -> list[float]:
+              partitions: int | None = None, encode: bool = True) -> list[float]:
     """The job's query over the newest input records, into a scratch checkpoint
     (``apps/APP/NAME``), output dropped (see ``standby``): [] when the input is empty.
     ``on_start(query)`` runs right after the query starts (before its first batch is planned);
-    ``partitions``: read only that many input partitions (fewer read tasks)."""
+    ``partitions``: read only that many input partitions (fewer read tasks); ``encode``: run the
+    sink's encoding too (the driver side: a new driver's is cold, a running one's is not)."""
     from streamops.kafka.admin import end_offsets
     from streamops.spark.kafka_io import read_kafka
 
@@ -317,7 +318,9 @@ def _rehearse(spark, spec: AppSpec, settings: Settings, build: Callable, to_reco
 
     def start_query(checkpoint: Path, done: Callable[[int], None]):
         def sink(df, batch_id: int) -> None:
-            to_records(df.toArrow(), batch_id)  # encoded like a real batch, sent nowhere
+            table = df.toArrow()
+            if encode:
+                to_records(table, batch_id)  # encoded like a real batch, sent nowhere
             done(batch_id)
 
         raw = read_kafka(spark, bootstrap_servers=settings.kafka_bootstrap, subscribe=",".join(spec.input_topics),
@@ -346,11 +349,15 @@ def _live_warmup(spark, spec: AppSpec, settings: Settings, build: Callable, to_r
     warm = warmup.ExecutorWarmup(spark, batch_part)
 
     def work(eid: str, pin: Callable) -> None:
+        t0 = time.monotonic()
         batch_part(eid, pin)
+        log.info("executor %s: pinned warm-up batch done in %.1f s", eid, time.monotonic() - t0)
         warm.background()  # the reads are warm: one input partition is enough from here on
+        t0 = time.monotonic()
         _rehearse(spark, spec, settings, build, to_records, stop, per_partition=warmup.WARMUP_RECORDS,
                   batches=1, name=f"warmup-{eid}", timeout=warmup.WARMUP_BUDGET_S, partitions=1,
-                  on_start=lambda q: warm.pin_state_stores(q, eid, spec.state_partitions))
+                  encode=False, on_start=lambda q: warm.pin_state_stores(q, eid, spec.state_partitions))
+        log.info("executor %s: streaming warm-up batch done in %.1f s", eid, time.monotonic() - t0)
 
     warm.work = work
     return warm

@@ -289,6 +289,7 @@ class ExecutorWarmup:
         released[0] = True
         if self.plugin is not None:
             self.plugin.release(eid)
+        log.info("executor %s released: its warm-up job is queued", eid)
 
     def _pinned_frame(self, eid: str, data: list[str]):
         """A DataFrame (one row, ``value`` = ``data`` joined by newlines) in one partition that prefers
