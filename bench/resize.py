@@ -100,7 +100,7 @@ def _warmup_tasks(settings: Settings, spec, after_stage: int) -> dict[str, tuple
     from streamops.spark import ui, warmup
 
     where = _driver_ui(settings, spec)
-    return ui.pool_tasks(*where, {warmup.PINNED_POOL, warmup.POOL}, after_stage) if where else {}
+    return ui.pool_tasks(*where, {warmup.POOL}, after_stage) if where else {}
 
 
 class Feeder(threading.Thread):
@@ -116,14 +116,15 @@ class Feeder(threading.Thread):
         from streamops.demo.generator import generate_records
         from streamops.kafka.produce import produce
 
-        seed = 1000
-        while not self.stop_flag.is_set():
-            chunk = int(self.rate)  # one second of events per call
-            records = ((r.key, r.value) for r in generate_records(chunk, self.users, seed=seed, bad_ratio=0.01))
-            produce(self.settings.kafka_bootstrap, c.INPUT_TOPIC, records, partitions=self.partitions,
-                    rate=self.rate)
-            self.sent += chunk
-            seed += 1
+        def records():  # one producer for the whole run; a new seed per second of events
+            seed = 1000
+            while not self.stop_flag.is_set():
+                for r in generate_records(int(self.rate), self.users, seed=seed, bad_ratio=0.01):
+                    yield r.key, r.value
+                    self.sent += 1
+                seed += 1
+
+        produce(self.settings.kafka_bootstrap, c.INPUT_TOPIC, records(), partitions=self.partitions, rate=self.rate)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -352,8 +352,7 @@ def _live_warmup(spark, spec: AppSpec, settings: Settings, build: Callable, to_r
         t0 = time.monotonic()
         batch_part(eid, pin)
         log.info("executor %s: pinned warm-up batch done in %.1f s", eid, time.monotonic() - t0)
-        warm.background()  # the reads are warm: one input partition is enough from here on
-        t0 = time.monotonic()
+        t0 = time.monotonic()  # the reads are warm: one input partition is enough from here on
         _rehearse(spark, spec, settings, build, to_records, stop, per_partition=warmup.WARMUP_RECORDS,
                   batches=1, name=f"warmup-{eid}", timeout=warmup.WARMUP_BUDGET_S, partitions=1,
                   encode=False, on_start=lambda q: warm.pin_state_stores(q, eid, spec.state_partitions))

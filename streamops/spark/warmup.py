@@ -11,9 +11,9 @@ before active tasks move to it. Here:
    it tells the driver it is launched, so Spark offers it nothing yet.
 2. The driver queues a warm-up job pinned to that executor (its partitions prefer exactly that
    executor id, the process-locality wait is long while the job is planned) in a FAIR pool that
-   sorts before the query's, then releases the executor: its first tasks are the warm-up's.
-   The rest of the warm-up runs in a pool that sorts after the query's: the running executors
-   take its tasks only when the query leaves them idle.
+   sorts before the query's while none of its tasks runs, then releases the executor: its
+   first tasks are the warm-up's. While a warm-up task runs the query's pool goes first, so the
+   executors already there run warm-up tasks only when the query leaves a core idle.
 3. The warm-up runs the job's imports and reads the newest records of each input partition with
    the Kafka source's reader (Python side), and runs them through the job's query as a batch
    DataFrame (JVM side: the same operators, code generation and shuffle).
@@ -44,12 +44,11 @@ log = logging.getLogger("streamops.warmup")
 PLUGIN_CLASS = "io.streamops.spark.WarmupPlugin"
 PLUGIN_SOURCE = Path(__file__).resolve().parent / "plugin" / "WarmupPlugin.java"
 PLUGIN_JAR = PLUGIN_SOURCE.parent / "build" / "streamops-warmup.jar"
-#: FAIR pools (plugin/fairscheduler.xml), in the order they get a free core: a new executor's
-#: first, pinned warm-up job; the streaming query; the rest of a warm-up (only cores the query
-#: leaves idle, so the running executors never run warm-up work ahead of the query's)
-PINNED_POOL = "streamops-pinned"
-QUERY_POOL = "streamops-query"
+#: FAIR pools (plugin/fairscheduler.xml): a free core goes to the warm-up while none of its
+#: tasks runs (so a new executor's next task is the warm-up's), else to the query (so the
+#: executors already there, whose cores the query uses, run warm-up tasks only when it is idle)
 POOL = "streamops-warmup"
+QUERY_POOL = "streamops-workload"
 POOL_FILE = PLUGIN_SOURCE.parent / "fairscheduler.xml"
 #: newest records per input partition the warm-up reads and runs through the query
 WARMUP_RECORDS = 50
@@ -192,7 +191,7 @@ class ExecutorWarmup:
             self._await_known(eid)
             self.pin_locality(True)
             pinned = True
-            self.sc.setLocalProperty("spark.scheduler.pool", PINNED_POOL)
+            self.sc.setLocalProperty("spark.scheduler.pool", POOL)
             self.sc.setJobGroup(group, f"streamops warm-up of executor {eid}", interruptOnCancel=True)
             released = [False]
 
@@ -222,11 +221,6 @@ class ExecutorWarmup:
             with self.lock:
                 self.warming.pop(eid, None)
                 self.took[eid] = round(time.monotonic() - t0, 2)
-
-    def background(self) -> None:
-        """Jobs this thread submits from now on (the rest of a warm-up, after the pinned job) get
-        only the cores the query leaves idle."""
-        self.sc.setLocalProperty("spark.scheduler.pool", POOL)
 
     def pin_locality(self, on: bool) -> None:
         """Hold the process-locality wait at PINNED_WAIT while any warm-up job is planned (task

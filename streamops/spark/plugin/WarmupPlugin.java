@@ -35,8 +35,8 @@ public class WarmupPlugin implements SparkPlugin {
   private static final Set<String> HELD = ConcurrentHashMap.newKeySet();
   private static final Set<String> RELEASED = ConcurrentHashMap.newKeySet();
   private static volatile boolean armed = false;
-  /** The pools of the driver's warm-up jobs (streamops.spark.warmup.PINNED_POOL and POOL). */
-  static final Set<String> POOLS = Set.of("streamops-pinned", "streamops-warmup");
+  /** The pool of the driver's warm-up jobs (streamops.spark.warmup.POOL). */
+  static final String POOL = "streamops-warmup";
 
   /** Hold executors that register from now on (true), or let every held one go (false). */
   public static void arm(boolean on) {
@@ -129,7 +129,7 @@ public class WarmupPlugin implements SparkPlugin {
         }
         TaskContext task = TaskContext.get();
         String pool = task == null ? null : task.getLocalProperty("spark.scheduler.pool");
-        if (pool == null || !POOLS.contains(pool)) {
+        if (!POOL.equals(pool)) {
           WarmupAgent.restorePriority(); // the query's first task here: full priority
         }
       }

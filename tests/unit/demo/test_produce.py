@@ -8,7 +8,7 @@ import pytest
 
 from streamops.cli import main
 from streamops.cli.produce import ProgressBar
-from streamops.kafka.produce import TokenBucket
+from streamops.kafka.produce import PACE_STEP_S, TokenBucket, paced_wait
 
 
 class FakeClock:
@@ -81,6 +81,22 @@ def test_token_bucket_long_run_average_is_the_rate() -> None:
         clock.t += bucket.take()  # the caller sleeps exactly as told
     assert clock.t - start == pytest.approx((4000 - bucket.burst) / 2000)
     assert clock.t - start >= 1.9
+
+
+def test_pacing_sleeps_in_steps_and_keeps_the_rate() -> None:
+    clock = FakeClock()
+    bucket = TokenBucket(1000, clock=clock)
+    start = clock.t
+    waits = []
+    for _ in range(3000):
+        w = paced_wait(bucket)
+        if w:
+            waits.append(w)
+            clock.t += w  # the caller sleeps as told
+        clock.t += 0.00002  # sending one record takes a little time
+    assert min(waits) >= PACE_STEP_S  # never a sub-step sleep per record (that would spin)
+    assert len(waits) <= 3000 * 0.001 / PACE_STEP_S + 1
+    assert clock.t - start == pytest.approx((3000 - bucket.burst) / 1000, abs=PACE_STEP_S)
 
 
 def test_token_bucket_does_not_save_up_beyond_the_burst() -> None:

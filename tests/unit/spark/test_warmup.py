@@ -251,14 +251,14 @@ def _fair_first(pools: dict[str, tuple[int, int]], running: dict[str, int]) -> s
     return sorted(running, key=functools.cmp_to_key(before))[0]
 
 
-def test_the_pools_order_pinned_warm_up_then_query_then_the_rest_of_the_warm_up() -> None:
+def test_a_free_core_goes_to_the_warm_up_only_while_none_of_its_tasks_runs() -> None:
     pools = _pools()
-    assert set(pools) == {warmup.PINNED_POOL, warmup.QUERY_POOL, warmup.POOL}
+    assert set(pools) == {warmup.POOL, warmup.QUERY_POOL}
     for q in (0, 1, 2, 8):  # the query's running tasks
-        # the new executor's first offer: the pinned job (nothing of it running yet) goes first
-        assert _fair_first(pools, {warmup.PINNED_POOL: 0, warmup.QUERY_POOL: q, warmup.POOL: 0}) == warmup.PINNED_POOL
-        for w in (0, 1, 3):  # the rest of the warm-up never goes before the query
-            assert _fair_first(pools, {warmup.QUERY_POOL: q, warmup.POOL: w}) == warmup.QUERY_POOL
+        # the new executor's first offer, or its next one after a warm-up task ended
+        assert _fair_first(pools, {warmup.POOL: 0, warmup.QUERY_POOL: q}) == warmup.POOL
+        # while a warm-up task runs, the other executors' free cores go to the query
+        assert _fair_first(pools, {warmup.POOL: 1, warmup.QUERY_POOL: q}) == warmup.QUERY_POOL
 
 
 @pytest.mark.parametrize("mode", ["FAIR", "FIFO", None])
