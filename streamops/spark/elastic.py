@@ -190,6 +190,9 @@ class LiveControl:
         self.report = report
         self.current = scaler.target  # the size declared to the platform
         self.rebalance = 0  # batches left with relaxed locality
+        #: set by the driver once its query runs: moves state stores onto the given executors
+        #: (``placement.StatePlacement.rebalance``); without it a scale-out relaxes locality
+        self.place_state: Callable[[list[str]], dict[int, str]] | None = None
         # a request already there was written after this driver's launch (launch deletes the
         # file), e.g. while it was starting: apply it too
         self.seen = 0.0
@@ -225,6 +228,18 @@ class LiveControl:
             self.warmup.poll(self.scaler.registered())
         return self._declare(change)
 
+    def _place(self, executors: list[str]) -> dict[int, str] | None:
+        """Planned state moves onto new executors; None if it could not be done."""
+        if self.place_state is None:
+            return None
+        try:
+            moves = self.place_state(executors)
+        except Exception as exc:  # noqa: BLE001 - fall back to relaxed locality
+            log.warning("state placement failed (%s); relaxing locality instead", str(exc).splitlines()[0][:300])
+            return None
+        log.warning("state partitions moved: %s", moves or "none")
+        return moves
+
     def _boundary(self) -> dict[str, Any] | None:
         change: dict[str, Any] | None = None
         if self.rebalance:
@@ -237,13 +252,18 @@ class LiveControl:
         return self._declare(change)
 
     def _declare(self, change: dict[str, Any] | None) -> dict[str, Any] | None:
-        have = len(self.scaler.executors())
+        executors = self.scaler.executors()
+        have = len(executors)
         if self.scaler.target != self.current and have == self.scaler.target:
             log.warning("live resize applied: %d executors (was %d)", have, self.current)
-            # either way tasks would wait out the locality delay: for executors that hold no
-            # state yet (scale-out), or for ones being removed (scale-in)
-            self.scaler.relax_locality(True)
-            self.rebalance = REBALANCE_BATCHES
+            moves = self._place(sorted(executors)) if self.scaler.target > self.current else None
+            if moves is None:
+                # tasks would wait out the locality delay: for executors being removed
+                # (scale-in), or for new ones that hold no state yet (scale-out unplanned)
+                self.scaler.relax_locality(True)
+                self.rebalance = REBALANCE_BATCHES
+            else:
+                change = {**(change or {}), "state_moves": {str(p): e for p, e in sorted(moves.items())}}
             self.current = self.scaler.target
             if self.warmup is not None:
                 self.warmup.arm(False, set())

@@ -450,6 +450,10 @@ def _run_query_once(spark, spec: AppSpec, settings: Settings, build: Callable, t
         .trigger(processingTime=spec.trigger_interval)
         .start()
     )
+    if control is not None:
+        from streamops.spark.placement import StatePlacement
+
+        control.place_state = StatePlacement(spark, query, spec.state_partitions).rebalance
     beat = tick = time.monotonic()
     try:
         while query.isActive:

@@ -240,24 +240,12 @@ class ExecutorWarmup:
                 else:
                     conf.set(LOCALITY_KEY, self.saved_wait)
 
-    def pin_state_stores(self, query: Any, eid: str, partitions: int, operators: int = 4) -> None:
-        """Record executor ``eid`` as the home of every state store of a just-started query
-        (stateful operators 0..operators-1), so its stateful tasks prefer that executor (the
-        state store coordinator is where Spark's stateful tasks get their preferred location).
-        Must run before the query's first batch is planned."""
-        jvm = self.jvm
-        state = jvm.org.apache.spark.sql.execution.streaming.state
-        execution = query._jsq.streamingQuery()
-        root = jvm.org.apache.hadoop.fs.Path(jvm.org.apache.hadoop.fs.Path(execution.resolvedCheckpointRoot()),
-                                             "state").toString()
-        run_id = execution.runId()
-        coordinator = self.spark._jsparkSession.streams().stateStoreCoordinator()
-        none = jvm.org.apache.spark.api.python.PythonUtils.toSeq([])
-        host = self._host(eid)
-        for op in range(operators):
-            for part in range(partitions):
-                provider = state.StateStoreProviderId(state.StateStoreId(root, op, part, "default"), run_id)
-                coordinator.reportActiveInstance(provider, host, eid, none)
+    def pin_state_stores(self, query: Any, eid: str, partitions: int) -> None:
+        """Record executor ``eid`` as the home of every state store of a just-started query, so
+        its stateful tasks prefer that executor. Must run before its first batch is planned."""
+        from streamops.spark.placement import StatePlacement
+
+        StatePlacement(self.spark, query, partitions).place(dict.fromkeys(range(partitions), eid))
 
     def _await_known(self, eid: str, timeout: float = 10.0) -> None:
         """The task scheduler learns an executor from an offer (held ones offer 0 cores): until
@@ -302,9 +290,9 @@ class ExecutorWarmup:
         return DataFrame(jds.toDF(), self.spark)
 
     def _host(self, eid: str) -> str:
-        sched = self.jsc.taskScheduler()
-        host = sched.executorIdToHost().get(eid)
-        return host.get() if host.isDefined() else "unknown"
+        from streamops.spark.placement import executor_host
+
+        return executor_host(self.spark, eid)
 
 
 def read_newest(modules: tuple[str, ...], bootstrap: str, topics: list[str]) -> Callable:

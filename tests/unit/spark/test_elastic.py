@@ -127,3 +127,33 @@ def test_a_request_written_while_the_driver_was_starting_is_applied(tmp_path: Pa
     scaler = FakeScaler(2, ["0", "1"])
     ctl = elastic.LiveControl(scaler, tmp_path, 1, 4, lambda **kw: None)
     assert ctl.tick() == {"resize_requested": 3} and scaler.requests == [3]
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_a_scale_out_moves_planned_state_partitions_instead_of_relaxing_locality(tmp_path: Path, fails: bool) -> None:
+    scaler = FakeScaler(1, ["0"])
+    ctl = elastic.LiveControl(scaler, tmp_path, 1, 4, lambda **kw: None)
+    asked: list[list[str]] = []
+
+    def place(executors: list[str]) -> dict[int, str]:
+        asked.append(executors)
+        if fails:
+            raise RuntimeError("py4j: no coordinator")
+        return {2: "4", 3: "4"}
+
+    ctl.place_state = place
+    elastic.write_request(tmp_path, 2)
+    ctl.tick()
+    scaler.registered.append("4")
+    change = ctl.tick()
+    assert asked == [["0", "4"]]
+    if fails:  # the old way: tasks may go anywhere for a couple of batches
+        assert scaler.relaxed == [True] and "state_moves" not in change
+    else:
+        assert scaler.relaxed == [] and change["state_moves"] == {"2": "4", "3": "4"}
+    assert change["parallelism"] == 2
+    # a scale-in still relaxes: the removed executor's partitions must not wait for it
+    elastic.write_request(tmp_path, 1)
+    ctl.tick()
+    ctl.boundary()
+    assert asked == [["0", "4"]] and scaler.relaxed[-1] is True

@@ -248,7 +248,7 @@ def _fair_first(pools: dict[str, tuple[int, int]], running: dict[str, int]) -> s
             return -1 if ka < kb else 1
         return -1 if a < b else 1
 
-    return sorted(running, key=functools.cmp_to_key(before))[0]
+    return min(running, key=functools.cmp_to_key(before))
 
 
 def test_a_free_core_goes_to_the_warm_up_only_while_none_of_its_tasks_runs() -> None:
