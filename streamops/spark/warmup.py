@@ -214,6 +214,7 @@ class ExecutorWarmup:
         finally:
             if self.plugin is not None:
                 self.plugin.release(eid)
+                self.plugin.warmed(eid)  # its priority comes back now (see WarmupAgent)
             if pinned:
                 self.pin_locality(False)
             self.sc.setLocalProperty("spark.scheduler.pool", None)

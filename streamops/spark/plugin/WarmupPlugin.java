@@ -28,12 +28,15 @@ import org.apache.spark.api.plugin.SparkPlugin;
  *
  * <p>The driver's Python side drives it through py4j: arm(), held(), release().
  *
- * <p>With WarmupAgent on the executors, the priority the agent lowered is back to normal before
- * the executor runs a task of the query (or at once when it is not held).
+ * <p>With WarmupAgent on the executors, the priority the agent lowered is back to normal once the
+ * driver says the executor's warm-up is over (warmed()), or at once when it is not held.
  */
 public class WarmupPlugin implements SparkPlugin {
   private static final Set<String> HELD = ConcurrentHashMap.newKeySet();
   private static final Set<String> RELEASED = ConcurrentHashMap.newKeySet();
+  private static final Set<String> WARM = ConcurrentHashMap.newKeySet();
+  /** Executor side: this JVM was held and waits for the driver to say its warm-up is over. */
+  private static volatile boolean awaitingWarm = false;
   private static volatile boolean armed = false;
   /** The pool of the driver's warm-up jobs (streamops.spark.warmup.POOL). */
   static final String POOL = "streamops-warmup";
@@ -43,6 +46,7 @@ public class WarmupPlugin implements SparkPlugin {
     armed = on;
     if (!on) {
       RELEASED.addAll(HELD);
+      WARM.addAll(HELD);
     }
   }
 
@@ -57,6 +61,11 @@ public class WarmupPlugin implements SparkPlugin {
 
   public static void release(String executorId) {
     RELEASED.add(executorId);
+  }
+
+  /** The warm-up of a held executor is over (done or given up): it may run at full priority. */
+  public static void warmed(String executorId) {
+    WARM.add(executorId);
   }
 
   @Override
@@ -78,6 +87,9 @@ public class WarmupPlugin implements SparkPlugin {
           HELD.add(id);
           return "wait";
         }
+        if (parts[0].equals("warm")) {
+          return WARM.contains(id) || !HELD.contains(id) ? "yes" : "no";
+        }
         return RELEASED.contains(id) || !HELD.contains(id) ? "go" : "wait";
       }
     };
@@ -93,7 +105,8 @@ public class WarmupPlugin implements SparkPlugin {
         long deadline = System.currentTimeMillis() + holdMs;
         try {
           Object answer = ctx.ask("hello:" + id);
-          if ("wait".equals(answer)) {
+          boolean held = "wait".equals(answer);
+          if (held) {
             warmNative();
           }
           else {
@@ -103,16 +116,27 @@ public class WarmupPlugin implements SparkPlugin {
             Thread.sleep(50);
             answer = ctx.ask("ready:" + id);
           }
-          Thread guard = new Thread(() -> { // whatever happens, never stay niced for long
+          // a held executor stays niced until its whole warm-up is over, even if a task of the
+          // query lands on it meanwhile (at full priority its warm-up would take the CPU the
+          // query's other executors need); never for longer than the hold plus two minutes
+          awaitingWarm = held && WarmupAgent.lowered();
+          long until = System.currentTimeMillis() + holdMs + 120_000L;
+          Thread priority = new Thread(() -> {
             try {
-              Thread.sleep(holdMs + 120_000L);
+              while (awaitingWarm && System.currentTimeMillis() < until && !"yes".equals(ctx.ask("warm:" + id))) {
+                Thread.sleep(200);
+              }
             } catch (InterruptedException e) {
               return;
+            } catch (Exception e) {
+              System.err.println("streamops warm-up: " + e);
+            } finally {
+              awaitingWarm = false;
+              WarmupAgent.restorePriority();
             }
-            WarmupAgent.restorePriority();
           }, "streamops-warmup-priority");
-          guard.setDaemon(true);
-          guard.start();
+          priority.setDaemon(true);
+          priority.start();
         } catch (InterruptedException e) {
           Thread.currentThread().interrupt();
         } catch (Exception e) {
@@ -124,7 +148,7 @@ public class WarmupPlugin implements SparkPlugin {
 
       @Override
       public void onTaskStart() {
-        if (!WarmupAgent.lowered()) {
+        if (!WarmupAgent.lowered() || awaitingWarm) {
           return;
         }
         TaskContext task = TaskContext.get();

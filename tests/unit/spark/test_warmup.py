@@ -22,6 +22,7 @@ class FakePlugin:
         self.on = False
         self.holding: list[str] = []
         self.released: list[str] = []
+        self.warm: list[str] = []
 
     def armed(self) -> bool:
         return self.on
@@ -34,6 +35,9 @@ class FakePlugin:
 
     def release(self, eid: str) -> None:
         self.released.append(eid)
+
+    def warmed(self, eid: str) -> None:
+        self.warm.append(eid)
 
 
 def fake_spark(plugin: FakePlugin | None):
