@@ -145,12 +145,12 @@ class ExecutorScaler:
         """Let tasks start on any executor at once (``relaxed``), or wait for their preferred
         one again (Spark's default, 3 s per locality level).
 
-        After a scale-out every state store lives on the old executors and delay scheduling
-        keeps handing their tasks back: batches finish within the wait, so new executors could
-        stay idle. After a scale-in, tasks that preferred a removed executor wait out the delay.
-        Relaxed for a couple of batches, executors take state partitions over (loaded from the
-        checkpoint), the state store coordinator records the new locations, and normal locality
-        keeps them there. Each new task set reads its waits from the live SparkConf.
+        After a scale-in, tasks that preferred a removed executor would wait out the delay;
+        relaxed for a couple of batches they start elsewhere (state reloaded from the
+        checkpoint), the state store coordinator records the new locations, and normal
+        locality keeps them there. A scale-out moves state by plan instead
+        (``placement``), and relaxes only if that fails. Each new task set reads its waits
+        from the live SparkConf.
         """
         conf = self.jsc.conf()
         if relaxed:

@@ -348,15 +348,35 @@ def _live_warmup(spark, spec: AppSpec, settings: Settings, build: Callable, to_r
                                      (*WARM_MODULES, spec.job), build)
     warm = warmup.ExecutorWarmup(spark, batch_part)
 
+    def streaming_part(eid: str, failed: list[BaseException]) -> None:
+        try:
+            warm.wait_released(eid, warmup.WARMUP_BUDGET_S)
+            spark.sparkContext.setLocalProperty("spark.scheduler.pool", warmup.POOL)
+            t0 = time.monotonic()  # the reads are warm by then: one input partition is enough
+            _rehearse(spark, spec, settings, build, to_records, stop, per_partition=warmup.WARMUP_RECORDS,
+                      batches=1, name=f"warmup-{eid}", timeout=warmup.WARMUP_BUDGET_S, partitions=1,
+                      encode=False, on_start=lambda q: warm.pin_state_stores(q, eid, spec.state_partitions))
+            log.info("executor %s: streaming warm-up batch done in %.1f s", eid, time.monotonic() - t0)
+        except BaseException as exc:  # noqa: BLE001 - reported by work()
+            failed.append(exc)
+        finally:
+            spark.sparkContext.setLocalProperty("spark.scheduler.pool", None)
+
     def work(eid: str, pin: Callable) -> None:
+        # The streaming batch starts as soon as the executor runs its pinned job: the driver
+        # plans it meanwhile and its tasks (pinned by state store) are queued when the pinned job
+        # ends, so the executor never idles between the two, when a task of the query would
+        # take it while it is still half warm.
+        failed: list[BaseException] = []
+        streaming = threading.Thread(target=streaming_part, args=(eid, failed), name=f"warmup-stream-{eid}",
+                                     daemon=True)
+        streaming.start()
         t0 = time.monotonic()
         batch_part(eid, pin)
         log.info("executor %s: pinned warm-up batch done in %.1f s", eid, time.monotonic() - t0)
-        t0 = time.monotonic()  # the reads are warm: one input partition is enough from here on
-        _rehearse(spark, spec, settings, build, to_records, stop, per_partition=warmup.WARMUP_RECORDS,
-                  batches=1, name=f"warmup-{eid}", timeout=warmup.WARMUP_BUDGET_S, partitions=1,
-                  encode=False, on_start=lambda q: warm.pin_state_stores(q, eid, spec.state_partitions))
-        log.info("executor %s: streaming warm-up batch done in %.1f s", eid, time.monotonic() - t0)
+        streaming.join(2 * warmup.WARMUP_BUDGET_S)
+        if failed:
+            raise failed[0]
 
     warm.work = work
     return warm

@@ -16,9 +16,11 @@ before active tasks move to it. Here:
    executors already there run warm-up tasks only when the query leaves a core idle.
 3. The warm-up runs the job's imports and reads the newest records of each input partition with
    the Kafka source's reader (Python side), and runs them through the job's query as a batch
-   DataFrame (JVM side: the same operators, code generation and shuffle).
-4. Only then does the live resize count the executor, declare the new size and let the state
-   partitions move (``elastic.LiveControl``).
+   DataFrame (JVM side: the same operators, code generation and shuffle); then one batch of the
+   job's streaming query with its state stores pinned to the executor (``runner``).
+4. Only then does the live resize count the executor, declare the new size and move state
+   partitions onto it (``elastic.LiveControl``, ``placement``); the executor, started at a
+   lower CPU priority, gets its priority back (``warmed``).
 
 Without ``javac`` (no plugin jar) the warm-up still runs, but it races the query for the new
 executor's first offer.
@@ -144,6 +146,7 @@ class ExecutorWarmup:
         self.armed = False
         self.known: set[str] = set()
         self.took: dict[str, float] = {}  # executor -> seconds its warm-up took (this scale-out)
+        self.released: dict[str, threading.Event] = {}  # set once the held executor may start
         self.pinning = 0  # warm-ups holding the locality wait at PINNED_WAIT
         self.saved_wait: str | None = None
 
@@ -183,10 +186,18 @@ class ExecutorWarmup:
                 return {e for e in registered if e not in self.known and e not in self.took}
             return {e for e in self.warming if e in registered}
 
+    def wait_released(self, eid: str, timeout: float) -> bool:
+        """Wait until executor ``eid`` is released to run its pinned warm-up job (or its warm-up ended)."""
+        with self.lock:
+            event = self.released.setdefault(eid, threading.Event())
+        return event.wait(timeout)
+
     def _warm(self, eid: str) -> None:
         t0 = time.monotonic()
         group = f"streamops-warmup-{eid}"
         pinned = False
+        with self.lock:
+            released_event = self.released.setdefault(eid, threading.Event())
         try:
             self._await_known(eid)
             self.pin_locality(True)
@@ -212,6 +223,7 @@ class ExecutorWarmup:
         except Exception as exc:  # noqa: BLE001 - a cold executor is slower, not wrong
             log.warning("warm-up of executor %s failed (%s); using it cold", eid, str(exc).splitlines()[0][:300])
         finally:
+            released_event.set()
             if self.plugin is not None:
                 self.plugin.release(eid)
                 self.plugin.warmed(eid)  # its priority comes back now (see WarmupAgent)
@@ -272,6 +284,8 @@ class ExecutorWarmup:
         released[0] = True
         if self.plugin is not None:
             self.plugin.release(eid)
+        with self.lock:
+            self.released.setdefault(eid, threading.Event()).set()
         log.info("executor %s released: its warm-up job is queued", eid)
 
     def _pinned_frame(self, eid: str, data: list[str]):
