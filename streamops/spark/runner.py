@@ -348,9 +348,11 @@ def _live_warmup(spark, spec: AppSpec, settings: Settings, build: Callable, to_r
                                      (*WARM_MODULES, spec.job), build)
     warm = warmup.ExecutorWarmup(spark, batch_part)
 
-    def streaming_part(eid: str, failed: list[BaseException]) -> None:
+    def streaming_part(eid: str, failed: list[BaseException], cancelled: threading.Event) -> None:
         try:
             warm.wait_released(eid, warmup.WARMUP_BUDGET_S)
+            if cancelled.is_set():  # the pinned part failed before the executor was released
+                return
             spark.sparkContext.setLocalProperty("spark.scheduler.pool", warmup.POOL)
             t0 = time.monotonic()  # the reads are warm by then: one input partition is enough
             _rehearse(spark, spec, settings, build, to_records, stop, per_partition=warmup.WARMUP_RECORDS,
@@ -368,11 +370,16 @@ def _live_warmup(spark, spec: AppSpec, settings: Settings, build: Callable, to_r
         # ends, so the executor never idles between the two, when a task of the query would
         # take it while it is still half warm.
         failed: list[BaseException] = []
-        streaming = threading.Thread(target=streaming_part, args=(eid, failed), name=f"warmup-stream-{eid}",
-                                     daemon=True)
+        cancelled = threading.Event()
+        streaming = threading.Thread(target=streaming_part, args=(eid, failed, cancelled),
+                                     name=f"warmup-stream-{eid}", daemon=True)
         streaming.start()
         t0 = time.monotonic()
-        batch_part(eid, pin)
+        try:
+            batch_part(eid, pin)
+        except BaseException:
+            cancelled.set()
+            raise
         log.info("executor %s: pinned warm-up batch done in %.1f s", eid, time.monotonic() - t0)
         streaming.join(2 * warmup.WARMUP_BUDGET_S)
         if failed:
