@@ -1,12 +1,17 @@
 """App operations as DAGs, generated from ``include/streams.yaml``.
 
-One DAG per operation (deploy, resize, stop, restore, rebuild-state, reset) whose trigger form validates the app (enum of the
+One DAG per operation (deploy, resize, stop, restore, rebuild-state, reset, promote) whose trigger form validates the app (enum of the
 specs' apps), the parallelism (integer range) and the strategy (enum) before a run is created;
 the app's own limits are checked again by the core before anything changes. One scale-window
 DAG per app, scheduled at its windows' starts and ends, with a manual ``override``, and one
 savepoint DAG per app on the spec's savepoint schedule, and compaction and verification DAGs per
 app on the spec's maintenance schedules. Waiting for
 convergence is deferred to the triggerer: no worker slot is held while an app converges.
+
+Every DAG is active from its first parse (``is_paused_upon_creation=False``): a run triggered
+through the REST API runs, and the schedules in the spec run. An app whose spec says
+``schedules: paused`` gets its scheduled DAGs without a schedule (manual runs only) on the next
+parse; the reprocess DAG keeps its interval timetable (backfills need it; its scheduled runs skip).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from airflow.timetables.trigger import MultipleCronTriggerTimetable
 from streamops_airflow.operators import (
     CompactOperator,
     DeployAppOperator,
+    PromoteOperator,
     RebuildStateOperator,
     ReprocessOperator,
     ResetOperator,
@@ -41,6 +47,9 @@ COMMON = {
     "catchup": False,
     "max_active_runs": 1,
     "render_template_as_native_obj": True,
+    # active from the first parse: REST-triggered runs and the specs' schedules run without a
+    # manual unpause (a paused DAG leaves API-triggered runs queued for ever)
+    "is_paused_upon_creation": False,
     "default_args": {"retries": 0, "retry_delay": timedelta(seconds=30)},
 }
 TIMEOUT = Param(600, type="integer", minimum=30, maximum=7200, title="Timeout (s)",
@@ -166,6 +175,23 @@ with DAG(
                   output_version="{{ params.output_version }}", stop_first="{{ params.stop_first }}",
                   dry_run="{{ params.dry_run }}", timeout_s="{{ params.timeout }}")
 
+with DAG(
+    dag_id="streamops_promote",
+    schedule=None,
+    tags=["streamops", "operations"],
+    doc_md="Switch an app's live output to a reprocessed version (e.g. `v2` after `streamops_reprocess__APP`); "
+           "`v1` goes back to the spec's own topic. A running app is restarted at a batch boundary so its next "
+           "batch writes there. Defaults to a dry run: the plan is in the task log and its return value.",
+    params={"app": app_param(),
+            "output_version": Param("v2", type="string", pattern=r"^v\d{1,6}$", title="Output version",
+                                    description="v1: the spec's output topic; vN: <output>.vN"),
+            "dry_run": Param(True, type="boolean", title="Dry run", description="Only show the plan."),
+            "timeout": TIMEOUT},
+    **COMMON,
+):
+    PromoteOperator(task_id="promote", app="{{ params.app }}", output_version="{{ params.output_version }}",
+                    dry_run="{{ params.dry_run }}", timeout_s="{{ params.timeout }}")
+
 for _name, _spec in SPECS.items():
     with DAG(
         dag_id=f"streamops_reprocess__{_name}",
@@ -198,7 +224,7 @@ for _name, _spec in SPECS.items():
 for _name, _spec in SPECS.items():
     with DAG(
         dag_id=f"streamops_compact__{_name}",
-        schedule=_spec.maintenance.compact_schedule,
+        schedule=_spec.scheduled(_spec.maintenance.compact_schedule),
         tags=["streamops", "maintenance", _name],
         doc_md=f"Compact `{_name}`'s state (schedule `{_spec.maintenance.compact_schedule}` UTC) while it runs: "
                "one snapshot at the last committed batch, checkpoint files no retained batch needs and savepoints "
@@ -210,7 +236,7 @@ for _name, _spec in SPECS.items():
 
     with DAG(
         dag_id=f"streamops_verify__{_name}",
-        schedule=_spec.maintenance.verify_schedule,
+        schedule=_spec.scheduled(_spec.maintenance.verify_schedule),
         tags=["streamops", "maintenance", _name],
         doc_md=f"Verify `{_name}` (schedule `{_spec.maintenance.verify_schedule}` UTC): the state store at the "
                "last committed batch against the changelog and output topics, plus the data-quality suite in "
@@ -223,7 +249,7 @@ for _name, _spec in SPECS.items():
 
     with DAG(
         dag_id=f"streamops_savepoint__{_name}",
-        schedule=_spec.savepoints.schedule,
+        schedule=_spec.scheduled(_spec.savepoints.schedule),
         tags=["streamops", "savepoints", _name],
         doc_md=f"Savepoint `{_name}` while it runs (schedule `{_spec.savepoints.schedule}` UTC), keeping "
                f"{_spec.savepoints.retain_count} and at most {_spec.savepoints.retain_age}.",
@@ -235,7 +261,8 @@ for _name, _spec in SPECS.items():
     _crons = sorted({c for w in _spec.scale_windows for c in (w.start, w.end)})
     with DAG(
         dag_id=f"streamops_scale_windows__{_name}",
-        schedule=MultipleCronTriggerTimetable(*_crons, timezone="UTC") if _crons else None,
+        schedule=(MultipleCronTriggerTimetable(*_crons, timezone="UTC")
+                  if _crons and _spec.schedules == "active" else None),
         tags=["streamops", "scale-windows", _name],
         doc_md=f"Resize `{_name}` to its scale window at each window start and end (UTC): "
                + (", ".join(f"{w.name}: {w.start} → {w.end} at {w.parallelism}" for w in _spec.scale_windows)

@@ -13,6 +13,7 @@ from streamops_airflow.operators import PlatformProbeOperator
     schedule=None,
     start_date=datetime(2026, 1, 1),
     catchup=False,
+    is_paused_upon_creation=False,  # triggerable through the REST API from the first start
     tags=["streamops", "platform"],
     default_args={"retries": 1, "retry_delay": timedelta(seconds=10)},
     doc_md=__doc__ + "\n\nTrigger it from the UI to check the broker and the Spark cluster.",

@@ -161,6 +161,13 @@ class AppSpec(BaseModel):
     #: the version of the output the app writes (``reset --output-version`` / ``promote`` keep it in
     #: the ledger; see ``streamops.lifecycle.outputs``); None: ``output_topic`` itself
     output_version: str | None = Field(None, pattern=r"^v\d{1,6}$")
+    #: ``paused``: the app's scheduled DAGs (savepoints, verify, compact, scale windows) get no
+    #: schedule on the next DAG parse; they stay triggerable by hand
+    schedules: Literal["active", "paused"] = "active"
+
+    def scheduled(self, cron: str | None) -> str | None:
+        """``cron`` while the app's schedules are active, None (manual runs only) when paused."""
+        return cron if self.schedules == "active" else None
 
     @field_validator("spark_master")
     @classmethod

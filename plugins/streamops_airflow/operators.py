@@ -406,6 +406,27 @@ class ResetOperator(BaseOperator):
         return out
 
 
+class PromoteOperator(BaseOperator):
+    """Make ``output_version`` the output ``app`` writes (``streamops promote``); a dry run by default."""
+
+    template_fields = ("app", "output_version", "dry_run", "timeout_s")
+
+    def __init__(self, *, app: str, output_version: Any, dry_run: bool | str = True,
+                 timeout_s: float | str = 600.0, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.app, self.output_version, self.dry_run, self.timeout_s = app, output_version, dry_run, timeout_s
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        from streamops.reset.reprocess import promote
+
+        with _core(self.app, "promote") as (settings, spec, ledger):
+            out = promote(settings, spec, ledger, str(self.output_version), dry_run=_flag(self.dry_run),
+                          who=_who(context), timeout=float(self.timeout_s), progress=self.log.info)
+        for a in out["actions"]:
+            self.log.info("%s %s", "would" if out["dry_run"] else "did:", a)
+        return out
+
+
 class ReprocessOperator(BaseOperator):
     """Reprocess one range of ``app``'s input into a versioned output, beside the live app.
 

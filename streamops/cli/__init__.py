@@ -1,6 +1,8 @@
 """``streamops`` command line: one subcommand per operation, ``--json`` everywhere.
 
-Exit codes: 0 ok, 1 operation failed, 2 usage error (unknown command/option, invalid value).
+Exit codes: 0 ok, 1 operation failed, 2 usage error (unknown command/option, invalid value);
+``check`` and ``verify``: 1 differences found, 2 could not compare. With ``--json`` an error is
+also printed on stdout as ``{"error", "kind", "exit_code"}``.
 Each command module exposes ``register(subparsers, common)``; add new ones to ``COMMANDS``.
 """
 
@@ -8,11 +10,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import sys
 from collections.abc import Sequence
 
 from streamops import __version__
-from streamops.cli.common import common_parser, emit
+from streamops.cli.common import common_parser, emit, error_payload
 from streamops.exceptions import StreamopsError
 
 #: modules under streamops.cli that register subcommands, in help order
@@ -45,6 +48,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.func(args)
     except StreamopsError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        if getattr(args, "json", False):  # stdout stays one JSON document, errors included
+            print(json.dumps(error_payload(exc), indent=2, default=str))
         return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

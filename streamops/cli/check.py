@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from streamops.cli.common import emit, progress_printer, settings_from
+from streamops.cli.common import comparing, emit, progress_printer, settings_from
 
 
 def load_app(args: argparse.Namespace):
@@ -26,7 +26,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         from streamops.exceptions import UsageError
 
         raise UsageError(f"--since: {exc}") from None
-    report = run_check(spec, settings, since_ms=since, progress=progress_printer(args))
+    with comparing():
+        report = run_check(spec, settings, since_ms=since, progress=progress_printer(args))
     emit(args, report.to_dict(), render(report))
     return 0 if report.ok else 1
 
@@ -36,7 +37,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         "check", parents=[common],
         help="truth oracle: fold the input in plain Python, compare state/changelog/output/DLQ",
         description="Exit 0 when state store, changelog, output and DLQ all equal the plain-Python "
-                    "fold of the input up to the last committed batch; exit 1 on any difference.",
+                    "fold of the input up to the last committed batch; exit 1 on any difference, 2 when it "
+                    "could not compare (as diff does).",
     )
     p.add_argument("app", help="app name from include/streams.yaml")
     p.add_argument("--since", metavar="ISO8601",

@@ -5,10 +5,40 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
+from streamops.exceptions import StreamopsError, UsageError
 from streamops.settings import Settings
+
+
+class CouldNotRun(StreamopsError):
+    """A comparing command (``check``, ``verify``) could not compare at all.
+
+    Exit 2, as ``diff`` does when in trouble, so that 1 always means "differences found".
+    Operator action: the message says what was missing (a service, a committed batch, a topic).
+    """
+
+    exit_code = 2
+
+
+@contextmanager
+def comparing() -> Iterator[None]:
+    """Any failure inside is "could not run" (exit 2), never "differences found" (exit 1)."""
+    try:
+        yield
+    except UsageError:
+        raise
+    except StreamopsError as exc:
+        raise CouldNotRun(f"could not run: {exc}") from exc
+    except Exception as exc:  # a broker or Spark error: still "could not run"
+        raise CouldNotRun(f"could not run: {type(exc).__name__}: {str(exc).splitlines()[0][:500] if str(exc) else ''}") from exc
+
+
+def error_payload(exc: StreamopsError) -> dict[str, Any]:
+    """What ``--json`` prints on stdout for a refused or failed command."""
+    return {"error": str(exc), "kind": type(exc).__name__, "exit_code": exc.exit_code}
 
 
 def settings_from(args: argparse.Namespace) -> Settings:

@@ -62,9 +62,15 @@ def cmd_platform_status(args: argparse.Namespace) -> int:
     from streamops.platform import manager
 
     rows = [s.to_dict() for s in manager.status(settings_from(args), only=args.only)]
-    emit(args, {"components": rows}, status_table(rows))
-    running = [r for r in rows if r["running"]]
-    return 0 if all(r["healthy"] for r in running) else 1
+    down = [r["name"] for r in rows if not r["running"]]
+    unhealthy = [r["name"] for r in rows if r["running"] and not r["healthy"]]
+    summary = ("all components healthy" if not down and not unhealthy else
+               "; ".join(part for part in (f"not running: {', '.join(down)}" if down else "",
+                                           f"unhealthy: {', '.join(unhealthy)}" if unhealthy else "") if part)
+               + " (start them with `streamops platform up`)")
+    emit(args, {"components": rows, "healthy": not down and not unhealthy, "down": down, "unhealthy": unhealthy},
+         status_table(rows) + "\n\n" + summary)
+    return 0 if not down and not unhealthy else 1  # scripts and health checks can rely on it
 
 
 def cmd_platform_down(args: argparse.Namespace) -> int:
@@ -82,11 +88,12 @@ def cmd_platform_down(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     p_platform = sub.add_parser("platform", help="the embedded platform: broker, Spark, Airflow")
     psub = p_platform.add_subparsers(dest="action", metavar="ACTION", required=True)
-    only_help = "only these component groups, comma-separated: kafka,spark,airflow (default: all)"
+    only_help = "only these component groups, comma-separated: kafka,spark,airflow,supervisor (default: all)"
     p = psub.add_parser("up", parents=[common], help="start everything not yet running; wait until healthy")
     p.add_argument("--only", type=_groups, help=only_help)
     p.set_defaults(func=cmd_platform_up)
-    p = psub.add_parser("status", parents=[common], help="pid, ports, health and start time per component")
+    p = psub.add_parser("status", parents=[common], help="pid, ports, health and start time per component; "
+                        "exits 1 unless every component (of --only) runs and is healthy")
     p.add_argument("--only", type=_groups, help=only_help)
     p.set_defaults(func=cmd_platform_status)
     p = psub.add_parser("down", parents=[common], help="stop what 'up' started (SIGTERM, wait, SIGKILL)")

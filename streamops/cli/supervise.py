@@ -13,11 +13,16 @@ from streamops.cli.common import emit, settings_from
 def cmd_supervise(args: argparse.Namespace) -> int:
     from streamops.ledger import Ledger
     from streamops.lifecycle.supervisor import Supervisor
+    from streamops.platform.locks import acquire
     from streamops.spec import default_spec_path, load_specs
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = settings_from(args)
     specs = load_specs(default_spec_path(settings.repo))
+    # one supervisor per state dir: two would launch and stop the same drivers against each other
+    lock = acquire(settings.state_dir / "supervisor.lock", f"the supervisor of {settings.state_dir}",
+                   refused="Only one supervisor may run per state dir: `streamops platform status` shows it; "
+                           "`streamops platform down --only supervisor` stops it.")
     ledger = Ledger.open(settings.ledger_db_url)
     sup = Supervisor(settings, specs, ledger)
     try:
@@ -33,6 +38,7 @@ def cmd_supervise(args: argparse.Namespace) -> int:
         return 0
     finally:
         ledger.close()
+        lock.release()
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:

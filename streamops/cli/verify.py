@@ -5,15 +5,16 @@ from __future__ import annotations
 import argparse
 
 from streamops.cli.check import load_app
-from streamops.cli.common import emit, progress_printer
+from streamops.cli.common import comparing, emit, progress_printer
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
     from streamops.state.verify import render, verify
 
     settings, spec = load_app(args)
-    report = verify(spec, settings, progress=progress_printer(args), record=not args.no_record,
-                    html=not args.no_html)
+    with comparing():
+        report = verify(spec, settings, progress=progress_printer(args), record=not args.no_record,
+                        html=not args.no_html)
     emit(args, report.to_dict(), render(report))
     return 0 if report.ok else 1
 
@@ -25,7 +26,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         description="Compare the state store at the last committed batch with the changelog's and the "
                     "output topic's latest value per key, validate the state and the result with the Great "
                     "Expectations suites in include/expectations/, write an HTML report and record the "
-                    "outcome in the ledger. Exit 0 when everything holds, 1 on any violation.",
+                    "outcome in the ledger. Exit 0 when everything holds, 1 on any violation, 2 when it could "
+                    "not compare (as diff does).",
     )
     p.add_argument("app", help="app name from include/streams.yaml")
     p.add_argument("--no-html", action="store_true", help="skip the HTML report (the suites still run)")

@@ -69,7 +69,8 @@ def cluster_metadata(client: Any, bootstrap: str, timeout: float):
     except KafkaException as exc:
         raise BrokerUnavailableError(
             f"no Kafka broker answered at {bootstrap} within {timeout:g}s ({exc.args[0].str()}); "
-            "start one with 'streamops platform up --only kafka' or pass --bootstrap HOST:PORT"
+            "start one with 'streamops platform up --only kafka', or point streamops at yours with "
+            "STREAMOPS_BOOTSTRAP_SERVERS=HOST:PORT"
         ) from None
 
 

@@ -130,12 +130,25 @@ class ExecutorScaler:
         registered = self.registered()
         return {e: 0 for e in registered - self.cold(registered)}
 
-    def trim(self) -> list[str]:
-        """Kill executors beyond the target (and hold the master's limit at the target)."""
+    def trim(self, *, idle: bool = False) -> list[str]:
+        """Kill executors beyond the target (and hold the master's limit at the target).
+
+        ``idle``: called between batches rather than at a batch boundary. Spark is then asked not
+        to kill an executor that runs a task (``force=false``); it decides that under the same
+        lock under which it offers executors tasks and marks the ones it kills as pending
+        removal, so no task can start on an executor being removed. A busy one stays until the
+        next boundary. At a boundary (``idle=False``) every task of the batch is done: force.
+        """
         victims = surplus(self.executors(), self.target)
         if victims:
             seq = self.jvm.org.apache.spark.api.python.PythonUtils.toSeq(victims)
-            self.jsc.killExecutors(seq)
+            if idle:  # (ids, adjustTargetNumExecutors, countFailures, force) -> the ids it kills
+                killed = self.jsc.schedulerBackend().killExecutors(seq, True, False, False)
+                victims = [str(killed.apply(i)) for i in range(killed.size())]
+                if not victims:
+                    return []
+            else:
+                self.jsc.killExecutors(seq)
             self.dying |= set(victims)
             log.warning("removed executors %s (target %d)", victims, self.target)
             self.request(self.target)  # killExecutors lowered the requested total by the killed ones
@@ -172,9 +185,11 @@ class LiveControl:
     """The driver side of a live resize.
 
     ``tick`` (from the driver's main loop) applies a new request from ``control.json``: a
-    scale-out raises the executor target at once; a scale-in only lowers it. ``boundary`` (from
-    the sink, after a batch's tasks are all done and before it commits) removes surplus
-    executors, so no running task or shuffle output of the batch is lost with them. The new size
+    scale-out raises the executor target at once; a scale-in lowers it, and removes the surplus
+    at once if no batch runs (``query_idle``: an idle query runs no batch, so waiting for a
+    boundary would wait for input; see ``ExecutorScaler.trim``). ``boundary`` (from the sink,
+    after a batch's tasks are all done and before it commits) removes surplus executors while
+    batches run, so no running task or shuffle output of the batch is lost with them. The new size
     is declared (``launch.json``, the observed-state report) only once exactly that many
     executors are registered, so "converged" means the executors really are there.
     """
@@ -193,6 +208,8 @@ class LiveControl:
         #: set by the driver once its query runs: moves state stores onto the given executors
         #: (``placement.StatePlacement.rebalance``); without it a scale-out relaxes locality
         self.place_state: Callable[[list[str]], dict[int, str]] | None = None
+        #: set by the driver once its query runs: True while no batch of it runs
+        self.query_idle: Callable[[], bool] | None = None
         # a request already there was written after this driver's launch (launch deletes the
         # file), e.g. while it was starting: apply it too
         self.seen = 0.0
@@ -226,6 +243,11 @@ class LiveControl:
                 change = {"resize_requested": req.parallelism}
         if self.warmup is not None:
             self.warmup.poll(self.scaler.registered())
+        if len(self.scaler.executors()) > self.scaler.target and self.query_idle is not None and self.query_idle():
+            killed = self.scaler.trim(idle=True)
+            if killed:
+                log.warning("no batch runs: removed executors %s now", killed)
+                change = {**(change or {}), "removed_executors": killed}
         return self._declare(change)
 
     def _place(self, executors: list[str]) -> dict[int, str] | None:

@@ -51,6 +51,8 @@ HEARTBEAT_S = 5.0
 #: what every streaming task's Python worker imports (the Kafka reader, Arrow); plus the job module
 WARM_MODULES = ("pyarrow", "confluent_kafka", "streamops.spark.kafka_source")
 CONTROL_TICK_S = 0.5  # how often the driver looks for a live resize request and surplus executors
+#: exit status of a driver refused because another one holds the app's checkpoint
+REFUSED = 3
 
 
 def app_dir(settings: Settings, app: str) -> Path:
@@ -192,6 +194,17 @@ def run_app(
 
     opts = options or RunOptions()
     stop = threading.Event()
+    is_standby = standby.requested()
+    # one driver per checkpoint: a second one (started by hand beside the supervisor's, or by a
+    # second supervisor) would run the same batches with the same transactional id. A standby
+    # takes the lock once promoted (the driver it replaces has exited by then).
+    from streamops.platform.locks import LockHeld
+
+    try:
+        lock = None if is_standby else _lock_checkpoint(spec, settings, wait_s=0.0)
+    except LockHeld as exc:
+        log.error("%s", exc)
+        return REFUSED
 
     def request_stop(signum, _frame):
         log.warning("signal %s: stopping %s at the next batch boundary", signum, spec.name)
@@ -207,7 +220,6 @@ def run_app(
     elif opts.exit_at_end:
         targets = {t: {str(p): hi for p, (_lo, hi) in end_offsets(settings.kafka_bootstrap, t).items()}
                    for t in spec.input_topics}
-    is_standby = standby.requested()
     spark = build_session(spec, settings, master=opts.master, parallelism=opts.parallelism,
                           extra=opts.extra_conf)
     spark.sparkContext.setLogLevel("WARN")
@@ -223,6 +235,13 @@ def run_app(
         reporter.close()
         spark.stop()
         return 0
+    if is_standby:
+        try:
+            lock = _lock_checkpoint(spec, settings, wait_s=60.0)
+        except BaseException:
+            reporter.close()
+            spark.stop()
+            raise
     reporter.report(status="starting", pid=os.getpid(), host=socket.gethostname(),
                     spark_app_id=spark.sparkContext.applicationId, parallelism=n, executors=None,
                     last_batch=None, error=None)
@@ -258,6 +277,21 @@ def run_app(
         reporter.report(status=final, pid=None)
         reporter.close()
         spark.stop()
+        if lock is not None:
+            lock.release()
+
+
+def _lock_checkpoint(spec: AppSpec, settings: Settings, *, wait_s: float):
+    """Hold the app's checkpoint lock for this driver's life (``platform.locks``)."""
+    from streamops.platform.locks import acquire
+    from streamops.spark.session import checkpoint_dir, checkpoint_lock_path
+
+    return acquire(checkpoint_lock_path(settings, spec), f"{spec.name}'s checkpoint {checkpoint_dir(settings, spec)}",
+                   wait_s=wait_s,
+                   refused=f"This driver was refused: a second driver on one checkpoint would run the same "
+                           f"batches under the same transactional id. To run {spec.name}, use "
+                           f"`streamops deploy {spec.name}` (the supervisor runs its driver); to run it by hand, "
+                           f"`streamops stop {spec.name}` first.")
 
 
 def _standby(spark, spec: AppSpec, settings: Settings, stop: threading.Event,
@@ -481,6 +515,7 @@ def _run_query_once(spark, spec: AppSpec, settings: Settings, build: Callable, t
         from streamops.spark.placement import StatePlacement
 
         control.place_state = StatePlacement(spark, query, spec.state_partitions).rebalance
+        control.query_idle = lambda: not query.status.get("isTriggerActive", True)
     beat = tick = time.monotonic()
     try:
         while query.isActive:

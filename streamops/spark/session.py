@@ -21,6 +21,13 @@ def checkpoint_dir(settings: Settings, spec: AppSpec) -> Path:
     return checkpoint_root(settings, spec) / spec.name
 
 
+def checkpoint_lock_path(settings: Settings, spec: AppSpec) -> Path:
+    """The lock a driver holds on its checkpoint while it runs (beside it, so moving the
+    checkpoint aside, as reset does, leaves the lock where the next driver looks)."""
+    ckpt = checkpoint_dir(settings, spec)
+    return ckpt.with_name(f"{ckpt.name}.lock")
+
+
 def session_conf(spec: AppSpec, settings: Settings, *, parallelism: int | None = None,
                  live: bool = False) -> dict[str, str]:
     """The Spark settings every streaming app runs with (also passed to spark-submit as --conf).

@@ -187,3 +187,36 @@ def test_reprocess_without_a_range_fails_clearly_and_changes_nothing(dags, ledge
     with pytest.raises(ParamValidationError, match="does not match"):
         dags["streamops_reprocess__user_activity"].test(run_conf={"output_version": "2"})
     assert ledger.operations("user_activity") == []
+
+
+def test_schedules_paused_in_the_spec_leaves_an_apps_dags_manual_only(tmp_path, monkeypatch) -> None:
+    """``schedules: paused`` takes effect on the next parse: no schedule, still triggerable by hand."""
+    import yaml
+
+    spec = yaml.safe_load((REPO / "include" / "streams.yaml").read_text())
+    app = spec["apps"]["user_activity"]
+    app["scale_windows"] = [{"name": "night", "start": "0 22 * * *", "end": "0 6 * * *", "parallelism": 1}]
+    (tmp_path / "include").mkdir()
+    for schedules, expect_scheduled in (("active", True), ("paused", False)):
+        app["schedules"] = schedules
+        (tmp_path / "include" / "streams.yaml").write_text(yaml.safe_dump(spec))
+        monkeypatch.setenv("STREAMOPS_REPO", str(tmp_path))
+        bag = _bag(APP_DAGS)
+        assert not bag.import_errors, bag.import_errors
+        for kind in ("savepoint", "verify", "compact", "scale_windows"):
+            dag = bag.dags[f"streamops_{kind}__user_activity"]
+            assert dag.timetable.can_be_scheduled is expect_scheduled, (schedules, kind, dag.timetable)
+            assert dag.is_paused_upon_creation is False
+        # the reprocess DAG keeps its intervals (backfills need them; its own scheduled runs skip)
+        assert bag.dags["streamops_reprocess__user_activity"].timetable.summary == app["reprocess"]["interval"]
+
+
+def test_promote_form_defaults_to_a_dry_run_and_validates_the_version(dags, ledger) -> None:
+    from airflow.sdk.exceptions import ParamValidationError
+
+    form = dags["streamops_promote"].params
+    assert form.get_param("dry_run").value is True
+    assert form.get_param("app").schema["enum"] == ["user_activity"]
+    with pytest.raises(ParamValidationError, match="does not match"):
+        dags["streamops_promote"].test(run_conf={"app": "user_activity", "output_version": "2"})
+    assert ledger.operations("user_activity") == []

@@ -38,6 +38,13 @@ def test_dag_policy(path: Path) -> None:
 
 
 @pytest.mark.parametrize("path", DAG_FILES, ids=[p.name for p in DAG_FILES])
+def test_every_dag_is_active_from_its_first_parse(path: Path) -> None:
+    """A paused DAG leaves runs triggered through the REST API queued for ever and its schedule idle."""
+    for dag_id, dag in _bag(path).dags.items():
+        assert dag.is_paused_upon_creation is False, f"{dag_id}: set is_paused_upon_creation=False"
+
+
+@pytest.mark.parametrize("path", DAG_FILES, ids=[p.name for p in DAG_FILES])
 def test_every_templated_argument_is_a_template_field(path: Path) -> None:
     """A "{{ params.x }}" passed to an attribute Airflow does not render reaches execute() as text."""
     for dag_id, dag in _bag(path).dags.items():

@@ -47,7 +47,7 @@ def test_console_script_is_installed() -> None:
 
 def test_invalid_setting_is_a_usage_error(tmp_path: Path) -> None:
     env = {**os.environ, "STREAMOPS_HOME": str(tmp_path), "STREAMOPS_KAFKA_PORT": "banana"}
-    r = subprocess.run([*STREAMOPS, "platform", "status"], env=env, capture_output=True, text=True)
+    r = subprocess.run([*STREAMOPS, "platform", "status"], check=False, env=env, capture_output=True, text=True)
     assert r.returncode == 2
     assert "STREAMOPS_KAFKA_PORT" in r.stderr
 
@@ -70,6 +70,37 @@ def test_port_in_use_names_port_and_setting_and_starts_nothing(tmp_path: Path) -
 def test_missing_java_is_explained(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
     env.update(STREAMOPS_HOME=str(tmp_path), PATH=str(tmp_path))
-    r = subprocess.run([*STREAMOPS, "platform", "up"], env=env, capture_output=True, text=True, timeout=60)
+    r = subprocess.run([*STREAMOPS, "platform", "up"], check=False, env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 1
     assert "Java" in r.stderr and "openjdk-17-jre-headless" in r.stderr
+
+
+def test_platform_status_exits_1_when_components_are_down(tmp_path: Path) -> None:
+    env = {**os.environ, "STREAMOPS_HOME": str(tmp_path)}
+    r = subprocess.run([*STREAMOPS, "platform", "status", "--only", "kafka"], check=False, env=env, capture_output=True, text=True)
+    assert r.returncode == 1, r.stdout
+    assert "not running: kafka" in r.stdout and "streamops platform up" in r.stdout
+    r = subprocess.run([*STREAMOPS, "platform", "status", "--json"], check=False, env=env, capture_output=True, text=True)
+    out = json.loads(r.stdout)
+    assert r.returncode == 1 and out["healthy"] is False
+    assert set(out["down"]) == {c["name"] for c in out["components"]}
+
+
+@pytest.mark.parametrize("command", ["check", "verify"])
+def test_check_and_verify_exit_2_when_they_cannot_compare_with_the_error_as_json(tmp_path: Path, command: str) -> None:
+    """Exit 1 is kept for "differences found" (as diff does); nothing committed is "could not run"."""
+    env = {**os.environ, "STREAMOPS_HOME": str(tmp_path)}
+    r = subprocess.run([*STREAMOPS, command, "user_activity", "--json"], check=False, env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 2, (r.stdout, r.stderr[-2000:])
+    err = json.loads(r.stdout)
+    assert err["exit_code"] == 2 and err["kind"] == "CouldNotRun" and "could not run" in err["error"]
+    assert "error: could not run" in r.stderr
+
+
+def test_unknown_app_under_json_is_a_json_usage_error(tmp_path: Path) -> None:
+    env = {**os.environ, "STREAMOPS_HOME": str(tmp_path)}
+    r = subprocess.run([*STREAMOPS, "check", "no_such_app", "--json"], check=False, env=env, capture_output=True, text=True)
+    assert r.returncode == 2
+    err = json.loads(r.stdout)
+    assert err["kind"] == "UsageError" and "unknown app 'no_such_app'" in err["error"]

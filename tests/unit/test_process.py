@@ -16,11 +16,26 @@ def _env() -> dict[str, str]:
     return {"PATH": "/usr/bin:/bin"}
 
 
+def _wait_for_output_line(log: Path, line: str, timeout: float = 30) -> None:
+    """Wait until the process itself printed ``line``.
+
+    Not a substring of the whole log: ``spawn`` starts the log with a header that repeats the
+    argv, so ``"ready" in tail(log)`` held before bash ran anything. Under load SIGTERM then
+    reached bash before its ``trap '' TERM`` and killed it, and ``terminate`` rightly reported
+    that nothing had to be SIGKILLed (the fresh-clone flake of this test)."""
+    deadline = time.time() + timeout  # under load bash can take seconds to get there
+    while line not in tail(log).splitlines() and time.time() < deadline:
+        time.sleep(0.05)
+    assert line in tail(log).splitlines(), f"the process never printed {line!r}: {tail(log)!r}"
+
+
 def test_terminate_stops_the_whole_tree(tmp_path: Path) -> None:
-    rec = spawn(["bash", "-c", "sleep 300 & sleep 300 & wait"], env=_env(),
+    rec = spawn(["bash", "-c", "sleep 300 & sleep 300 & echo started; wait"], env=_env(),
                 log_path=tmp_path / "a.log", pid_path=tmp_path / "a.pid")
-    time.sleep(0.5)
-    children = psutil.Process(rec.pid).children(recursive=True)
+    _wait_for_output_line(tmp_path / "a.log", "started")
+    deadline = time.time() + 30  # both sleeps forked; under load their exec may still be under way
+    while len(children := psutil.Process(rec.pid).children(recursive=True)) < 2 and time.time() < deadline:
+        time.sleep(0.05)
     assert len(children) == 2
     assert read_pid(tmp_path / "a.pid") == rec and rec.alive
     killed = terminate(rec, timeout=5)
@@ -32,10 +47,7 @@ def test_terminate_stops_the_whole_tree(tmp_path: Path) -> None:
 def test_terminate_escalates_to_sigkill(tmp_path: Path) -> None:
     rec = spawn(["bash", "-c", "trap '' TERM; echo ready; while true; do sleep 0.1; done"], env=_env(),
                 log_path=tmp_path / "b.log", pid_path=tmp_path / "b.pid")
-    deadline = time.time() + 30  # under load bash can take seconds to set its trap
-    while "ready" not in tail(tmp_path / "b.log") and time.time() < deadline:
-        time.sleep(0.05)
-    assert "ready" in tail(tmp_path / "b.log"), "bash never set its TERM trap"
+    _wait_for_output_line(tmp_path / "b.log", "ready")  # printed after the trap is set
     t0 = time.monotonic()
     assert terminate(rec, timeout=1.0) is True
     assert time.monotonic() - t0 < 8
@@ -117,3 +129,15 @@ def test_a_stale_record_never_signals_the_new_owner_of_its_pid_and_group(tmp_pat
     time.sleep(0.3)
     assert rec.alive  # the stranger (and its group) untouched
     assert terminate(rec, timeout=0.5) is True and not rec.alive
+
+
+def test_log_header_does_not_count_as_the_process_output(tmp_path: Path) -> None:
+    """The regression behind the SIGKILL test's flake: a bash slow to reach its trap (as under
+    load) must not be seen as ready because ``spawn``'s header repeats its argv."""
+    rec = spawn(["bash", "-c", "sleep 1; trap '' TERM; echo ready; while true; do sleep 0.1; done"],
+                env=_env(), log_path=tmp_path / "c.log", pid_path=tmp_path / "c.pid")
+    assert "echo ready" in tail(tmp_path / "c.log")  # the header names the argv ...
+    assert "ready" not in tail(tmp_path / "c.log").splitlines()  # ... but is no output line
+    _wait_for_output_line(tmp_path / "c.log", "ready")
+    assert terminate(rec, timeout=1.0) is True  # the trap was set: TERM ignored, SIGKILL needed
+    assert not rec.alive

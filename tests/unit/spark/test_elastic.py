@@ -19,6 +19,8 @@ class FakeScaler:
         self.requests: list[int] = []
         self.killed: list[str] = []
         self.relaxed: list[bool] = []
+        self.busy: set[str] = set()  # executors running a task (Spark refuses them when idle=True)
+        self.trims: list[bool] = []
 
     def request(self, target: int) -> None:
         self.target = target
@@ -27,8 +29,11 @@ class FakeScaler:
     def executors(self) -> dict[str, int]:
         return {e: 0 for e in self.registered}
 
-    def trim(self) -> list[str]:
+    def trim(self, *, idle: bool = False) -> list[str]:
+        self.trims.append(idle)
         victims = elastic.surplus(self.executors(), self.target)
+        if idle:  # as Spark's killExecutors(force=false): a busy executor is not killed
+            victims = [e for e in victims if e not in self.busy]
         self.registered = [e for e in self.registered if e not in victims]
         self.killed += victims
         return victims
@@ -101,10 +106,11 @@ def test_scale_out_is_declared_when_the_executors_are_there_and_rebalances_state
     assert scaler.relaxed == [True, False]
 
 
-def test_scale_in_removes_executors_only_at_a_batch_boundary(tmp_path: Path) -> None:
+def test_scale_in_while_a_batch_runs_removes_executors_only_at_its_boundary(tmp_path: Path) -> None:
     reports: list[dict] = []
     scaler = FakeScaler(2, ["0", "4"])
     ctl = elastic.LiveControl(scaler, tmp_path, 1, 4, lambda **kw: reports.append(kw))
+    ctl.query_idle = lambda: False  # a batch runs
     elastic.write_request(tmp_path, 1)
     assert ctl.tick() == {"resize_requested": 1}
     assert scaler.registered == ["0", "4"] and reports == []  # a batch may be using both
@@ -157,3 +163,36 @@ def test_a_scale_out_moves_planned_state_partitions_instead_of_relaxing_locality
     ctl.tick()
     ctl.boundary()
     assert asked == [["0", "4"]] and scaler.relaxed[-1] is True
+
+
+def test_scale_in_of_an_idle_query_removes_executors_at_once(tmp_path: Path) -> None:
+    """No batch runs (no input): waiting for a boundary would wait for input that may not come."""
+    reports: list[dict] = []
+    scaler = FakeScaler(3, ["0", "4", "5"])
+    ctl = elastic.LiveControl(scaler, tmp_path, 1, 4, lambda **kw: reports.append(kw))
+    ctl.query_idle = lambda: True
+    elastic.write_request(tmp_path, 2)
+    assert ctl.tick() == {"resize_requested": 2, "removed_executors": ["5"], "parallelism": 2, "control_error": None}
+    assert scaler.trims == [True]  # the non-forcing kill: Spark refuses executors that run a task
+    assert scaler.registered == ["0", "4"] and reports == [{"parallelism": 2, "executors": 2}]
+    assert scaler.relaxed == [True]
+    assert ctl.tick() is None  # nothing more to do
+
+
+def test_idle_scale_in_leaves_an_executor_that_runs_a_task_for_the_boundary(tmp_path: Path) -> None:
+    reports: list[dict] = []
+    scaler = FakeScaler(2, ["0", "4"])
+    ctl = elastic.LiveControl(scaler, tmp_path, 1, 4, lambda **kw: reports.append(kw))
+    ctl.query_idle = lambda: True  # a batch started between the check and the kill: "4" got a task
+    scaler.busy = {"4"}
+    elastic.write_request(tmp_path, 1)
+    assert ctl.tick() == {"resize_requested": 1}
+    assert scaler.registered == ["0", "4"] and reports == []
+    assert ctl.boundary() == {"removed_executors": ["4"], "parallelism": 1, "control_error": None}
+    assert scaler.trims == [True, False]
+
+
+def test_no_idle_trim_before_the_query_runs(tmp_path: Path) -> None:
+    scaler = FakeScaler(1, ["0", "1"])  # over-launched at start, query not started yet
+    ctl = elastic.LiveControl(scaler, tmp_path, 1, 4, lambda **kw: None)
+    assert ctl.tick() is None and scaler.trims == []
