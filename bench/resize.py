@@ -1,7 +1,7 @@
 """Resize and savepoint costs while events arrive at a steady rate.
 
     .venv/bin/python bench/resize.py [--strategies restart,live] [--runs 3] [--rate 2000] \
-        [--savepoint-keys 100000] [--savepoint-runs 3]
+        [--savepoint-keys 100000] [--savepoint-runs 3] [--idle-runs 3]
 
 One platform (broker, Spark standalone master with 2 workers, supervisor) in a temporary state
 dir on free ports, stopped in ``finally``. The demo app is deployed at parallelism 1 while a
@@ -21,6 +21,10 @@ After each live scale-out the driver's REST API tells which executors ran the st
 At the end the app is stopped and ``check`` compares state, changelog, output and DLQ with the
 fold of every input event: ``lost`` / ``duplicated`` count keys missing or different, and DLQ
 records missing or written twice (both must be 0).
+
+Idle: once the producer has stopped and the app has caught up (no input, so the query runs no
+batch), ``--idle-runs`` live resizes 1 -> 2 and 2 -> 1, ``SETTLE_S`` apart, each report request -> converged, beside
+the same resize under load (the ``to new size`` median of the live rows) as the baseline.
 
 Savepoints: the state is grown to ``--savepoint-keys`` users first, then savepoints are taken
 while the app keeps running at the same rate; reported: savepoint time and the longest gap
@@ -135,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--users", type=int, default=5000)
     ap.add_argument("--savepoint-keys", type=int, default=100_000)
     ap.add_argument("--savepoint-runs", type=int, default=3)
+    ap.add_argument("--idle-runs", type=int, default=3, help="live resizes each way with no input arriving")
     args = ap.parse_args(argv)
     strategies = [s for s in args.strategies.split(",") if s]
 
@@ -151,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     ckpt = checkpoint_dir(settings, spec)
     interval = spec.trigger_seconds
     sp_rows, sp_baseline = [], []
+    idle: dict[str, list[float]] = {}
     try:
         print(f"starting broker, Spark (2 workers) and the supervisor in {home} ...", flush=True)
         manager.up(settings, only=["kafka", "spark", "supervisor"])
@@ -228,6 +234,26 @@ def main(argv: list[str] | None = None) -> int:
                       f"longest batch gap {gap:.1f} s", flush=True)
         feeder.stop_flag.set()
         feeder.join()
+        if args.idle_runs:
+            from streamops.kafka.admin import end_offsets
+
+            target = {p: hi for p, (_lo, hi) in end_offsets(settings.kafka_bootstrap, c.INPUT_TOPIC).items()}
+            while any(layout.committed_offsets(ckpt).get(c.INPUT_TOPIC, {}).get(p, 0) < hi for p, hi in target.items()):
+                time.sleep(1)
+            time.sleep(2 * interval)
+            idle_batch = layout.last_committed_batch(ckpt)
+            for run in range(1, args.idle_runs + 1):
+                for n in (2, 1):
+                    t0 = time.time()
+                    ops.resize(settings, spec, ledger, parallelism=n, strategy="live", timeout=600)
+                    idle.setdefault(f"{3 - n}->{n}", []).append(time.time() - t0)
+                    print(f"idle live run {run} {3 - n}->{n}: converged in {idle[f'{3 - n}->{n}'][-1]:.1f} s",
+                          flush=True)
+                    # apart, as scale windows are: a scale-in right after an idle scale-out waits
+                    # for the new executor's warm-up tasks (Spark kills no busy executor)
+                    time.sleep(SETTLE_S)
+            if layout.last_committed_batch(ckpt) != idle_batch:
+                print("note: a batch ran during the idle resizes", flush=True)
         ops.stop(settings, spec, ledger, timeout=300)
         report = run_check(spec, settings)
         lost = sum(d.summary()["missing"] for d in report.diffs)
@@ -253,6 +279,17 @@ def main(argv: list[str] | None = None) -> int:
                       f"{pmed / interval:.1f}", f"{smin:.1f} / {smed:.1f} / {smax:.1f}"])
     print(table(["strategy", "change", "pause s (min/median/max)", "pause / baseline", "pause / trigger",
                  "to new size s (min/median/max)"], trows))
+    if idle:
+        print()
+        rows = []
+        for change, vals in idle.items():
+            loaded = results.get(("live", change))
+            base = statistics.median([sec for _p, sec in loaded]) if loaded else None
+            rows.append([change, "{:.1f} / {:.1f} / {:.1f}".format(*summary(vals)),
+                         f"{base:.1f}" if base else "-",
+                         f"{statistics.median(vals) / base:.2f}" if base else "-"])
+        print(f"Idle live resize (no input arriving, {args.idle_runs} runs each): request -> converged")
+        print(table(["change", "idle s (min/median/max)", "under load s (median)", "idle / under load"], rows))
     if spread:
         print()
         print("Executors that ran the stateful stages after each live scale-out: " + "; ".join(spread))

@@ -62,5 +62,5 @@ def progress_printer(args: argparse.Namespace) -> Callable[[str], None]:
 def common_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--json", action="store_true", help="machine-readable output on stdout")
-    common.add_argument("--home", metavar="DIR", help="state dir (default $STREAMOPS_HOME or ./.streamops)")
+    common.add_argument("--home", metavar="DIR", help="state dir (default $STREAMOPS_HOME, else .streamops in the checkout)")
     return common

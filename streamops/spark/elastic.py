@@ -150,7 +150,8 @@ class ExecutorScaler:
             else:
                 self.jsc.killExecutors(seq)
             self.dying |= set(victims)
-            log.warning("removed executors %s (target %d)", victims, self.target)
+            log.warning("removed executors %s (target %d%s)", victims, self.target,
+                        ", no batch running" if idle else "")
             self.request(self.target)  # killExecutors lowered the requested total by the killed ones
         return victims
 
@@ -191,7 +192,9 @@ class LiveControl:
     after a batch's tasks are all done and before it commits) removes surplus executors while
     batches run, so no running task or shuffle output of the batch is lost with them. The new size
     is declared (``launch.json``, the observed-state report) only once exactly that many
-    executors are registered, so "converged" means the executors really are there.
+    executors are registered, so "converged" means the executors really are there; new ones
+    count once warm, or, while the query is idle, once their warm-up is queued ahead of it
+    (``ExecutorWarmup.count_early``).
     """
 
     def __init__(self, scaler: ExecutorScaler, app_dir: Path, low: int, high: int,
@@ -246,7 +249,6 @@ class LiveControl:
         if len(self.scaler.executors()) > self.scaler.target and self.query_idle is not None and self.query_idle():
             killed = self.scaler.trim(idle=True)
             if killed:
-                log.warning("no batch runs: removed executors %s now", killed)
                 change = {**(change or {}), "removed_executors": killed}
         return self._declare(change)
 
@@ -276,6 +278,12 @@ class LiveControl:
     def _declare(self, change: dict[str, Any] | None) -> dict[str, Any] | None:
         executors = self.scaler.executors()
         have = len(executors)
+        if (self.current < self.scaler.target and have < self.scaler.target and self.warmup is not None
+                and self.query_idle is not None and self.query_idle()
+                and self.warmup.count_early(self.scaler.registered())):
+            # an idle query: count new executors once their warm-up is queued, not once it ends
+            executors = self.scaler.executors()
+            have = len(executors)
         if self.scaler.target != self.current and have == self.scaler.target:
             log.warning("live resize applied: %d executors (was %d)", have, self.current)
             moves = self._place(sorted(executors)) if self.scaler.target > self.current else None

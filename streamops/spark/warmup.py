@@ -149,6 +149,8 @@ class ExecutorWarmup:
         self.released: dict[str, threading.Event] = {}  # set once the held executor may start
         self.pinning = 0  # warm-ups holding the locality wait at PINNED_WAIT
         self.saved_wait: str | None = None
+        #: executors counted before their warm-up ended (``count_early``: the query was idle)
+        self.early: set[str] = set()
 
     @property
     def holds(self) -> bool:
@@ -162,6 +164,7 @@ class ExecutorWarmup:
             if on:
                 self.known = set(known)
                 self.took = {}
+                self.early = set()
         if self.plugin is not None:
             self.plugin.arm(on)
 
@@ -183,8 +186,19 @@ class ExecutorWarmup:
         the plugin yet), else those still warming."""
         with self.lock:
             if self.armed:
-                return {e for e in registered if e not in self.known and e not in self.took}
-            return {e for e in self.warming if e in registered}
+                return {e for e in registered if e not in self.known and e not in self.took and e not in self.early}
+            return {e for e in self.warming if e in registered and e not in self.early}
+
+    def count_early(self, registered: set[str]) -> set[str]:
+        """Count executors whose warm-up job is queued (released) before it ends; for a scale-out
+        of an idle query only (``elastic.LiveControl``): with no batch to wait for, waiting for
+        the warm-up would only delay the new size, and the warm-up's tasks, queued first, still
+        run before any task of the query on that executor."""
+        with self.lock:
+            early = {e for e in registered if e in self.warming and e not in self.known
+                     and (ev := self.released.get(e)) is not None and ev.is_set()}
+            self.early |= early
+        return early
 
     def wait_released(self, eid: str, timeout: float) -> bool:
         """Wait until executor ``eid`` is released to run its pinned warm-up job (or its warm-up ended)."""

@@ -53,7 +53,7 @@ def test_repo_dag_is_parsed_and_runs_against_the_platform(airflow_platform: Sett
             break
         time.sleep(2)
     assert status == 200, "the dag-processor never parsed dags/ from the repo"
-    assert _request(s, "PATCH", f"/api/v2/dags/{dag_id}", token, {"is_paused": False})[0] == 200
+    # no unpause: the platform's DAGs are active from the first start
     status, run = _request(s, "POST", f"/api/v2/dags/{dag_id}/dagRuns", token, {"logical_date": None})
     assert status == 200, status
     run_id = run["dag_run_id"]
@@ -74,3 +74,22 @@ def test_repo_dag_is_parsed_and_runs_against_the_platform(airflow_platform: Sett
     report = xcom["value"] if isinstance(xcom["value"], dict) else json.loads(xcom["value"])
     assert report["kafka"]["bootstrap"] == kafka and report["kafka"]["healthy"] is True
     assert report["spark"]["alive_workers"] == 2
+
+
+def test_dags_are_active_from_the_first_start_and_the_apps_schedules_run(airflow_platform: Settings) -> None:
+    """What a new user gets after `make run`, before anyone touched a DAG: every operation DAG
+    takes REST-triggered runs, and each app's scheduled DAGs are active with a next run."""
+    from streamops.spec import default_spec_path, load_specs
+    from tests.fixtures.platform import AIRFLOW_DAGS_AT_START as dags
+    from tests.fixtures.platform import OPERATION_DAGS
+
+    for d in OPERATION_DAGS:
+        assert dags[d]["is_paused"] is False, (d, dags[d])
+    for name, spec in load_specs(default_spec_path(airflow_platform.repo)).items():
+        crons = {"savepoint": spec.savepoints.schedule, "verify": spec.maintenance.verify_schedule,
+                 "compact": spec.maintenance.compact_schedule, "reprocess": spec.reprocess.interval}
+        for kind, cron in crons.items():
+            dag = dags[f"streamops_{kind}__{name}"]
+            assert dag["is_paused"] is False, (kind, dag)
+            if cron is not None and spec.schedules == "active":
+                assert dag["next_dagrun_run_after"] is not None, (kind, dag)

@@ -57,8 +57,7 @@ def test_deploy_resize_stop_through_the_rest_api_exact(platform, kafka, spark_cl
     while any(_request(s, "GET", f"/api/v2/dags/{d}", token)[0] != 200 for d in OPERATION_DAGS):
         assert time.time() < deadline, "the dag-processor never parsed dags/streamops_apps.py"
         time.sleep(2)
-    for d in OPERATION_DAGS:
-        assert _request(s, "PATCH", f"/api/v2/dags/{d}", token, {"is_paused": False})[0] == 200
+    # nothing unpaused by hand: REST-triggered runs of a fresh platform's DAGs run as they are
 
     ledger = Ledger.open(s.ledger_db_url)
     try:

@@ -1,8 +1,11 @@
-"""Resize 1 -> 2 -> 1 with each strategy while events arrive at a steady rate, then `check` exact."""
+"""Resize 1 -> 2 -> 1 with each strategy while events arrive at a steady rate, then live again with no
+input at all (an idle query runs no batch), then `check` exact once input resumes."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 import time
 
@@ -11,7 +14,8 @@ from streamops.ledger import Ledger
 from streamops.lifecycle import driver
 from streamops.platform import manager
 from streamops.spark import ui
-from streamops.spark.runner import heartbeat_path
+from streamops.spark.runner import REFUSED, heartbeat_path
+from tests.fixtures.apps import REPO
 
 APP = "user_activity"
 
@@ -56,6 +60,13 @@ def _state_moves_to(app, new_executors: set[str], after_stage: int, state_partit
         time.sleep(1)
 
 
+def _caught_up(app, total: int, timeout: float = 300) -> None:
+    deadline = time.time() + timeout
+    while sum(layout.committed_offsets(app.checkpoint).get("user-events", {}).values()) < total:
+        assert time.time() < deadline, driver.log_tail(app.settings, APP, 40)
+        time.sleep(1)
+
+
 def test_resize_each_strategy_under_steady_load_is_exact(app_factory) -> None:
     app = app_factory("ua-resize")
     app.produce(5_000, seed=1)
@@ -65,6 +76,15 @@ def test_resize_each_strategy_under_steady_load_is_exact(app_factory) -> None:
     try:
         r = app.cli("deploy", APP, "--parallelism", "1", "--json", timeout=420)
         assert r.returncode == 0, r.stderr[-3000:]
+        # a second driver started by hand beside the supervisor's is refused before it does anything
+        running = driver.running(app.settings, APP)
+        t0 = time.monotonic()
+        second = subprocess.run([sys.executable, str(REPO / "jobs" / "user_activity.py"), "--app", APP],
+                                check=False, env=app.env, capture_output=True, text=True, timeout=120)
+        assert second.returncode == REFUSED, second.stderr[-3000:]
+        assert f"is in use by pid {running.pid}" in second.stderr and f"streamops stop {APP}" in second.stderr
+        assert time.monotonic() - t0 < 60  # refused at once: no Spark session was started
+        assert driver.running(app.settings, APP).pid == running.pid
         feeder.start()
         pids = {driver.running(app.settings, APP).pid}
         for strategy in ("restart", "live"):
@@ -98,16 +118,34 @@ def test_resize_each_strategy_under_steady_load_is_exact(app_factory) -> None:
         feeder.halt.set()
         feeder.join()
         total = 5_000 + feeder.sent
-        deadline = time.time() + 300
-        while sum(layout.committed_offsets(app.checkpoint).get("user-events", {}).values()) < total:
-            assert time.time() < deadline, driver.log_tail(app.settings, APP, 40)
-            time.sleep(1)
+        _caught_up(app, total)
+        # idle: no input arrives, so no batch runs and no batch boundary comes; a live resize must
+        # converge anyway, in both directions, and without a batch
+        idle_batch = layout.last_committed_batch(app.checkpoint)
+        where = _driver_ui(app)
+        for n in (2, 1):
+            t0 = time.monotonic()
+            r = app.cli("resize", APP, "--parallelism", str(n), "--strategy", "live", "--json", timeout=180)
+            assert r.returncode == 0, r.stderr[-3000:] + driver.log_tail(app.settings, APP, 40)
+            out = json.loads(r.stdout)
+            assert (out["parallelism"], out["noop"], out["strategy"]) == (n, False, "live")
+            print(f"idle live resize to {n}: converged in {time.monotonic() - t0:.1f} s")
+            _executors_seen(ledger, n, timeout=30)
+            deadline = time.time() + 60
+            while len(ui.executors(*where)) != n:
+                assert time.time() < deadline, ui.executors(*where)
+                time.sleep(0.5)
+            assert layout.last_committed_batch(app.checkpoint) == idle_batch, "converged without any batch"
+        # input resumes: the resized app goes on exactly
+        app.produce(2_000, seed=9_000)
+        total += 2_000
+        _caught_up(app, total)
         r = app.cli("stop", APP, timeout=300)
         assert r.returncode == 0, r.stderr[-3000:]
         report = app.check()
         assert report["ok"] and report["input_records"] == total, report
         kinds = [(o["kind"], o["outcome"]) for o in ledger.operations(APP, limit=100)]
-        assert kinds.count(("supervisor-resize-live", "succeeded")) == 2
+        assert kinds.count(("supervisor-resize-live", "succeeded")) == 4
         assert kinds.count(("supervisor-resize", "succeeded")) == 2
         # restart resizes hand over to a warm standby driver started before the old one stopped
         handovers = [o["params"].get("standby") for o in ledger.operations(APP, limit=100)

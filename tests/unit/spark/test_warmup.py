@@ -272,3 +272,36 @@ def test_queries_run_in_the_query_pool_only_with_fair_scheduling(mode: str | Non
     sc = SimpleNamespace(getConf=lambda: SimpleNamespace(get=conf.get), setLocalProperty=props.__setitem__)
     warmup.use_query_pool(sc)
     assert props == ({"spark.scheduler.pool": warmup.QUERY_POOL} if mode == "FAIR" else {})
+
+
+@pytest.mark.parametrize("idle", [True, False])
+def test_an_idle_query_counts_a_new_executor_once_its_warm_up_is_queued(tmp_path: Path, idle: bool) -> None:
+    """No batch to wait for: the new size is declared when the warm-up job is queued ahead of
+    the query (released), not when it ends; while batches run it still waits until warm."""
+    (tmp_path / "launch.json").write_text(json.dumps({"pid": 1, "parallelism": 1}))
+    plugin = FakePlugin()
+    w = warmup.ExecutorWarmup(fake_spark(plugin), work=lambda eid, pin: None)
+    gate = threading.Event()
+    instant(w, gate)
+    reports: list[dict] = []
+    scaler = WarmScaler(1, ["0"])
+    ctl = elastic.LiveControl(scaler, tmp_path, 1, 4, lambda **kw: reports.append(kw), warmup=w)
+    ctl.query_idle = lambda: idle
+    elastic.write_request(tmp_path, 2)
+    ctl.tick()
+    scaler.ids.append("3")
+    plugin.holding.append("3")
+    assert ctl.tick() is None and reports == []  # held, its warm-up job not queued yet: not counted
+    with w.lock:
+        w.released.setdefault("3", threading.Event()).set()  # the pinned job is queued: released
+    change = ctl.tick()
+    if idle:
+        assert change is not None and change["parallelism"] == 2 and reports == [{"parallelism": 2, "executors": 2}]
+        assert w.cold({"0", "3"}) == set()  # stays counted while its warm-up goes on
+    else:
+        assert change is None and reports == []
+    gate.set()
+    settle(w)
+    if not idle:
+        assert ctl.tick()["parallelism"] == 2
+    assert w.cold({"0", "3"}) == set() and reports == [{"parallelism": 2, "executors": 2}]
