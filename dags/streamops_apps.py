@@ -52,6 +52,10 @@ COMMON = {
     "is_paused_upon_creation": False,
     "default_args": {"retries": 0, "retry_delay": timedelta(seconds=30)},
 }
+#: DAGs on the wall clock: no start_date, so a DAG's first run is its next tick. With a start_date
+#: in the past and catchup off, Airflow runs the latest past tick the moment the DAG becomes
+#: active: `make run` would start a compaction, a savepoint and a verification beside the deploy.
+ON_THE_CLOCK = {**COMMON, "start_date": None}
 TIMEOUT = Param(600, type="integer", minimum=30, maximum=7200, title="Timeout (s)",
                 description="How long to wait for the app to converge before the task fails.")
 
@@ -230,7 +234,7 @@ for _name, _spec in SPECS.items():
                "one snapshot at the last committed batch, checkpoint files no retained batch needs and savepoints "
                "beyond retention deleted; bytes and state restore time before/after in the log.",
         params={"dry_run": Param(False, type="boolean", title="Dry run", description="Only show the plan.")},
-        **COMMON,
+        **ON_THE_CLOCK,
     ):
         CompactOperator(task_id="compact", app=_name, dry_run="{{ params.dry_run }}")
 
@@ -242,7 +246,7 @@ for _name, _spec in SPECS.items():
                "last committed batch against the changelog and output topics, plus the data-quality suite in "
                "`include/expectations/`. Fails with a summary on any violation; the HTML report's path is logged.",
         params={},
-        **COMMON,
+        **ON_THE_CLOCK,
     ):
         VerifyOperator(task_id="verify", app=_name)
 
@@ -254,7 +258,7 @@ for _name, _spec in SPECS.items():
         doc_md=f"Savepoint `{_name}` while it runs (schedule `{_spec.savepoints.schedule}` UTC), keeping "
                f"{_spec.savepoints.retain_count} and at most {_spec.savepoints.retain_age}.",
         params={},
-        **COMMON,
+        **ON_THE_CLOCK,
     ):
         SavepointOperator(task_id="savepoint", app=_name)
 
@@ -272,7 +276,7 @@ for _name, _spec in SPECS.items():
                                   maximum=_spec.parallelism.max, title="Override parallelism",
                                   description="Empty: follow the schedule."),
                 "strategy": strategy_param(), "timeout": TIMEOUT},
-        **COMMON,
+        **ON_THE_CLOCK,
     ):
         ScaleWindowsOperator(task_id="scale", app=_name, override="{{ params.override }}",
                              strategy="{{ params.strategy }}", timeout_s="{{ params.timeout }}")

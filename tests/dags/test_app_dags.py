@@ -220,3 +220,18 @@ def test_promote_form_defaults_to_a_dry_run_and_validates_the_version(dags, ledg
     with pytest.raises(ParamValidationError, match="does not match"):
         dags["streamops_promote"].test(run_conf={"app": "user_activity", "output_version": "2"})
     assert ledger.operations("user_activity") == []
+
+
+def test_scheduled_dags_wait_for_their_next_tick_instead_of_running_the_last_one(dags) -> None:
+    """With a start_date in the past and catchup off, Airflow 3 runs the latest past tick the
+    moment a DAG becomes active: every `make run` would compact, savepoint and verify at once."""
+    from airflow.timetables.base import TimeRestriction
+    from airflow.timetables.trigger import CronTriggerTimetable
+
+    for kind in ("savepoint", "verify", "compact", "scale_windows"):
+        dag = dags[f"streamops_{kind}__user_activity"]
+        assert dag.start_date is None, f"{dag.dag_id}: a start_date makes it run a past tick when activated"
+    core = CronTriggerTimetable("0 * * * *", timezone="UTC")  # what the scheduler runs for "0 * * * *"
+    first = core.next_dagrun_info(last_automated_data_interval=None,
+                                  restriction=TimeRestriction(earliest=None, latest=None, catchup=False))
+    assert first.run_after > pendulum.now("UTC")
