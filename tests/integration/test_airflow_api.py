@@ -95,5 +95,5 @@ def test_dags_are_active_from_the_first_start_and_the_apps_schedules_run(airflow
             if cron is not None and spec.schedules == "active":
                 assert dag["next_dagrun_run_after"] is not None, (kind, dag)
                 if kind != "reprocess":  # its next tick, not a past one run at once on the first start
-                    next_run = datetime.fromisoformat(dag["next_dagrun_run_after"].replace("Z", "+00:00"))
+                    next_run = datetime.fromisoformat(dag["next_dagrun_run_after"])
                     assert next_run.timestamp() > dag["_snapshot_at"], (kind, dag)
