@@ -211,7 +211,7 @@ class LiveControl:
         #: set by the driver once its query runs: moves state stores onto the given executors
         #: (``placement.StatePlacement.rebalance``); without it a scale-out relaxes locality
         self.place_state: Callable[[list[str]], dict[int, str]] | None = None
-        #: set by the driver once its query runs: True while no batch of it runs
+        #: set by the driver once its query runs: True while no batch of it runs and no input waits
         self.query_idle: Callable[[], bool] | None = None
         # a request already there was written after this driver's launch (launch deletes the
         # file), e.g. while it was starting: apply it too

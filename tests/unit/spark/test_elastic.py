@@ -196,3 +196,18 @@ def test_no_idle_trim_before_the_query_runs(tmp_path: Path) -> None:
     scaler = FakeScaler(1, ["0", "1"])  # over-launched at start, query not started yet
     ctl = elastic.LiveControl(scaler, tmp_path, 1, 4, lambda **kw: None)
     assert ctl.tick() is None and scaler.trims == []
+
+
+@pytest.mark.parametrize("trigger_active,data_available,idle", [
+    (False, False, True),   # no input: idle
+    (False, True, False),   # a gap between two batches under load: the next one is coming
+    (True, False, False),   # a batch runs
+    (True, True, False),
+])
+def test_idle_means_no_batch_running_and_no_input_waiting(trigger_active: bool, data_available: bool,
+                                                          idle: bool) -> None:
+    from streamops.spark.runner import _idle
+
+    status = {"message": "x", "isTriggerActive": trigger_active, "isDataAvailable": data_available}
+    assert _idle(status) is idle
+    assert _idle({}) is False  # unknown: not idle (the boundary path is always safe)
