@@ -104,3 +104,28 @@ def test_unknown_app_under_json_is_a_json_usage_error(tmp_path: Path) -> None:
     assert r.returncode == 2
     err = json.loads(r.stdout)
     assert err["kind"] == "UsageError" and "unknown app 'no_such_app'" in err["error"]
+
+
+def test_a_second_supervisor_for_the_same_state_dir_is_refused(tmp_path: Path) -> None:
+    """Two supervisors would launch and stop the same drivers against each other."""
+    import time
+
+    env = {**os.environ, "STREAMOPS_HOME": str(tmp_path)}
+    first = subprocess.Popen([*STREAMOPS, "supervise", "--interval", "0.5"], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 60
+        while not (tmp_path / "supervisor.json").exists():  # its first heartbeat: it holds the lock
+            assert first.poll() is None and time.time() < deadline, "the first supervisor did not start"
+            time.sleep(0.2)
+        r = subprocess.run([*STREAMOPS, "supervise", "--once"], check=False, env=env, capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode == 1, r.stderr
+        assert f"in use by pid {first.pid}" in r.stderr and "Only one supervisor" in r.stderr
+        assert first.poll() is None  # the first one goes on
+    finally:
+        first.terminate()
+        first.wait(30)
+    r = subprocess.run([*STREAMOPS, "supervise", "--once"], check=False, env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr  # released with its holder
