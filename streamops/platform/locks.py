@@ -65,9 +65,9 @@ def acquire(path: Path, what: str, *, wait_s: float = 0.0, refused: str = "") ->
                 os.close(fd)
                 who = holder(path)
                 since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(who["since"])) if "since" in who else "?"
+                held_as = f"as {who['what']}, " if who.get("what") not in (None, what) else ""
                 raise LockHeld(f"{what} is in use by pid {who.get('pid', '?')} on {who.get('host', '?')} "
-                               f"({who.get('what', '?')}, since {since}; lock {path}). {refused}".rstrip(),
-                               who) from None
+                               f"({held_as}since {since}; lock {path}). {refused}".rstrip(), who) from None
             time.sleep(0.2)
     os.ftruncate(fd, 0)
     os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "what": what,

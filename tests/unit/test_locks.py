@@ -67,3 +67,18 @@ def test_a_child_process_does_not_inherit_the_lock(tmp_path: Path) -> None:
     finally:
         child.kill()
         child.wait()
+
+
+def test_the_refusal_names_what_the_holder_took_it_for_only_when_it_differs(tmp_path: Path) -> None:
+    path = tmp_path / "ckpt.lock"
+    proc = _holder_process(path)  # holds it as "the test checkpoint"
+    try:
+        with pytest.raises(LockHeld) as same:
+            acquire(path, "the test checkpoint")
+        assert str(same.value).count("the test checkpoint") == 1
+        with pytest.raises(LockHeld) as other:
+            acquire(path, "another view of it")
+        assert "as the test checkpoint, since" in str(other.value)
+    finally:
+        proc.kill()
+        proc.wait()
