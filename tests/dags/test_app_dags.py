@@ -222,16 +222,21 @@ def test_promote_form_defaults_to_a_dry_run_and_validates_the_version(dags, ledg
     assert ledger.operations("user_activity") == []
 
 
-def test_scheduled_dags_wait_for_their_next_tick_instead_of_running_the_last_one(dags) -> None:
+def test_scheduled_dags_wait_for_their_next_tick_instead_of_running_the_last_one(dags, monkeypatch) -> None:
     """With a start_date in the past and catchup off, Airflow 3 runs the latest past tick the
-    moment a DAG becomes active: every `make run` would compact, savepoint and verify at once."""
+    moment a DAG becomes active: every `make run` would compact, savepoint and verify at once.
+    Without one it takes the next tick (or one less than max(10% of the period, 5 min) ago)."""
+    from airflow.timetables import trigger
     from airflow.timetables.base import TimeRestriction
-    from airflow.timetables.trigger import CronTriggerTimetable
 
     for kind in ("savepoint", "verify", "compact", "scale_windows"):
         dag = dags[f"streamops_{kind}__user_activity"]
         assert dag.start_date is None, f"{dag.dag_id}: a start_date makes it run a past tick when activated"
-    core = CronTriggerTimetable("0 * * * *", timezone="UTC")  # what the scheduler runs for "0 * * * *"
-    first = core.next_dagrun_info(last_automated_data_interval=None,
-                                  restriction=TimeRestriction(earliest=None, latest=None, catchup=False))
-    assert first.run_after > pendulum.now("UTC")
+    core = trigger.CronTriggerTimetable("0 * * * *", timezone="UTC")  # what the scheduler runs for "0 * * * *"
+    for now, first_run in ((pendulum.datetime(2026, 11, 24, 20, 37), pendulum.datetime(2026, 11, 24, 21)),
+                           (pendulum.datetime(2026, 11, 24, 20, 4), pendulum.datetime(2026, 11, 24, 20))):
+        monkeypatch.setattr(trigger, "utcnow", lambda now=now: now)
+        for earliest, expected in ((None, first_run), (pendulum.datetime(2026, 1, 1), pendulum.datetime(2026, 11, 24, 20))):
+            info = core.next_dagrun_info(last_automated_data_interval=None,
+                                         restriction=TimeRestriction(earliest=earliest, latest=None, catchup=False))
+            assert info.run_after == expected, (now, earliest, info.run_after)
