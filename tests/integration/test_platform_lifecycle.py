@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import psutil
 
@@ -37,8 +38,12 @@ def test_up_status_down_round_trip(platform_factory) -> None:
     assert again.returncode == 0, again.stderr[-4000:]
     assert {c["name"]: c["pid"] for c in json.loads(again.stdout)["components"]} == pids
 
-    st = _run(s, "status", "--json")
-    assert st.returncode == 0
+    # a point-in-time reading: Airflow's components are healthy while their heartbeats are recent,
+    # and on 2 loaded cores one can be late for a moment right after `up` (seen once in a full run)
+    deadline = time.time() + 30
+    while (st := _run(s, "status", "--json")).returncode != 0 and time.time() < deadline:
+        time.sleep(2)
+    assert st.returncode == 0, st.stdout
     rows = json.loads(st.stdout)["components"]
     assert all(r["healthy"] and r["since"] for r in rows)
     assert {r["name"]: r["pid"] for r in rows} == pids
