@@ -130,7 +130,8 @@ class WarmScaler:
         self.relaxed.append(relaxed)
 
 
-def test_a_scale_out_is_declared_only_when_the_new_executor_is_warm(tmp_path: Path) -> None:
+def _scale_out_control(tmp_path: Path):
+    """A driver at one executor ("0") with the warm-up plugin; warm-ups wait for ``gate``."""
     (tmp_path / "launch.json").write_text(json.dumps({"pid": 1, "parallelism": 1}))
     plugin = FakePlugin()
     w = warmup.ExecutorWarmup(fake_spark(plugin), work=lambda eid, pin: None)
@@ -139,6 +140,11 @@ def test_a_scale_out_is_declared_only_when_the_new_executor_is_warm(tmp_path: Pa
     reports: list[dict] = []
     scaler = WarmScaler(1, ["0"])
     ctl = elastic.LiveControl(scaler, tmp_path, 1, 4, lambda **kw: reports.append(kw), warmup=w)
+    return plugin, w, gate, reports, scaler, ctl
+
+
+def test_a_scale_out_is_declared_only_when_the_new_executor_is_warm(tmp_path: Path) -> None:
+    plugin, w, gate, reports, scaler, ctl = _scale_out_control(tmp_path)
     elastic.write_request(tmp_path, 2)
     assert ctl.tick() == {"resize_requested": 2} and plugin.on
     scaler.ids.append("3")  # registered, held in the plugin's init
@@ -278,14 +284,7 @@ def test_queries_run_in_the_query_pool_only_with_fair_scheduling(mode: str | Non
 def test_an_idle_query_counts_a_new_executor_once_its_warm_up_is_queued(tmp_path: Path, idle: bool) -> None:
     """No batch to wait for: the new size is declared when the warm-up job is queued ahead of
     the query (released), not when it ends; while batches run it still waits until warm."""
-    (tmp_path / "launch.json").write_text(json.dumps({"pid": 1, "parallelism": 1}))
-    plugin = FakePlugin()
-    w = warmup.ExecutorWarmup(fake_spark(plugin), work=lambda eid, pin: None)
-    gate = threading.Event()
-    instant(w, gate)
-    reports: list[dict] = []
-    scaler = WarmScaler(1, ["0"])
-    ctl = elastic.LiveControl(scaler, tmp_path, 1, 4, lambda **kw: reports.append(kw), warmup=w)
+    plugin, w, gate, reports, scaler, ctl = _scale_out_control(tmp_path)
     ctl.query_idle = lambda: idle
     elastic.write_request(tmp_path, 2)
     ctl.tick()
