@@ -32,7 +32,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 from bench._common import isolated_settings, summary, table
-from streamops.demo import contract as c
+from jobs.demo import contract as c
 from streamops.platform import manager
 
 
@@ -42,7 +42,7 @@ def _fmt(values: list[float], digits: int = 2) -> str:
 
 
 def build_chain(settings, args) -> None:
-    from streamops.demo.generator import generate_records
+    from jobs.demo.generator import generate_records
     from streamops.kafka.produce import produce
 
     env = {**os.environ, **settings.env(), "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": settings.host}
@@ -101,7 +101,7 @@ def bench_compaction(settings, spec, ledger, spark, args) -> list[list[str]]:
 
 def synthesize(settings, spec, keys: int) -> None:
     """``keys`` consistent profiles on the changelog and output topics, and a batch marker."""
-    from streamops.demo.fold import profile_json
+    from jobs.demo.fold import profile_json
     from streamops.kafka.produce import produce
     from streamops.spark.runner import ensure_app_topics
 

@@ -24,7 +24,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench._common import isolated_settings, summary, table
-from streamops.demo.fold import fold, validate
+from jobs.demo.fold import fold, validate
 from streamops.kafka import end_offsets, latest_per_key, read_topic
 from streamops.platform import manager
 

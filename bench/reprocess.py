@@ -29,7 +29,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 from bench._common import isolated_settings, summary, table
-from streamops.demo import contract as c
+from jobs.demo import contract as c
 from streamops.platform import manager
 
 
@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--master", default="local[2]")
     args = ap.parse_args(argv)
 
-    from streamops.demo.generator import generate_records
+    from jobs.demo.generator import generate_records
     from streamops.kafka.produce import produce
     from streamops.spark.runner import ensure_app_topics
     from streamops.spark.session import checkpoint_dir

@@ -45,7 +45,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 from bench._common import isolated_settings, summary, table
 from streamops.checkpoints import layout
-from streamops.demo import contract as c
+from jobs.demo import contract as c
 from streamops.platform import manager
 from streamops.settings import Settings
 
@@ -117,7 +117,7 @@ class Feeder(threading.Thread):
         self.sent = 0
 
     def run(self) -> None:
-        from streamops.demo.generator import generate_records
+        from jobs.demo.generator import generate_records
         from streamops.kafka.produce import produce
 
         def records():  # one producer for the whole run; a new seed per second of events
@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
                               flush=True)
         # savepoints on a state of --savepoint-keys users
         if args.savepoint_runs:
-            from streamops.demo.generator import generate_records
+            from jobs.demo.generator import generate_records
             from streamops.kafka.produce import produce
 
             print(f"growing the state to {args.savepoint_keys} keys ...", flush=True)

@@ -35,8 +35,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 from bench._common import isolated_settings, summary, table
-from streamops.demo import contract as c
-from streamops.demo.generator import generate_records
+from jobs.demo import contract as c
+from jobs.demo.generator import generate_records
 from streamops.platform import manager
 from streamops.settings import Settings
 
@@ -92,7 +92,7 @@ def run_plain(settings: Settings, events: int, batch: int) -> dict:
     """The single-process baseline: consume -> validate + fold -> produce, offsets committed per batch."""
     from confluent_kafka import Consumer, Producer
 
-    from streamops.demo.fold import fold, profile_json, validate
+    from jobs.demo.fold import fold, profile_json, validate
     from streamops.kafka.admin import TopicSpec, ensure_topics
 
     out_topic, changelog, dlq = "plain-profiles", "plain-profiles-changelog", "plain-events.dlq"

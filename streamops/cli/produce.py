@@ -58,7 +58,7 @@ def _ratio(text: str) -> float:
 
 
 def _skew(text: str) -> str:
-    from streamops.demo.generator import parse_skew
+    from jobs.demo.generator import parse_skew
 
     try:
         parse_skew(text)
@@ -128,7 +128,7 @@ class ProgressBar:
 
 # -- command -----------------------------------------------------------------------------------
 def cmd_produce(args: argparse.Namespace) -> int:
-    from streamops.demo.generator import generate_records
+    from jobs.demo.generator import generate_records
     from streamops.kafka.admin import TopicSpec, ensure_topics
     from streamops.kafka.produce import produce
 

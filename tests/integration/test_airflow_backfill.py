@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 
 from confluent_kafka import Producer
 
-from streamops.demo.generator import generate_records
+from jobs.demo.generator import generate_records
 from streamops.kafka.admin import TopicSpec, client_config, recreate_topic
 from streamops.kafka.read import latest_per_key, read_topic
 from streamops.ledger import Ledger

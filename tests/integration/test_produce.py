@@ -15,8 +15,8 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from streamops.demo.fold import fold, validate
-from streamops.demo.generator import generate, generate_records
+from jobs.demo.fold import fold, validate
+from jobs.demo.generator import generate, generate_records
 from streamops.kafka import TopicSpec, end_offsets, ensure_topics, latest_per_key, partitions, read_topic
 from streamops.kafka.exceptions import TopicNotFoundError
 

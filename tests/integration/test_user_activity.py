@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from streamops.checkpoints import layout
-from streamops.demo.generator import generate_records
+from jobs.demo.generator import generate_records
 from streamops.platform import manager
 
 # The driver runs on an in-process Spark (real Spark, real RocksDB state, the same commit protocol):

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from streamops.demo.fold import profile_json
+from jobs.demo.fold import profile_json
 from streamops.kafka.admin import client_config
 from streamops.ledger.store import Ledger
 from streamops.platform import manager

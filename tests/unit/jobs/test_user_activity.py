@@ -8,9 +8,9 @@ import pytest
 from pyspark.testing import assertDataFrameEqual
 
 from jobs import user_activity as job
-from streamops.demo import contract as c
-from streamops.demo.fold import fold, profile_json, validate
-from streamops.demo.generator import generate_records
+from jobs.demo import contract as c
+from jobs.demo.fold import fold, profile_json, validate
+from jobs.demo.generator import generate_records
 
 KAFKA_DDL = ("key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
              "timestampType int, headers array<struct<key:string,value:binary>>")

@@ -8,9 +8,9 @@ from collections import Counter
 
 import pytest
 
-from streamops.demo.contract import EVENT_TYPES, REASONS
-from streamops.demo.fold import validate
-from streamops.demo.generator import (
+from jobs.demo.contract import EVENT_TYPES, REASONS
+from jobs.demo.fold import validate
+from jobs.demo.generator import (
     _BAD,
     DEFAULT_START_TS_MS,
     generate,

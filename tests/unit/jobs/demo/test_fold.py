@@ -7,9 +7,9 @@ import random
 
 import pytest
 
-from streamops.demo.contract import REASONS
-from streamops.demo.fold import fold, new_profile, profile_json, validate
-from streamops.demo.generator import generate
+from jobs.demo.contract import REASONS
+from jobs.demo.fold import fold, new_profile, profile_json, validate
+from jobs.demo.generator import generate
 
 
 def ev(**fields: object) -> bytes:

@@ -1,6 +1,6 @@
 """The truth oracle of ``user_activity``: validate records and fold events into profiles.
 
-Pure functions, no I/O. They implement ``streamops.demo.contract`` exactly; the Spark job's
+Pure functions, no I/O. They implement ``jobs.demo.contract`` exactly; the Spark job's
 results are checked against them.
 
 Choices the contract leaves open, made here once for everyone:
@@ -21,7 +21,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from streamops.demo.contract import EVENT_TYPES, MAX_AMOUNT, MAX_TS, amount_cents
+from jobs.demo.contract import EVENT_TYPES, MAX_AMOUNT, MAX_TS, amount_cents
 
 Event = dict[str, Any]
 Profile = dict[str, Any]

@@ -31,7 +31,7 @@ import random
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
-from streamops.demo.contract import REASONS
+from jobs.demo.contract import REASONS
 
 DEFAULT_START_TS_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 STEP_MS = 10

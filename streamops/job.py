@@ -1,0 +1,271 @@
+"""The job API: what a streaming job declares, and nothing the platform can derive.
+
+A job is a subclass of ``Job`` in a file under ``jobs/`` named by its spec entry
+(``include/streams.yaml``: ``job: jobs.page_stats``). It states what only its author knows:
+
+- how an input record is parsed and validated: ``parse(record) -> event | Reject(reason)``;
+- the key of an event: ``key(event) -> str`` (the state is kept per key);
+- the state: ``initial(key)``, a pure ``update(key, state, events) -> state`` and the
+  ``state_serde`` that writes it to the changelog (default: canonical JSON);
+- what goes to the output: ``emit(key, state) -> {output key: JSON value}`` (default: the state
+  itself under its key), which need not equal the state.
+
+Optional: ``screen(key, state, event)`` rejects an event given the state before it (``late``
+records of an event-time window), ``expire(key, state)`` drops what the state no longer needs
+(closed windows; None deletes the key), ``generate(events, seed)`` makes sample input for
+``streamops produce APP`` and for ``streamops app lint``.
+
+Instead of ``initial``/``update`` a job may declare a Spark-native grouped aggregation:
+``aggregate = {"field": Sum() | Max() | Min(), ...}`` with ``contribute(event) -> {field: value}``.
+The platform then runs ``groupBy(key).agg(...)`` in Spark and folds the same fields in Python for
+``check``; the state is the dict of fields. ``parse_arrow`` may add a vectorized parser for such a
+job (it must give the rows ``parse`` + ``contribute`` would; ``streamops app lint`` compares them).
+
+From this declaration the platform derives the Kafka source and sink, the DLQ (reason and source
+coordinates in headers), the changelog (the serialized state, a tombstone when ``expire`` deletes
+a key), the exactly-once commit, ``check``'s oracle (``update`` folded in plain Python),
+``verify``, seeding for rebuild-state and compaction, warm-ups, reset and reprocess.
+``docs/writing-a-job.md`` walks through a job from nothing.
+
+Order: per key, events reach ``update`` (and ``screen``) in input order (topic, partition,
+offset). Jobs whose result depends on order (``screen``) need their input keyed by the job's key,
+so that one key's events come from one partition; ``check`` folds them in that same order.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar
+
+from streamops.exceptions import StreamopsError
+
+E = TypeVar("E")
+S = TypeVar("S")
+T = TypeVar("T")
+
+
+class JobDeclarationError(StreamopsError):
+    """A job class is incomplete or inconsistent.
+
+    Operator action: add or fix the piece the message names (docs/writing-a-job.md lists them).
+    """
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One input record as ``parse`` sees it."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    timestamp_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Reject:
+    """``parse`` (or ``screen``) refuses a record: it goes to the DLQ with this reason."""
+
+    reason: str
+
+
+class Serde(Protocol[T]):
+    """How a state is written to the changelog and read back; ``loads(dumps(s)) == s``."""
+
+    def dumps(self, value: T) -> bytes: ...
+
+    def loads(self, data: bytes) -> T: ...
+
+
+class JsonSerde:
+    """Canonical JSON: sorted keys, no spaces, ASCII. Tuples read back as lists and sets are not
+    JSON; keep such state in lists (``streamops app lint`` catches a state that does not round-trip)."""
+
+    def dumps(self, value: Any) -> bytes:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False).encode("ascii")
+
+    def loads(self, data: bytes) -> Any:
+        return json.loads(data)
+
+
+# -- native grouped aggregation ------------------------------------------------------------------
+SparkType = Literal["long", "double"]
+
+
+@dataclass(frozen=True, slots=True)
+class AggField:
+    """One field of a native aggregation: Spark's ``F.<kind>`` and the same fold in Python.
+    None (SQL NULL) contributes nothing; a field nothing contributed to is None for max/min, 0 for sum."""
+
+    kind: Literal["sum", "max", "min"]
+    type: SparkType = "long"
+
+    def merge(self, acc: Any, value: Any) -> Any:
+        if value is None:
+            return acc
+        if acc is None:
+            return value
+        if self.kind == "sum":
+            return acc + value
+        return max(acc, value) if self.kind == "max" else min(acc, value)
+
+    def identity(self) -> Any:
+        return (0 if self.type == "long" else 0.0) if self.kind == "sum" else None
+
+
+def Sum(type: SparkType = "long") -> AggField:  # noqa: N802 - reads like Spark's F.sum
+    return AggField("sum", type)
+
+
+def Max(type: SparkType = "long") -> AggField:  # noqa: N802
+    return AggField("max", type)
+
+
+def Min(type: SparkType = "long") -> AggField:  # noqa: N802
+    return AggField("min", type)
+
+
+# -- the job ---------------------------------------------------------------------------------------
+class Job(Generic[E, S]):
+    """Subclass and declare (see the module docstring). Instances are stateless and cheap: the
+    platform makes one per process (driver, executors, CLI) with ``Job()``."""
+
+    #: the key's column name in state tables and reports (e.g. ``user_id``)
+    key_name: ClassVar[str] = "key"
+    #: how the state is written to the changelog (default canonical JSON)
+    state_serde: ClassVar[Serde[Any]] = JsonSerde()
+    #: a native grouped aggregation instead of ``initial``/``update`` (see module docstring)
+    aggregate: ClassVar[Mapping[str, AggField] | None] = None
+
+    # required ----------------------------------------------------------------------------------
+    def parse(self, record: Record) -> E | Reject:
+        raise NotImplementedError
+
+    def key(self, event: E) -> str:
+        raise NotImplementedError
+
+    def initial(self, key: str) -> S:
+        raise NotImplementedError
+
+    def update(self, key: str, state: S, events: Sequence[E]) -> S:
+        raise NotImplementedError
+
+    # with defaults -------------------------------------------------------------------------------
+    def emit(self, key: str, state: S) -> Mapping[str, Any]:
+        """Output records for a key's state: {output key: JSON-able value}. Default: the state."""
+        return {key: state}
+
+    # optional ----------------------------------------------------------------------------------
+    def screen(self, key: str, state: S, event: E) -> str | None:
+        """A reason to reject ``event`` given the key's state before it (e.g. ``"late"``)."""
+        return None
+
+    def expire(self, key: str, state: S) -> S | None:
+        """The state without what it no longer needs, after its output is emitted; None deletes it."""
+        return state
+
+    def contribute(self, event: E) -> Mapping[str, Any]:
+        """For ``aggregate`` jobs: the event's value for each field (None: no contribution)."""
+        raise NotImplementedError
+
+    def generate(self, events: int, seed: int) -> Iterator[tuple[bytes | None, bytes]]:
+        """``events`` sample input records (key, value), deterministic for a seed."""
+        raise NotImplementedError
+
+    #: optional vectorized parser for ``aggregate`` jobs: pyarrow RecordBatch of the Kafka columns
+    #: (key, value, topic, partition, offset, timestamp) -> batches of ``parsed_arrow_schema(job)``
+    #: rows; records it cannot parse it hands to ``parse`` by returning them in ``leftover``.
+    parse_arrow: ClassVar[Any] = None
+
+    # what the platform asks ----------------------------------------------------------------------
+    @classmethod
+    def overrides(cls, name: str) -> bool:
+        """Whether this job class defines ``name`` itself (not only ``Job``'s default)."""
+        return getattr(cls, name) is not getattr(Job, name)
+
+    @classmethod
+    def is_aggregate(cls) -> bool:
+        return cls.aggregate is not None
+
+    @classmethod
+    def has_screen(cls) -> bool:
+        return cls.overrides("screen")
+
+    @classmethod
+    def has_expire(cls) -> bool:
+        return cls.overrides("expire")
+
+    @classmethod
+    def can_generate(cls) -> bool:
+        return cls.overrides("generate")
+
+
+def validate_job(cls: type) -> type[Job]:
+    """The declaration is complete and consistent, or ``JobDeclarationError`` naming what is not."""
+    if not (isinstance(cls, type) and issubclass(cls, Job)) or cls is Job:
+        raise JobDeclarationError(f"{cls!r} is not a subclass of streamops.job.Job")
+    name = cls.__name__
+    missing = [m for m in ("parse", "key") if not cls.overrides(m)]
+    if cls.aggregate is not None:
+        if not isinstance(cls.aggregate, Mapping) or not cls.aggregate:
+            raise JobDeclarationError(f"{name}.aggregate must be a non-empty mapping of field -> Sum()/Max()/Min()")
+        bad = [f for f, a in cls.aggregate.items() if not isinstance(a, AggField) or not f.isidentifier()]
+        if bad:
+            raise JobDeclarationError(f"{name}.aggregate: {bad} must be identifiers mapped to Sum()/Max()/Min()")
+        if cls.key_name in cls.aggregate:
+            raise JobDeclarationError(f"{name}.aggregate has a field named like the key ({cls.key_name!r})")
+        missing += [m for m in ("contribute",) if not cls.overrides(m)]
+        both = [m for m in ("initial", "update", "screen", "expire") if cls.overrides(m)]
+        if both:
+            raise JobDeclarationError(f"{name} declares aggregate and also {', '.join(both)}: a native aggregation "
+                                      f"folds its fields itself; drop one or the other")
+    else:
+        missing += [m for m in ("initial", "update") if not cls.overrides(m)]
+        if cls.parse_arrow is not None:
+            raise JobDeclarationError(f"{name}.parse_arrow is for aggregate jobs only")
+    if missing:
+        raise JobDeclarationError(f"{name} does not define {', '.join(missing)} "
+                                  f"(required: parse, key, and initial + update or aggregate + contribute)")
+    serde = cls.state_serde
+    if not (callable(getattr(serde, "dumps", None)) and callable(getattr(serde, "loads", None))):
+        raise JobDeclarationError(f"{name}.state_serde must have dumps(state) -> bytes and loads(bytes) -> state")
+    if not isinstance(cls.key_name, str) or not cls.key_name.isidentifier():
+        raise JobDeclarationError(f"{name}.key_name must be an identifier, got {cls.key_name!r}")
+    return cls
+
+
+def find_job(module: Any) -> type[Job]:
+    """The one ``Job`` subclass a job module defines (imported ones do not count)."""
+    found = [v for v in vars(module).values() if isinstance(v, type) and issubclass(v, Job) and v is not Job
+             and v.__module__ == module.__name__]
+    if len(found) != 1:
+        names = ", ".join(sorted(c.__name__ for c in found)) or "none"
+        raise JobDeclarationError(f"{module.__name__} must define exactly one subclass of streamops.job.Job "
+                                  f"(found {names})")
+    return validate_job(found[0])
+
+
+# -- the state as fields (aggregate jobs) ------------------------------------------------------
+def fold_fields(fields: Mapping[str, AggField], state: Mapping[str, Any] | None,
+                contributions: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Python's fold of a native aggregation: what Spark's ``agg`` gives for these rows."""
+    acc = {f: a.identity() for f, a in fields.items()} if state is None else dict(state)
+    seen = state is not None
+    for c in contributions:
+        seen = True
+        for f, a in fields.items():
+            acc[f] = a.merge(acc[f], c.get(f))
+    if not seen:
+        return acc
+    for f, a in fields.items():  # Spark's sum of only NULLs is NULL: we keep the identity
+        if a.kind == "sum" and acc[f] is None:
+            acc[f] = a.identity()
+    return acc
+
+
+def finite(value: Any) -> bool:
+    return not isinstance(value, float) or math.isfinite(value)

@@ -1,0 +1,94 @@
+"""The plain-Python fold of a declared job: what its state, output and DLQ must hold.
+
+The same ``parse``, ``key``, ``update`` (or the aggregation's fields), ``screen``, ``emit`` and
+``expire`` the Spark query runs, folded over the input in input order, with no Spark. ``check``
+compares the app with it; ``app lint`` compares a Spark run on a sample with it.
+
+Why the output is ``emit`` of the state *before* ``expire``: Spark emits a key's output after
+each batch's update and expires after that, so the latest output of everything a key ever held
+(a closed window included) is its final value. ``expire`` may only drop what no later event can
+change (``screen`` rejects events of a closed window), so expiring once at the end leaves the
+same state as expiring after every batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from streamops.job import Job, JsonSerde, Record, Reject, fold_fields
+
+_JSON = JsonSerde()
+
+Coords = tuple[str, int, int]
+
+
+@dataclass
+class Expected:
+    """What a job must have produced from some input."""
+
+    states: dict[str, Any] = field(default_factory=dict)  # per key, after expire (deleted: absent)
+    output: dict[str, Any] = field(default_factory=dict)  # latest value per output key, as JSON reads it
+    rejected: dict[Coords, str] = field(default_factory=dict)  # input record -> DLQ reason
+    records: int = 0
+
+
+def normalized(job_cls: type[Job], state: Any) -> Any:
+    """A state as it reads back from the changelog (through the serde)."""
+    serde = job_cls.state_serde
+    return serde.loads(serde.dumps(state))
+
+
+def fold_input(job_cls: type[Job], records: Iterable[Record]) -> Expected:
+    job = job_cls()
+    out = Expected()
+    if job_cls.is_aggregate():
+        fields = job_cls.aggregate or {}
+        acc: dict[str, dict] = {}
+        for r in records:
+            out.records += 1
+            parsed = job.parse(r)
+            if isinstance(parsed, Reject):
+                out.rejected[(r.topic, r.partition, r.offset)] = parsed.reason
+                continue
+            k = job.key(parsed)
+            acc[k] = fold_fields(fields, acc.get(k), [job.contribute(parsed)])
+        finals = acc
+    else:
+        events: dict[str, list[tuple[Coords, Any]]] = {}
+        for r in records:
+            out.records += 1
+            parsed = job.parse(r)
+            if isinstance(parsed, Reject):
+                out.rejected[(r.topic, r.partition, r.offset)] = parsed.reason
+                continue
+            events.setdefault(job.key(parsed), []).append(((r.topic, r.partition, r.offset), parsed))
+        finals = {}
+        for k, evs in events.items():
+            evs.sort(key=lambda ce: ce[0])
+            state = job.initial(k)
+            if job_cls.has_screen():
+                for where, ev in evs:
+                    reason = job.screen(k, state, ev)
+                    if reason is not None:
+                        out.rejected[where] = reason
+                    else:
+                        state = job.update(k, state, [ev])
+            else:
+                state = job.update(k, state, [ev for _w, ev in evs])
+            finals[k] = state
+    for k, state in finals.items():
+        for okey, value in job.emit(k, state).items():
+            out.output[okey] = _JSON.loads(_JSON.dumps(value))
+        kept = job.expire(k, state) if job_cls.has_expire() else state
+        if kept is not None:
+            out.states[k] = normalized(job_cls, kept)
+    return out
+
+
+def record_of(message) -> Record:
+    """A confluent-kafka message as the job's ``Record``."""
+    kind, ts = message.timestamp()
+    return Record(message.topic(), message.partition(), message.offset(), message.key(), message.value(),
+                  ts if kind else None)
