@@ -282,3 +282,18 @@ def import_job(spec: AppSpec, repo: Path):
     if str(repo) not in sys.path:
         sys.path.insert(0, str(repo))
     return importlib.import_module(spec.job)
+
+
+def load_job(spec: AppSpec, repo: Path):
+    """The app's declared ``Job`` class, checked complete (``JobDeclarationError`` names what is not)."""
+    from streamops.job import find_job
+
+    return find_job(import_job(spec, repo))
+
+
+def job_query(spec: AppSpec, repo: Path):
+    """The app's ``JobQuery``: its plan, shape facts and record encoding (``spark.job_query``)."""
+    from streamops.spark.job_query import JobQuery, Topics
+
+    return JobQuery(load_job(spec, repo), state_partitions=spec.state_partitions,
+                    topics=Topics(spec.live_output_topic, spec.changelog_topic, spec.dlq_topic))

@@ -1,7 +1,7 @@
 """Launching and stopping an app's driver process (detached, own session, pid record, log).
 
-The driver is the job module run by this venv's Python (``python jobs/<module>.py --app NAME
---parallelism N``); PySpark's gateway starts the JVM through ``spark-submit`` in client mode
+The driver is ``python -m streamops.spark.app --app NAME --parallelism N`` in this venv, which
+runs the app's declared job; PySpark's gateway starts the JVM through ``spark-submit`` in client mode
 as its child. Graceful stop signals only the Python driver (SIGTERM: stop at a batch boundary,
 then ``spark.stop()``); the JVM exits with it. Anything left after the timeout is killed.
 """
@@ -31,8 +31,9 @@ def log_path(settings: Settings, app: str) -> Path:
     return app_dir(settings, app) / "driver.log"
 
 
-def job_path(spec: AppSpec, settings: Settings) -> Path:
-    return settings.repo / Path(*spec.job.split(".")).with_suffix(".py")
+def job_argv(spec: AppSpec) -> list[str]:
+    """The driver command of any declared job (``streamops.spark.app``)."""
+    return [sys.executable, "-m", "streamops.spark.app", "--app", spec.name]
 
 
 def driver_env(settings: Settings) -> dict[str, str]:
@@ -60,7 +61,7 @@ def standby_pid_path(settings: Settings, app: str) -> Path:
 def launch(spec: AppSpec, settings: Settings, parallelism: int, *, standby: bool = False) -> process.PidRecord:
     """Start a driver. ``standby``: it starts its JVM and SparkContext, then waits for
     ``promote`` before it touches the checkpoint (see ``streamops.spark.standby``)."""
-    argv = [sys.executable, str(job_path(spec, settings)), "--app", spec.name, "--parallelism", str(parallelism)]
+    argv = [*job_argv(spec), "--parallelism", str(parallelism)]
     env = driver_env(settings)
     if standby:
         clear_standby(settings, spec.name)

@@ -37,7 +37,7 @@ from streamops.lifecycle.savepoints import (
 )
 from streamops.settings import Settings
 from streamops.spark.session import checkpoint_dir
-from streamops.spec import AppSpec, age_seconds, import_job
+from streamops.spec import AppSpec, age_seconds, job_query
 from streamops.state import seed
 
 
@@ -86,7 +86,7 @@ def compact(settings: Settings, spec: AppSpec, ledger: Ledger, *, dry_run: bool 
     if dry_run:
         return {**info, "dry_run": True}
     ckpt, batch = plan.checkpoint, info["batch_id"]
-    job = import_job(spec, settings.repo)
+    query = job_query(spec, settings.repo)
     operators = {op for op, _p in cc.partitions(ckpt)}
     if operators != {0}:
         raise UsageError(f"{spec.name}: compaction handles one stateful operator, the checkpoint has {sorted(operators)}")
@@ -103,9 +103,9 @@ def compact(settings: Settings, spec: AppSpec, ledger: Ledger, *, dry_run: bool 
             if plan.install:
                 n = len(cc.partitions(ckpt))
                 progress(f"{spec.name}: seeding a snapshot of state version {plan.version} ({n} partitions) ...")
-                rows = seed.state_rows(spark, job, ckpt, batch)
-                seed.write_seed_input(rows, tmp / "input", seed.seed_columns(job))
-                zips = seed.seed_checkpoint(spark, job, tmp / "input", tmp / "seeded", state_partitions=n,
+                rows = seed.state_rows(spark, query, ckpt, batch)
+                seed.write_seed_input(rows, tmp / "input", seed.seed_columns(query))
+                zips = seed.seed_checkpoint(spark, query, tmp / "input", tmp / "seeded", state_partitions=n,
                                             progress=progress)
                 for op, part in plan.install:
                     cc.install_snapshot(zips[part], ckpt / "state" / str(op) / str(part), plan.version)
@@ -165,7 +165,7 @@ def rebuild_plan(settings: Settings, spec: AppSpec, ledger: Ledger, *, state_par
     if planned is not None:
         sources = len(layout.batch_offsets(ckpt, planned))
     else:  # no checkpoint to learn it from: the job says how many scans its plan has
-        sources = int(getattr(import_job(spec, settings.repo), "QUERY_SOURCES", 1))
+        sources = job_query(spec, settings.repo).sources
     return {
         "app": spec.name, "running": running, "marker_batch": marker["batch_id"], "query_sources": sources,
         "checkpoint_batch": layout.last_committed_batch(ckpt), "state_partitions_before": current_parts,
@@ -196,8 +196,8 @@ def rebuild_state(settings: Settings, spec: AppSpec, ledger: Ledger, *, state_pa
         plan["changelog_keys"] = len(read_changelog(settings, spec))
         return {**plan, "dry_run": True}
     may_replace_checkpoint(settings, spec, running=plan["running"], stop_first=stop_first, what="rebuild-state")
-    job = import_job(spec, settings.repo)
-    names = seed.seed_columns(job)
+    query = job_query(spec, settings.repo)
+    names = seed.seed_columns(query)
     ckpt = checkpoint_dir(settings, spec)
     n = plan["state_partitions_after"]
     with ledger.operation(spec.name, "rebuild-state", {"state_partitions": n}, who=who,
@@ -210,17 +210,16 @@ def rebuild_state(settings: Settings, spec: AppSpec, ledger: Ledger, *, state_pa
             plan = {**rebuild_plan(settings, spec, ledger, state_partitions=n), "running": True}
         progress(f"{spec.name}: reading {spec.changelog_topic} ...")
         latest = read_changelog(settings, spec)
-        rows = [r for r in (job.seed_row_from_changelog(k.encode(), v) for k, v in latest.items()) if r is not None]
-        import pyarrow as pa
-
-        table = pa.table({name: [r[i] for r in rows] for i, name in enumerate(names)})
+        loads = query.job_cls.state_serde.loads
+        table = query.seed_table({k: loads(v) for k, v in latest.items() if v is not None})
+        rows = table.num_rows
         own = spark is None
         spark = spark or seed.seed_session(settings)
         tmp = _tmp(settings, spec, "rebuild")
         try:
             seed.write_seed_input(table, tmp / "input", names)
-            progress(f"{spec.name}: seeding {len(rows)} keys into {n} state partitions ...")
-            seed.seed_checkpoint(spark, job, tmp / "input", tmp / "checkpoint", state_partitions=n, progress=progress)
+            progress(f"{spec.name}: seeding {rows} keys into {n} state partitions ...")
+            seed.seed_checkpoint(spark, query, tmp / "input", tmp / "checkpoint", state_partitions=n, progress=progress)
             start = {o["topic"]: {} for o in plan["offsets"]}
             for o in plan["offsets"]:
                 start[o["topic"]][str(o["partition"])] = o["start_at"]
@@ -239,7 +238,7 @@ def rebuild_state(settings: Settings, spec: AppSpec, ledger: Ledger, *, state_pa
         if plan["running"]:
             start_within(settings, spec, ledger, rec.op, parallelism, who=who, timeout=timeout, batch_before=0,
                          progress=progress)
-        rec.after = {"batch": 0, "state_partitions": n, "keys": len(rows), "aside": str(aside),
+        rec.after = {"batch": 0, "state_partitions": n, "keys": rows, "aside": str(aside),
                      "rewind_marker": marker}
-    return {**plan, "dry_run": False, "operation_id": rec.id, "changelog_keys": len(rows), "aside": str(aside),
+    return {**plan, "dry_run": False, "operation_id": rec.id, "changelog_keys": rows, "aside": str(aside),
             "seconds": round(time.monotonic() - t0, 1)}

@@ -188,7 +188,7 @@ def _run(settings: Settings, spec: AppSpec, derived: AppSpec, run_file: Path, pa
     """The job in the foreground; progress from its checkpoint; returns records committed."""
     from streamops.spark.runner import app_dir
 
-    argv = [sys.executable, str(driver.job_path(spec, settings)), "--app", spec.name, "--reprocess", str(run_file),
+    argv = [*driver.job_argv(spec), "--reprocess", str(run_file),
             "--parallelism", str(parallelism)]
     if master:
         argv += ["--master", master]

@@ -20,7 +20,7 @@ DLQ (raw record, reason and source coordinates in headers), each with the batch 
 from __future__ import annotations
 
 import pickle
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -108,6 +108,17 @@ class JobQuery:
             agg = self.job_cls.aggregate or {}
             return ", ".join([f"{self.job_cls.key_name} string", *(f"{f} {a.type}" for f, a in agg.items())])
         return "key string, lane int, blob binary"
+
+    def seed_schema(self) -> pa.Schema:
+        types = {"string": pa.string(), "long": pa.int64(), "double": pa.float64(), "int": pa.int32(),
+                 "binary": pa.binary()}
+        return pa.schema([(n, types[t]) for n, t in (part.split() for part in self.seed_ddl().split(","))])
+
+    def seed_table(self, states: Mapping[str, Any]) -> pa.Table:
+        """Seed rows for these states (key -> state), typed as ``seed_ddl`` says."""
+        schema = self.seed_schema()
+        rows = [self.seed_row(k, s) for k, s in states.items()]
+        return pa.table({f.name: pa.array([r[i] for r in rows], f.type) for i, f in enumerate(schema)}, schema=schema)
 
     def seed_row(self, key: str, state: Any) -> tuple:
         if self.aggregate:

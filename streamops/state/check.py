@@ -5,10 +5,9 @@ committed batch: Spark's state store (the ``statestore`` data source), the chang
 latest value per key and the output topic's latest value per key. The DLQ must hold each
 invalid input record exactly once, with the right reason.
 
-App-specific knowledge lives in the job module, which provides:
-    expected_from_input(messages) -> (profiles: dict[key, dict], invalid: dict[(topic, partition, offset), reason])
-    state_profiles(spark, checkpoint: str, batch_id: int) -> dict[key, dict]
-    dlq_entry(message) -> ((topic, partition, offset), reason)
+Everything app-specific comes from the app's declared job (``streamops.job``): the expected
+state, output and DLQ are the job's own ``update``/``emit``/``expire`` folded in plain Python
+(``state.oracle``), the state store is read through its serde (``state.store``).
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ from typing import Any
 from streamops.checkpoints import layout
 from streamops.exceptions import StreamopsError
 from streamops.settings import Settings
-from streamops.spec import AppSpec, import_job
+from streamops.spec import AppSpec, load_job
 
 SAMPLES = 5
 
@@ -104,7 +103,7 @@ def run_check(spec: AppSpec, settings: Settings, *, spark=None, since_ms: int | 
     from streamops.kafka.read import latest_per_key, read_topic
     from streamops.spark.session import checkpoint_dir
 
-    job = import_job(spec, settings.repo)
+    job_cls = load_job(spec, settings.repo)
     ckpt = checkpoint_dir(settings, spec)
     batch = layout.last_committed_batch(ckpt)
     if batch is None:
@@ -130,8 +129,14 @@ def run_check(spec: AppSpec, settings: Settings, *, spark=None, since_ms: int | 
                 counted["n"] += 1
                 yield m
 
-    expected, invalid = job.expected_from_input(messages())
-    progress(f"{counted['n']} input records -> {len(expected)} keys, {len(invalid)} invalid")
+    from streamops.spark.job_query import dlq_entry
+    from streamops.state.oracle import fold_input, record_of
+    from streamops.state.store import read_states
+
+    folded = fold_input(job_cls, (record_of(m) for m in messages()))
+    expected, invalid = folded.states, folded.rejected
+    progress(f"{counted['n']} input records -> {len(expected)} keys, {len(folded.output)} output keys, "
+             f"{len(invalid)} rejected")
 
     diffs = []
     progress("reading the state store")
@@ -140,25 +145,26 @@ def run_check(spec: AppSpec, settings: Settings, *, spark=None, since_ms: int | 
         spark = _local_spark(settings)
     try:
         _ = spark.streams.active  # a session passed in may not have the coordinator yet
-        state = job.state_profiles(spark, str(ckpt), batch)
+        state = read_states(spark, job_cls, str(ckpt), batch)
     finally:
         if own_spark:
             spark.stop()
     diffs.append(compare("state", expected, state))
     progress(f"reading {spec.changelog_topic}")
-    diffs.append(compare("changelog", expected, latest_per_key(bootstrap, spec.changelog_topic)))
+    diffs.append(compare("changelog", expected,
+                         latest_per_key(bootstrap, spec.changelog_topic, decode=job_cls.state_serde.loads)))
     progress(f"reading {spec.live_output_topic}")
     output = latest_per_key(bootstrap, spec.live_output_topic)
     if ranged:  # keys only seen before the range keep their older output
-        output = {k: v for k, v in output.items() if k in expected}
-    diffs.append(compare("output", expected, output))
+        output = {k: v for k, v in output.items() if k in folded.output}
+    diffs.append(compare("output", folded.output, output))
     progress(f"reading {spec.dlq_topic}")
     seen: dict = {}
     dupes = 0
     in_range = {(t, p, o) for t, p, o in invalid} if ranged else None
     ahead = 0
     for m in read_topic(bootstrap, spec.dlq_topic):
-        where, reason = job.dlq_entry(m)
+        where, reason = dlq_entry(m.headers())
         if where[2] >= offsets.get(where[0], {}).get(int(where[1]), 0):
             # written by a run past this checkpoint (before a restore / undo); the commit protocol
             # keeps it from being written twice when the app gets there again

@@ -1,9 +1,10 @@
 """Seed a checkpoint with given state: the one mechanism behind compaction and rebuild-state.
 
 Spark 4.2 has no API to write a state store (offline repartitioning arrives in 4.3), so the state
-is written by Spark itself: a one-batch streaming query runs the job's own ``aggregate`` over one
-row per key (``SEED_DDL`` in the job: a row holding a whole profile reproduces that profile's
-aggregation buffers exactly) into a fresh checkpoint with the RocksDB provider, and the store is
+is written by Spark itself: a one-batch streaming query runs the job's own stateful operator over
+one row per key (``JobQuery.seed_ddl``: for a native aggregation the key and its fields, which
+reproduce the aggregation buffers exactly; for an ``update`` job the key and its serialized
+state, which the operator stores as it is) into a fresh checkpoint with the RocksDB provider, and the store is
 made to upload a snapshot of that version (``minDeltasForSnapshot=1``). What comes out is a
 checkpoint whose state at version 1 is one self-contained snapshot zip per partition (plus the
 SST files it names) with the operator's exact key/value schema.
@@ -40,13 +41,9 @@ class SeedError(StreamopsError):
     """
 
 
-def seed_columns(job) -> list[str]:
-    """Column names of the job's seed rows, from its ``SEED_DDL`` ("name type, ...")."""
-    ddl = getattr(job, "SEED_DDL", None)
-    if not ddl or not hasattr(job, "aggregate"):
-        raise SeedError(f"job {job.__name__} has no SEED_DDL / aggregate(rows): it cannot be re-seeded "
-                        f"(see jobs/user_activity.py for the contract)")
-    return [part.split()[0] for part in ddl.split(",")]
+def seed_columns(query) -> list[str]:
+    """Column names of the job's seed rows (``JobQuery.seed_ddl``: "name type, ...")."""
+    return [part.split()[0] for part in query.seed_ddl().split(",")]
 
 
 def seed_session(settings: Settings, *, name: str = "streamops-seed"):
@@ -72,21 +69,21 @@ def seed_session(settings: Settings, *, name: str = "streamops-seed"):
     return spark
 
 
-def state_rows(spark, job, checkpoint: Path, batch_id: int):
-    """The state at ``batch_id`` as seed rows: key columns then aggregation buffers, by position
-    (buffers may share a name, e.g. three ``sum``: the value struct is cast to unique names)."""
+def state_rows(spark, query, checkpoint: Path, batch_id: int):
+    """The state at ``batch_id`` as seed rows (``JobQuery.seed_ddl``)."""
     from pyspark.sql import functions as F
 
-    names = seed_columns(job)
-    state = spark.read.format("statestore").option("batchId", batch_id).load(str(checkpoint))
-    key_fields = [f.name for f in state.schema["key"].dataType.fields]
-    value_types = [f.dataType.simpleString() for f in state.schema["value"].dataType.fields]
-    if len(key_fields) + len(value_types) != len(names):
-        raise SeedError(f"{checkpoint}: state has {len(key_fields)} key and {len(value_types)} value columns, "
-                        f"the job's SEED_DDL {len(names)}: the job changed its aggregation")
-    unique = ", ".join(f"v{i}: {t}" for i, t in enumerate(value_types))
-    flat = state.select("key.*", F.col("value").cast(f"struct<{unique}>").alias("value"))
-    return flat.select(*key_fields, *(F.col(f"value.v{i}") for i in range(len(value_types)))).toDF(*names)
+    from streamops.state.store import state_frame
+
+    names = seed_columns(query)
+    try:
+        frame = state_frame(spark, query.job_cls, str(checkpoint), batch_id)
+    except Exception as exc:  # noqa: BLE001 - an AnalysisException names the schema that differs
+        raise SeedError(f"{checkpoint}: the state at batch {batch_id} does not have the job's shape "
+                        f"({str(exc).splitlines()[0][:300]}): the job changed its state") from None
+    if not query.aggregate:
+        frame = frame.select(F.col(query.job_cls.key_name).alias("key"), F.lit(0).alias("lane"), "blob")
+    return frame.toDF(*names)
 
 
 def write_seed_input(rows: Any, folder: Path, names: list[str]) -> int:
@@ -115,24 +112,24 @@ def snapshot_zips(checkpoint: Path, version: int = SEED_VERSION, operator: int =
     return out
 
 
-def seed_checkpoint(spark, job, input_folder: Path, dest: Path, *, state_partitions: int,
+def seed_checkpoint(spark, query, input_folder: Path, dest: Path, *, state_partitions: int,
                     timeout: float = 600.0, progress: Callable[[str], None] = lambda _m: None) -> dict[int, Path]:
-    """Run the job's ``aggregate`` over the seed rows in ``input_folder`` as one streaming batch into a
+    """Run the job's stateful operator (``JobQuery.state_op``) over the seed rows in ``input_folder`` as one streaming batch into a
     new checkpoint ``dest`` with ``state_partitions`` state partitions; return each partition's
     snapshot zip of version 1 (waits until Spark has uploaded all of them)."""
     if dest.exists():
         raise SeedError(f"{dest} exists: refusing to seed into it")
     spark.conf.set("spark.sql.shuffle.partitions", str(state_partitions))
-    rows = spark.readStream.schema(job.SEED_DDL).parquet(str(input_folder))
-    query = (job.aggregate(rows).writeStream.queryName(f"streamops-seed-{dest.name}")
+    rows = spark.readStream.schema(query.seed_ddl()).parquet(str(input_folder))
+    stream = (query.state_op(rows).writeStream.queryName(f"streamops-seed-{dest.name}")
              .format("noop").outputMode("update")
              .option("checkpointLocation", str(dest))
              .trigger(processingTime="1 second").start())
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline:
-            if query.exception() is not None:
-                raise SeedError(f"seeding {dest} failed: {str(query.exception()).splitlines()[0][:500]}")
+            if stream.exception() is not None:
+                raise SeedError(f"seeding {dest} failed: {str(stream.exception()).splitlines()[0][:500]}")
             zips = snapshot_zips(dest)
             if (dest / "commits" / "0").exists() and len(zips) == state_partitions:
                 progress(f"seeded {state_partitions} state partitions into {dest}")
@@ -142,7 +139,7 @@ def seed_checkpoint(spark, job, input_folder: Path, dest: Path, *, state_partiti
         raise SeedError(f"seeding {dest}: snapshots of {len(have)}/{state_partitions} partitions after "
                         f"{timeout:.0f} s (have {have})")
     finally:
-        query.stop()
+        stream.stop()
 
 
 def point_offsets(checkpoint: Path, source_offsets: dict[str, dict[str, int]], sources: int = 1) -> None:

@@ -10,10 +10,11 @@ check the state's data quality (``<app>_state.json``) and the comparison's resul
 ``<state_dir>/reports/verify/<app>/``. The outcome is recorded in the ledger (kind ``verify``).
 
 Unlike ``streamops check`` this does not refold the input: it costs one state scan and two topic
-scans, so it can run every hour on a large app. Hooks it uses from the job module:
-    state_table(spark, checkpoint, batch_id) -> pyarrow.Table   (key column first; fast path)
-    state_profiles(spark, checkpoint, batch_id) -> dict[key, dict]   (fallback)
-    batch_of(headers) -> int | None   (optional: the batch that wrote a record)
+scans, so it can run every hour on a large app. Everything app-specific comes from the declared
+job: the state store is read through its serde (``state.store``), the changelog must hold the
+serialized state per key and the output what ``emit`` makes of it. A job that ``expire``s state
+(closed windows) leaves output records of what it dropped: for such a job output keys the state no
+longer emits are not counted as extra.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from streamops.checkpoints import layout
 from streamops.exceptions import StreamopsError
 from streamops.settings import Settings
-from streamops.spec import AppSpec, import_job
+from streamops.spec import AppSpec, load_job
 from streamops.state.check import SAMPLES, Diff, NothingCommittedError, compare
 
 if TYPE_CHECKING:
@@ -241,22 +242,30 @@ def unreadable_reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first}"[:500] if not error_class else first[:500]
 
 
-def read_state(job: Any, spark: Any, checkpoint: Path, batch: int) -> StateRead:
-    """Read the state store through the job's hook; any failure becomes ``error`` (not a crash)."""
+def read_state(job_cls: Any, spark: Any, checkpoint: Path, batch: int) -> StateRead:
+    """Read the state store through the job's serde; any failure becomes ``error`` (not a crash).
+    ``table`` is what the job emits for that state (the data-quality suite's rows)."""
+    import pyarrow as pa
+
+    from streamops.state.store import read_states
+
     start = time.monotonic()
     try:
-        if hasattr(job, "state_table"):
-            table = job.state_table(spark, str(checkpoint), batch)
-            values = dict(zip(table.column(0).to_pylist(), table.to_pylist()))
-        else:
-            import pyarrow as pa
-
-            values = job.state_profiles(spark, str(checkpoint), batch)
-            table = pa.Table.from_pylist(list(values.values())) if values else None
+        values = read_states(spark, job_cls, str(checkpoint), batch)
     except Exception as exc:  # noqa: BLE001  # Py4JJavaError, pyspark errors, OSError: all mean unreadable
         return StateRead(error=unreadable_reason(exc), seconds=time.monotonic() - start)
-    return StateRead(values, table, len(values) if table is None else table.num_rows,
+    job = job_cls()
+    rows = [v for k, s in values.items() for v in job.emit(k, s).values()]  # in the job's field order
+    return StateRead(values, pa.Table.from_pylist(rows) if rows else None, len(values),
                      seconds=time.monotonic() - start)
+
+
+def emitted(job_cls: Any, states: dict[str, Any]) -> dict[str, Any]:
+    """The output a job's states emit, per output key, as the output topic's JSON reads back."""
+    from streamops.job import JsonSerde
+
+    job, js = job_cls(), JsonSerde()
+    return {okey: js.loads(js.dumps(v)) for k, s in states.items() for okey, v in job.emit(k, s).items()}
 
 
 def state_frame(table: pa.Table) -> pd.DataFrame:
@@ -459,7 +468,7 @@ def _verify(spec: AppSpec, settings: Settings, *, spark: Any, progress: Progress
 
     t0 = time.monotonic()
     timings: dict[str, float] = {}
-    job = import_job(spec, settings.repo)
+    job_cls = load_job(spec, settings.repo)
     ckpt = checkpoint_dir(settings, spec)
     batch = layout.last_committed_batch(ckpt)
     if batch is None:
@@ -476,7 +485,7 @@ def _verify(spec: AppSpec, settings: Settings, *, spark: Any, progress: Progress
             session = _session(settings) if own else spark
             timings["spark_start"] = time.monotonic() - ts
             try:
-                state_box["state"] = read_state(job, session, ckpt, batch)
+                state_box["state"] = read_state(job_cls, session, ckpt, batch)
             finally:
                 if own:
                     session.stop()
@@ -492,10 +501,14 @@ def _verify(spec: AppSpec, settings: Settings, *, spark: Any, progress: Progress
         corrupt = checksum_failures(ckpt / "state")
         timings["checksums"] = time.monotonic() - ts
         ts = time.monotonic()
-        batch_of = getattr(job, "batch_of", None)
+        from streamops.job import JsonSerde
+        from streamops.spark.job_query import batch_of
+
         topics = {"changelog": spec.changelog_topic, "output": spec.live_output_topic}
+        serde = job_cls.state_serde
+        decoders = {"changelog": decode_json if isinstance(serde, JsonSerde) else serde.loads, "output": decode_json}
         reads = {view: scan_topic(settings.kafka_bootstrap, topics[view], view=view, max_batch=batch,
-                                  batch_of=batch_of, progress=progress) for view in VIEWS}
+                                  batch_of=batch_of, progress=progress, decode=decoders[view]) for view in VIEWS}
         timings["topics"] = time.monotonic() - ts
         ts = time.monotonic()
         q.prefetch()  # ~8 s of imports, also overlapped with the state scan
@@ -518,7 +531,12 @@ def _verify(spec: AppSpec, settings: Settings, *, spark: Any, progress: Progress
     else:
         progress(f"  state store at batch {batch}: {len(state.values):,} keys in {state.seconds:.1f}s")
         ts = time.monotonic()
-        views = [ViewResult(compare(v, state.values, reads[v].values), reads[v]) for v in VIEWS]
+        out = emitted(job_cls, state.values)
+        output = reads["output"].values
+        if job_cls.has_expire():  # what expire dropped keeps its last output
+            output = {k: v for k, v in output.items() if k in out}
+        views = [ViewResult(compare("changelog", state.values, reads["changelog"].values), reads["changelog"]),
+                 ViewResult(compare("output", out, output), reads["output"])]
         timings["compare"] = time.monotonic() - ts
         ts = time.monotonic()
         quality = run_quality(spec, settings, state, views, batch=batch, now_ms=now_ms, html=html,

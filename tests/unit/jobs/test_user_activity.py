@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 import pytest
-from pyspark.testing import assertDataFrameEqual
 
 from jobs import user_activity as job
+from streamops.job import Record
+from streamops.spark.job_query import H_BATCH_ID, JobQuery, Topics, parse_aggregate, state_of
+from streamops.state.oracle import fold_input
 from jobs.demo import contract as c
 from jobs.demo.fold import fold, profile_json, validate
 from jobs.demo.generator import generate_records
@@ -28,27 +31,34 @@ def raw(local_spark, records):
     return local_spark.createDataFrame(rows, KAFKA_DDL)
 
 
-def test_profile_updates_equal_the_python_fold(local_spark, raw, records) -> None:
+QUERY = JobQuery(job.UserActivity, state_partitions=2, topics=Topics("o", "cl", "d"))
+
+
+def test_the_spark_query_equals_the_reference_fold(local_spark, raw, records) -> None:
+    """The declared job run by Spark gives the contract's profiles (``jobs.demo.fold``, written
+    independently of the API) and what the API's own Python fold gives."""
     expected = fold(e for e, reason in map(validate, (r.value for r in records)) if reason is None)
-    actual = job.profile_updates(job.parse(raw))
-    want = local_spark.createDataFrame(
-        [(p["user_id"], p["last_login_ts"], p["purchases"], round(p["total_amount"] * 100), p["events"])
-         for p in expected.values()],
-        "user_id string, last_login_ts long, purchases long, total_cents long, events long",
-    )
-    assertDataFrameEqual(actual, want)
+    table = QUERY.build(raw).toArrow()
+    states = {r["user_id"]: state_of(job.UserActivity, r) for r in table.to_pylist() if r["kind"] == "state"}
+    assert {k: job.UserActivity().emit(k, s)[k] for k, s in states.items()} == expected
+    oracle = fold_input(job.UserActivity, (Record(c.INPUT_TOPIC, i % 3, i // 3, r.key, r.value)
+                                           for i, r in enumerate(records)))
+    assert states == oracle.states and len(states) == 50
 
 
 def test_build_query_and_records(raw, records) -> None:
-    out = job.build_query(raw, state_partitions=2).toArrow()
-    recs = job.to_records(out, output_topic="o", changelog_topic="cl", dlq_topic="d", batch_id=7)
+    out = QUERY.build(raw).toArrow()
+    recs = QUERY.records(out, 7)
     by_topic: dict[str, list] = {}
     for r in recs:
         by_topic.setdefault(r.topic, []).append(r)
     expected = fold(e for e, reason in map(validate, (r.value for r in records)) if reason is None)
     assert {r.key.decode(): r.value for r in by_topic["o"]} == {k: profile_json(p) for k, p in expected.items()}
-    assert [(r.key, r.value) for r in by_topic["o"]] == [(r.key, r.value) for r in by_topic["cl"]]
-    assert all(dict(r.headers)[c.H_BATCH_ID] == b"7" for r in recs)
+    # the changelog holds the state (cents, exact), the output its projection (currency units)
+    changelog = {r.key.decode(): json.loads(r.value) for r in by_topic["cl"]}
+    assert {k: (s["purchases"], s["total_cents"]) for k, s in changelog.items()} == {
+        k: (p["purchases"], round(p["total_amount"] * 100)) for k, p in expected.items()}
+    assert all(dict(r.headers)[H_BATCH_ID] == b"7" for r in recs)
     bad = {(i % 3, i // 3): (rec.key, rec.value, validate(rec.value)[1])
            for i, rec in enumerate(records) if validate(rec.value)[1] is not None}
     assert len(bad) == sum(1 for r in records if r.reason is not None) > 0
@@ -93,24 +103,26 @@ _EDGE_VALUES = [
 
 
 def test_vectorized_parse_agrees_with_the_validator_record_by_record(records) -> None:
-    """The Arrow fast path and the Python fallback together give exactly ``validate``'s rows."""
+    """The Arrow fast path and the per-record ``parse`` + ``contribute`` give the same rows."""
     import pyarrow as pa
 
     values = [r.value for r in records] + _EDGE_VALUES
     batch = pa.RecordBatch.from_pydict({
         "key": [b"k"] * len(values), "value": values, "topic": [c.INPUT_TOPIC] * len(values),
-        "partition": [0] * len(values), "offset": list(range(len(values)))})
-    out = list(job.parse_batches(iter([batch])))
+        "partition": pa.array([0] * len(values), pa.int32()), "offset": list(range(len(values)))})
+    out = list(parse_aggregate(job.UserActivity, QUERY.parsed_schema())(iter([batch])))
     assert len(out) == 2  # both paths were used
+    fast_rows = out[0].num_rows
+    assert 0 < fast_rows < len(values)
     rows = {r["src_offset"]: r for b in out for r in b.to_pylist()}
     assert sorted(rows) == list(range(len(values)))
+    ua = job.UserActivity()
     for i, value in enumerate(values):
         event, reason = validate(value)
         row = rows[i]
         assert row["reason"] == reason, value
         if reason is None:
-            assert (row["user_id"], row["event_type"], row["amount_cents"], row["ts"]) == (
-                event["user_id"], event["event_type"], c.amount_cents(event["amount"]), event["ts"]), value
-            assert row["raw_value"] is None
+            assert {f: row[f] for f in QUERY.fields} == ua.contribute(event), value
+            assert row["user_id"] == event["user_id"] and row["raw_value"] is None
         else:
             assert (row["raw_key"], row["raw_value"]) == (b"k", value)

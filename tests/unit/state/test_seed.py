@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import types
 from pathlib import Path
 
 import pytest
@@ -12,19 +11,23 @@ from streamops.checkpoints import layout
 from streamops.state import seed
 
 
-def test_seed_columns_come_from_the_jobs_seed_ddl(repo: Path) -> None:
-    from streamops.spec import default_spec_path, get_app, import_job, load_specs
+def test_seed_rows_are_the_declared_state(repo: Path) -> None:
+    """An aggregate job seeds from its key and fields, an update job from its serialized state."""
+    from jobs.page_stats import PageStats
+    from jobs.user_activity import UserActivity
+    from streamops.spark.job_query import JobQuery
 
-    job = import_job(get_app(load_specs(default_spec_path(repo)), "user_activity"), repo)
-    assert seed.seed_columns(job) == ["user_id", "login_ts", "purchase_n", "cents", "n"]
-    row = job.seed_row_from_changelog(b"u1", json.dumps({"user_id": "u1", "last_login_ts": 5, "purchases": 2,
-                                                         "total_amount": 12.35, "events": 7}).encode())
-    assert row == ("u1", 5, 2, 1235, 7) and job.seed_row_from_changelog(b"u1", None) is None
-
-
-def test_a_job_without_the_contract_is_refused_by_name() -> None:
-    with pytest.raises(seed.SeedError, match="no SEED_DDL"):
-        seed.seed_columns(types.ModuleType("jobs.other"))
+    agg = JobQuery(UserActivity, state_partitions=2)
+    assert seed.seed_columns(agg) == ["user_id", "last_login_ts", "purchases", "total_cents", "events"]
+    table = agg.seed_table({"u1": {"last_login_ts": None, "purchases": 2, "total_cents": 1235, "events": 7}})
+    assert table.to_pylist() == [{"user_id": "u1", "last_login_ts": None, "purchases": 2, "total_cents": 1235,
+                                  "events": 7}]
+    assert str(table.schema.field("last_login_ts").type) == "int64"  # typed even when every value is null
+    upd = JobQuery(PageStats, state_partitions=2)
+    assert seed.seed_columns(upd) == ["key", "lane", "blob"]
+    state = {"max_ts": 5, "windows": {"0": {"views": 1, "users": ["a"], "total_ms": 3, "max_ms": 3, "last_seen": 5}}}
+    (row,) = upd.seed_table({"/p": state}).to_pylist()
+    assert row["key"] == "/p" and row["lane"] == 0 and json.loads(row["blob"]) == state
 
 
 def test_point_offsets_rewrites_batch_0_for_every_source_scan(tmp_path: Path) -> None:

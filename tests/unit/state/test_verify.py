@@ -110,46 +110,42 @@ def test_unreadable_reason_names_error_class_and_root_cause() -> None:
     assert v.unreadable_reason(FileNotFoundError("no such dir")) == "FileNotFoundError: no such dir"
 
 
-# -- reading state through the job's hooks ----------------------------------------------------------
-class TableJob:
-    @staticmethod
-    def state_table(spark, checkpoint, batch_id):
-        return pa.Table.from_pylist(list(STATE.values()))
+# -- reading state through the declared job -----------------------------------------------------------
+def test_read_state_gives_states_and_the_emitted_rows_for_the_quality_suite(monkeypatch: pytest.MonkeyPatch) -> None:
+    from jobs.user_activity import UserActivity
+    from streamops.state import store
 
-
-class DictJob:
-    @staticmethod
-    def state_profiles(spark, checkpoint, batch_id):
-        return dict(STATE)
-
-
-class BrokenJob:
-    @staticmethod
-    def state_table(spark, checkpoint, batch_id):
-        raise RuntimeError(JAVA_TRACE)
-
-
-@pytest.mark.parametrize("job", [TableJob, DictJob])
-def test_read_state_hooks(job) -> None:
-    st = v.read_state(job, None, Path("/nowhere"), 3)
-    assert st.readable and st.values == STATE and st.rows == 3
+    states = {"u1": {"last_login_ts": None, "purchases": 2, "total_cents": 1235, "events": 7},
+              "u2": {"last_login_ts": 5, "purchases": 0, "total_cents": 0, "events": 1}}
+    monkeypatch.setattr(store, "read_states", lambda spark, job_cls, ckpt, batch: dict(states))
+    st = v.read_state(UserActivity, None, Path("/nowhere"), 3)
+    assert st.readable and st.values == states and st.rows == 2
     frame = v.state_frame(st.table)
     assert list(frame.columns) == ["user_id", "last_login_ts", "purchases", "total_amount", "events"]
     assert str(frame["last_login_ts"].dtype) == "Int64"
+    assert frame.set_index("user_id").loc["u1", "total_amount"] == 12.35
+    assert v.emitted(UserActivity, states)["u2"] == {"user_id": "u2", "last_login_ts": 5, "purchases": 0,
+                                                     "total_amount": 0.0, "events": 1}
 
 
-def test_read_state_empty_dict_hook() -> None:
-    class EmptyJob:
-        @staticmethod
-        def state_profiles(spark, checkpoint, batch_id):
-            return {}
+def test_read_state_of_an_empty_store(monkeypatch: pytest.MonkeyPatch) -> None:
+    from jobs.user_activity import UserActivity
+    from streamops.state import store
 
-    st = v.read_state(EmptyJob, None, Path("/nowhere"), 0)
+    monkeypatch.setattr(store, "read_states", lambda *a: {})
+    st = v.read_state(UserActivity, None, Path("/nowhere"), 0)
     assert st.readable and st.values == {} and st.table is None and st.rows == 0
 
 
-def test_read_state_failure_is_a_result_not_a_crash() -> None:
-    st = v.read_state(BrokenJob, None, Path("/nowhere"), 3)
+def test_read_state_failure_is_a_result_not_a_crash(monkeypatch: pytest.MonkeyPatch) -> None:
+    from jobs.user_activity import UserActivity
+    from streamops.state import store
+
+    def broken(*a):
+        raise RuntimeError(JAVA_TRACE)
+
+    monkeypatch.setattr(store, "read_states", broken)
+    st = v.read_state(UserActivity, None, Path("/nowhere"), 3)
     assert not st.readable and "Stream is corrupted" in st.error and st.values == {}
 
 
@@ -195,7 +191,7 @@ class Msg:
 
 
 def test_scan_topic_latest_per_key_as_of_the_batch(monkeypatch: pytest.MonkeyPatch) -> None:
-    from jobs.user_activity import batch_of
+    from streamops.spark.job_query import batch_of
     from streamops.kafka import admin, read
 
     msgs = [

@@ -1,0 +1,34 @@
+"""The driver of any declared job: ``python -m streamops.spark.app --app NAME [--parallelism N]``.
+
+The spec entry names the job module (``job: jobs.page_stats``); its ``Job`` class is the whole
+app: this module builds its query and records (``job_query``) and runs them (``runner``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from streamops.settings import Settings
+
+
+def main(argv: list[str] | None = None) -> int:
+    from streamops.spark.job_query import JobQuery, Topics
+    from streamops.spark.runner import add_run_arguments, run_app, run_setup
+    from streamops.spec import load_job
+
+    ap = argparse.ArgumentParser(prog="python -m streamops.spark.app", description=__doc__.splitlines()[0])
+    ap.add_argument("--app", required=True, help="the spec entry to run")
+    add_run_arguments(ap)
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    settings = Settings.from_env()
+    spec, options = run_setup(settings, args.app, args)  # the live output version, overrides, reprocess
+    query = JobQuery(load_job(spec, settings.repo), state_partitions=spec.state_partitions,
+                     topics=Topics(spec.live_output_topic, spec.changelog_topic, spec.dlq_topic))
+    return run_app(spec, settings, build=query.build, to_records=query.records, options=options)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
