@@ -117,15 +117,15 @@ class AggField:
         return (0 if self.type == "long" else 0.0) if self.kind == "sum" else None
 
 
-def Sum(type: SparkType = "long") -> AggField:  # noqa: N802 - reads like Spark's F.sum
+def Sum(type: SparkType = "long") -> AggField:
     return AggField("sum", type)
 
 
-def Max(type: SparkType = "long") -> AggField:  # noqa: N802
+def Max(type: SparkType = "long") -> AggField:
     return AggField("max", type)
 
 
-def Min(type: SparkType = "long") -> AggField:  # noqa: N802
+def Min(type: SparkType = "long") -> AggField:
     return AggField("min", type)
 
 

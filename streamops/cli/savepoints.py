@@ -61,7 +61,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
     head = (f"{spec.name}: {'would restore' if out['dry_run'] else 'restored'} {out['savepoint']} "
             f"(batch {out['batch_id']}, state version {out['state_version']}, checksum verified)")
     lines = [head, f"  {'TOPIC':<20} {'PART':>4} {'CURRENT':>10} {'RESTORE TO':>10} {'REPROCESS':>10}"]
-    lines += [f"  {p['topic']:<20} {p['partition']:>4} {str(p['current']):>10} {p['restore_to']:>10} "
+    lines += [f"  {p['topic']:<20} {p['partition']:>4} {p['current']!s:>10} {p['restore_to']:>10} "
               f"{p['reprocess']:>10}" for p in out["offsets"]]
     lines.append(f"  records to reprocess: {out['records_to_reprocess']}; current checkpoint (batch "
                  f"{out['current_batch']}) set aside to {out.get('aside', out['set_aside_to'])}; "

@@ -18,8 +18,8 @@ from pathlib import Path
 from streamops.platform import process
 from streamops.settings import Settings
 from streamops.spark import elastic, standby
-from streamops.spark.standby import STANDBY_ENV
 from streamops.spark.runner import app_dir
+from streamops.spark.standby import STANDBY_ENV
 from streamops.spec import AppSpec
 
 

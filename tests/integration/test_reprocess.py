@@ -14,7 +14,9 @@ from streamops.kafka.read import latest_per_key, read_topic
 from streamops.ledger import Ledger
 from streamops.lifecycle import driver
 from streamops.platform import manager
-from streamops.spec import default_spec_path, get_app, import_job, load_specs
+from streamops.spark.job_query import dlq_entry
+from streamops.spec import default_spec_path, get_app, load_job, load_specs
+from streamops.state.oracle import fold_input, record_of
 
 APP = "user_activity"
 
@@ -33,17 +35,17 @@ def _now() -> str:
 
 def _fold(app, since: str, until: str | None) -> tuple[dict, dict]:
     """The oracle: the job's plain-Python fold over the input records with since <= timestamp < until."""
-    job = import_job(get_app(load_specs(default_spec_path(app.settings.repo)), APP), app.settings.repo)
+    job_cls = load_job(get_app(load_specs(default_spec_path(app.settings.repo)), APP), app.settings.repo)
     lo = int(datetime.fromisoformat(since).timestamp() * 1000)
     hi = int(datetime.fromisoformat(until).timestamp() * 1000) if until else None
     msgs = [m for m in read_topic(app.settings.kafka_bootstrap, "user-events")
             if m.timestamp()[1] >= lo and (hi is None or m.timestamp()[1] < hi)]
-    return job.expected_from_input(msgs)
+    folded = fold_input(job_cls, map(record_of, msgs))
+    return folded.output, folded.rejected
 
 
 def _dlq(app, topic: str) -> list:
-    job = import_job(get_app(load_specs(default_spec_path(app.settings.repo)), APP), app.settings.repo)
-    return [job.dlq_entry(m) for m in read_topic(app.settings.kafka_bootstrap, topic)]
+    return [dlq_entry(m.headers()) for m in read_topic(app.settings.kafka_bootstrap, topic)]
 
 
 def _total(app, topic: str) -> int:

@@ -15,7 +15,6 @@ from streamops.lifecycle import driver
 from streamops.platform import manager
 from streamops.spark import ui
 from streamops.spark.runner import REFUSED, heartbeat_path
-from tests.fixtures.apps import REPO
 
 APP = "user_activity"
 
@@ -79,7 +78,7 @@ def test_resize_each_strategy_under_steady_load_is_exact(app_factory) -> None:
         # a second driver started by hand beside the supervisor's is refused before it does anything
         running = driver.running(app.settings, APP)
         t0 = time.monotonic()
-        second = subprocess.run([sys.executable, str(REPO / "jobs" / "user_activity.py"), "--app", APP],
+        second = subprocess.run([sys.executable, "-m", "streamops.spark.app", "--app", APP],
                                 check=False, env=app.env, capture_output=True, text=True, timeout=120)
         assert second.returncode == REFUSED, second.stderr[-3000:]
         assert f"is in use by pid {running.pid}" in second.stderr and f"streamops stop {APP}" in second.stderr

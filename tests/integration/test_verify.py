@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from jobs.demo.fold import profile_json
+from jobs.user_activity import UserActivity
+from streamops.job import JsonSerde
 from streamops.kafka.admin import client_config
 from streamops.ledger.store import Ledger
 from streamops.platform import manager
@@ -50,6 +51,9 @@ def spec(app):
 def state_spark(spark):
     _ = spark.streams.active  # the state reader needs the StateStoreCoordinator
     return spark
+
+
+JSON = JsonSerde()
 
 
 def produce(app: AppHarness, topic: str, key: str, value: bytes | None) -> None:
@@ -106,9 +110,9 @@ def test_changed_changelog_record_is_different(app: AppHarness, spec, state_spar
     before = run(app, spec, state_spark)
     assert before["ok"], before["categories"]
     key = "u007"
-    right = json.loads(profile_json(_state_profile(app, spec, state_spark, key)))
+    right = _state(app, spec, state_spark, key)  # the changelog holds the state (cents), not the profile
     wrong = {**right, "purchases": right["purchases"] + 1}
-    produce(app, spec.changelog_topic, key, profile_json(wrong))
+    produce(app, spec.changelog_topic, key, JSON.dumps(wrong))
     report = run(app, spec, state_spark)
     assert not report["ok"] and report["categories"] == ["changelog.different", "quality.result"]
     cl = views(report)["changelog"]
@@ -117,13 +121,13 @@ def test_changed_changelog_record_is_different(app: AppHarness, spec, state_spar
     assert views(report)["output"]["different"] == 0
     failed = next(s for s in report["quality"]["suites"] if s["check"] == "result")["failures"]
     assert [f["kwargs"]["column"] for f in failed] == ["different"]
-    produce(app, spec.changelog_topic, key, profile_json(right))  # undo: the right value again
+    produce(app, spec.changelog_topic, key, JSON.dumps(right))  # undo: the right value again
     assert run(app, spec, state_spark)["ok"]
 
 
 def test_deleted_output_record_is_missing(app: AppHarness, spec, state_spark) -> None:
     key = "u123"
-    right = _state_profile(app, spec, state_spark, key)
+    right = UserActivity().emit(key, _state(app, spec, state_spark, key))[key]
     produce(app, spec.output_topic, key, None)  # tombstone
     report = run(app, spec, state_spark)
     assert not report["ok"] and report["categories"] == ["output.missing", "quality.result"]
@@ -131,7 +135,7 @@ def test_deleted_output_record_is_missing(app: AppHarness, spec, state_spark) ->
     assert (out["missing"], out["extra"], out["different"], out["topic_keys"]) == (1, 0, 0, 399)
     assert out["samples"]["missing"] == [key] and out["tombstones"] == 1
     assert views(report)["changelog"]["missing"] == 0
-    produce(app, spec.output_topic, key, profile_json(right))
+    produce(app, spec.output_topic, key, JSON.dumps(right))
     assert run(app, spec, state_spark)["ok"]
 
 
@@ -167,9 +171,7 @@ def test_corrupted_state_file_is_unreadable(app: AppHarness) -> None:
     assert after["views"] == {} and after["report_html"] is None
 
 
-def _state_profile(app: AppHarness, spec, spark, key: str) -> dict:
-    from streamops.spec import import_job
+def _state(app: AppHarness, spec, spark, key: str) -> dict:
+    from streamops.state.store import read_states
 
-    job = import_job(spec, app.settings.repo)
-    table = job.state_table(spark, str(app.checkpoint), app.committed_batch())
-    return next(r for r in table.to_pylist() if r["user_id"] == key)
+    return read_states(spark, UserActivity, str(app.checkpoint), app.committed_batch())[key]
