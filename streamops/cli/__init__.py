@@ -19,7 +19,8 @@ from streamops.cli.common import common_parser, emit, error_payload
 from streamops.exceptions import StreamopsError
 
 #: modules under streamops.cli that register subcommands, in help order
-COMMANDS = ["platform", "produce", "check", "verify", "status", "apps", "savepoints", "maintenance", "reset", "supervise"]
+COMMANDS = ["platform", "produce", "check", "verify", "status", "apps", "jobs", "savepoints", "maintenance", "reset",
+            "supervise"]
 
 
 def cmd_version(args: argparse.Namespace) -> int:

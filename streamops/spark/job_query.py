@@ -308,8 +308,13 @@ def update_state(job_cls: type[Job]):
     screens, expires = job_cls.has_screen(), job_cls.has_expire()
 
     def run(group: tuple, frames: Iterator, state) -> Iterator:
+        import warnings
+
         import pandas as pd
 
+        # pyspark concatenates our frames, whose optional columns are often all None: pandas
+        # warns about that on every batch, which says nothing to the job's owner
+        warnings.filterwarnings("ignore", "The behavior of DataFrame concatenation", FutureWarning)
         key, lane = group
         pdf = pd.concat(list(frames), ignore_index=True)
         rows: list[tuple] = []

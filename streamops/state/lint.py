@@ -1,0 +1,300 @@
+"""``streamops app lint APP``: is a job declaration sound, before any cluster or broker sees it?
+
+On a sample (the job's ``generate``, or a JSON-lines file): the declaration is complete; every
+record parses to an event or a rejection; every state survives its serde; ``update`` gives the
+same state whether a key's events come in one call or split over two batches, and ``expire`` as
+often as Spark may call it changes nothing (the two properties ``check`` relies on); then, in a
+local Spark, the job's own query over the sample in several micro-batches equals the plain-Python
+fold (output, changelog, DLQ and state store), and a checkpoint seeded from the changelog's states
+reads back the same states (what rebuild-state and compaction do).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import traceback
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from streamops.job import Job, JobDeclarationError, JsonSerde, Record, Reject, validate_job
+from streamops.state.oracle import Expected, fold_input, normalized
+
+SAMPLES = 3
+_JSON = JsonSerde()
+
+
+@dataclass
+class LintCheck:
+    name: str
+    ok: bool
+    detail: str = ""
+
+
+@dataclass
+class LintReport:
+    job: str
+    records: int
+    checks: list[LintCheck] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"job": self.job, "ok": self.ok, "records": self.records,
+                "checks": [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in self.checks]}
+
+
+def render(report: LintReport) -> str:
+    lines = [f"lint {report.job}: {'OK' if report.ok else 'FAILED'} ({report.records} sample records)"]
+    for c in report.checks:
+        lines.append(f"  {'ok  ' if c.ok else 'FAIL'} {c.name}" + (f": {c.detail}" if c.detail else ""))
+    return "\n".join(lines)
+
+
+def sample_records(job_cls: type[Job], topic: str, partitions: int, values: Iterable[tuple[bytes | None, bytes]]
+                   ) -> list[Record]:
+    """Sample (key, value) pairs as input records, spread over partitions by key as a producer would."""
+    import zlib
+
+    nxt = [0] * partitions
+    out = []
+    for key, value in values:
+        p = zlib.crc32(key) % partitions if key is not None else len(out) % partitions
+        out.append(Record(topic, p, nxt[p], key, value))
+        nxt[p] += 1
+    return out
+
+
+def lint(job_cls: type, records: list[Record], *, spark: Any = None, state_partitions: int = 2,
+         progress: Callable[[str], None] = lambda _m: None) -> LintReport:
+    """Run the checks (module docstring); ``spark=None`` skips the Spark ones (pure checks only)."""
+    name = getattr(job_cls, "__name__", str(job_cls))
+    report = LintReport(name, len(records))
+    try:
+        validate_job(job_cls)
+    except JobDeclarationError as exc:
+        report.checks.append(LintCheck("declaration", False, str(exc)))
+        return report
+    report.checks.append(LintCheck("declaration", True, "aggregate" if job_cls.is_aggregate() else "update"))
+    checks: list[tuple[str, Callable[[], str]]] = [
+        ("parse", lambda: _parse(job_cls, records)),
+        ("serde round trip", lambda: _serde(job_cls, records)),
+        ("batch split", lambda: _split(job_cls, records)),
+    ]
+    if spark is not None:
+        checks.append(("spark equals the python fold", lambda: _spark(job_cls, records, spark, state_partitions,
+                                                                       progress)))
+    for check, run in checks:
+        progress(f"  {check} ...")
+        try:
+            report.checks.append(LintCheck(check, True, run()))
+        except _Failed as exc:
+            report.checks.append(LintCheck(check, False, str(exc)))
+        except Exception as exc:  # noqa: BLE001 - the job's own code raised: that is the finding
+            where = traceback.extract_tb(exc.__traceback__)[-1]
+            report.checks.append(LintCheck(check, False, f"{type(exc).__name__}: {exc} "
+                                                         f"({Path(where.filename).name}:{where.lineno})"))
+    return report
+
+
+class _Failed(Exception):
+    pass
+
+
+def _parse(job_cls: type[Job], records: list[Record]) -> str:
+    job = job_cls()
+    events = rejected = 0
+    for r in records:
+        parsed = job.parse(r)
+        if isinstance(parsed, Reject):
+            if not isinstance(parsed.reason, str) or not parsed.reason:
+                raise _Failed(f"record {r.partition}/{r.offset}: a Reject needs a non-empty reason")
+            rejected += 1
+        else:
+            key = job.key(parsed)
+            if not isinstance(key, str):
+                raise _Failed(f"key() must return a str, got {type(key).__name__} for record {r.partition}/{r.offset}")
+            events += 1
+    if not events:
+        raise _Failed("no record of the sample parsed to an event")
+    return f"{events} events, {rejected} rejected"
+
+
+def _serde(job_cls: type[Job], records: list[Record]) -> str:
+    job, serde = job_cls(), job_cls.state_serde
+    folded = _fold_raw(job_cls, records)
+    bad = []
+    for k, state in folded.items():
+        data = serde.dumps(state)
+        if not isinstance(data, bytes):
+            raise _Failed(f"state_serde.dumps must return bytes, got {type(data).__name__}")
+        if serde.loads(data) != state:
+            bad.append(k)
+        for okey, value in job.emit(k, state).items():
+            if not isinstance(okey, str):
+                raise _Failed(f"emit() keys must be str, got {okey!r}")
+            _JSON.dumps(value)  # raises if the output is not JSON
+    if bad:
+        k = bad[0]
+        raise _Failed(f"{len(bad)} of {len(folded)} states change through state_serde (a set, a tuple, a non-str "
+                      f"dict key?): e.g. {k!r}: {folded[k]!r} -> {serde.loads(serde.dumps(folded[k]))!r}")
+    return f"{len(folded)} states"
+
+
+def _fold_raw(job_cls: type[Job], records: list[Record]) -> dict[str, Any]:
+    """Final states before expire and before the serde (what ``update`` itself returns)."""
+    job = job_cls()
+    if job_cls.is_aggregate():
+        return {}
+    events: dict[str, list] = {}
+    for r in records:
+        parsed = job.parse(r)
+        if not isinstance(parsed, Reject):
+            events.setdefault(job.key(parsed), []).append(((r.topic, r.partition, r.offset), parsed))
+    out = {}
+    for k, evs in events.items():
+        evs.sort(key=lambda e: e[0])
+        out[k] = _fold_key(job, k, [e for _w, e in evs], job_cls.has_screen(), split=None)
+    return out
+
+
+def _fold_key(job: Job, key: str, events: list, screens: bool, split: int | None, expire: bool = False) -> Any:
+    batches = [events] if split is None else [events[:split], events[split:]]
+    state = job.initial(key)
+    for batch in batches:
+        if screens:
+            for e in batch:
+                if job.screen(key, state, e) is None:
+                    state = job.update(key, state, [e])
+        elif batch:
+            state = job.update(key, state, batch)
+        if expire and split is not None and batch is batches[0]:
+            kept = job.expire(key, state)
+            state = job.initial(key) if kept is None else kept
+    return state
+
+
+def _split(job_cls: type[Job], records: list[Record]) -> str:
+    if job_cls.is_aggregate():
+        return "native aggregation: Spark merges the fields"
+    job = job_cls()
+    events: dict[str, list] = {}
+    for r in sorted(records, key=lambda r: (r.topic, r.partition, r.offset)):
+        parsed = job.parse(r)
+        if not isinstance(parsed, Reject):
+            events.setdefault(job.key(parsed), []).append(parsed)
+    screens, expires = job_cls.has_screen(), job_cls.has_expire()
+    for k, evs in events.items():
+        whole = _fold_key(job, k, evs, screens, None)
+        for split in {len(evs) // 3, len(evs) // 2, len(evs) - 1} - {0}:
+            if _fold_key(job, k, evs, screens, split) != whole:
+                raise _Failed(f"key {k!r}: update over {len(evs)} events in one call differs from the same events "
+                              f"in two calls split at {split}: update must not depend on how Spark cuts batches")
+            if expires:
+                end = job.expire(k, whole)
+                cut = job.expire(k, _fold_key(job, k, evs, screens, split, expire=True))
+                if normalized(job_cls, end) != normalized(job_cls, cut):
+                    raise _Failed(f"key {k!r}: expiring after event {split} changed the final state: expire may drop "
+                                  f"only what no later event changes (screen must reject events for it)")
+    return f"{len(events)} keys, each split in up to three places"
+
+
+def _spark(job_cls: type[Job], records: list[Record], spark: Any, state_partitions: int,
+           progress: Callable[[str], None]) -> str:
+    from streamops.spark.job_query import JobQuery, Topics
+    from streamops.state import seed
+    from streamops.state.store import read_states
+
+    expected = fold_input(job_cls, records)
+    query = JobQuery(job_cls, state_partitions=state_partitions, topics=Topics("out", "changelog", "dlq"))
+    root = Path(tempfile.mkdtemp(prefix="streamops-lint-"))
+    try:
+        got, batches = _run_stream(spark, query, records, root)
+        diffs = _compare(job_cls, expected, got)
+        states = read_states(spark, job_cls, str(root / "checkpoint"), batches - 1)
+        if states != expected.states:
+            diffs.append(_diff("state store", expected.states, states))
+        if diffs:
+            raise _Failed("; ".join(diffs))
+        progress("  seeding a checkpoint from the states ...")
+        seed.write_seed_input(query.seed_table(expected.states), root / "seed-input", seed.seed_columns(query))
+        seed.seed_checkpoint(spark, query, root / "seed-input", root / "seeded", state_partitions=state_partitions,
+                             timeout=300)
+        seeded = read_states(spark, job_cls, str(root / "seeded"), 0)
+        if seeded != expected.states:
+            raise _Failed("a checkpoint seeded from the states " + _diff("reads back", expected.states, seeded))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return (f"{batches} micro-batches: {len(expected.states)} states, {len(expected.output)} output keys, "
+            f"{len(expected.rejected)} DLQ records equal; seeded checkpoint reads back equal")
+
+
+def _run_stream(spark: Any, query: Any, records: list[Record], root: Path) -> tuple[dict, int]:
+    """The job's query over the sample as a file stream of Kafka-shaped rows, in three batches."""
+    import datetime as dt
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (root / "input").mkdir(parents=True)
+    parts = 3
+    for i in range(parts):
+        chunk = records[i * len(records) // parts:(i + 1) * len(records) // parts]
+        pq.write_table(pa.table({
+            "key": pa.array([r.key for r in chunk], pa.binary()), "value": pa.array([r.value for r in chunk], pa.binary()),
+            "topic": [r.topic for r in chunk], "partition": pa.array([r.partition for r in chunk], pa.int32()),
+            "offset": pa.array([r.offset for r in chunk], pa.int64()),
+            "timestamp": pa.array([dt.datetime(2026, 1, 1)] * len(chunk), pa.timestamp("us")),
+        }), root / "input" / f"part-{i}.parquet")
+    got: dict[str, dict] = {"out": {}, "changelog": {}, "dlq": {}}
+
+    def sink(df, batch_id: int) -> None:
+        from streamops.spark.job_query import dlq_entry
+
+        for r in query.records(df.toArrow(), batch_id):
+            if r.topic == "dlq":
+                where, reason = dlq_entry(list(r.headers))
+                got["dlq"][where] = reason
+            else:
+                got[r.topic][r.key.decode()] = r.value
+
+    ddl = "key binary, value binary, topic string, partition int, offset long, timestamp timestamp"
+    spark.conf.set("spark.sql.shuffle.partitions", str(query.state_partitions))
+    raw = spark.readStream.schema(ddl).option("maxFilesPerTrigger", 1).parquet(str(root / "input"))
+    stream = (query.build(raw).writeStream.outputMode("update").foreachBatch(sink)
+              .option("checkpointLocation", str(root / "checkpoint")).start())
+    try:
+        stream.processAllAvailable()
+    finally:
+        stream.stop()
+    return got, parts
+
+
+def _compare(job_cls: type[Job], expected: Expected, got: dict) -> list[str]:
+    diffs = []
+    output = {k: _JSON.loads(v) for k, v in got["out"].items()}
+    if output != expected.output:
+        diffs.append(_diff("output", expected.output, output))
+    loads = job_cls.state_serde.loads
+    changelog = {k: loads(v) for k, v in got["changelog"].items() if v is not None}
+    if changelog != expected.states:
+        diffs.append(_diff("changelog", expected.states, changelog))
+    if got["dlq"] != expected.rejected:
+        diffs.append(_diff("dlq", expected.rejected, got["dlq"]))
+    return diffs
+
+
+def _diff(view: str, expected: dict, actual: dict) -> str:
+    missing = [k for k in expected if k not in actual]
+    extra = [k for k in actual if k not in expected]
+    different = [k for k in expected if k in actual and expected[k] != actual[k]]
+    sample = ""
+    if different:
+        k = different[0]
+        sample = f"; e.g. {k!r}: python {expected[k]!r} spark {actual[k]!r}"
+    return (f"{view} differs from the python fold: {len(missing)} missing, {len(extra)} extra, "
+            f"{len(different)} different{sample}")[:1500]
