@@ -138,6 +138,9 @@ class Job(Generic[E, S]):
     key_name: ClassVar[str] = "key"
     #: how the state is written to the changelog (default canonical JSON)
     state_serde: ClassVar[Serde[Any]] = JsonSerde()
+    #: raise it when the serialized state changes shape: a checkpoint written with another version
+    #: is refused at deploy (``checkpoints.compat``) instead of being read by the wrong serde
+    state_version: ClassVar[int] = 1
     #: a native grouped aggregation instead of ``initial``/``update`` (see module docstring)
     aggregate: ClassVar[Mapping[str, AggField] | None] = None
 

@@ -121,9 +121,19 @@ def request_deploy(settings: Settings, spec: AppSpec, ledger: Ledger, *, paralle
     """Desired running at ``parallelism`` (the spec's default when None)."""
     n = spec.check_parallelism(spec.parallelism.default if parallelism is None else parallelism)
     require_supervisor(settings)
+    check_compatible(settings, spec)
     pending = _begin(settings, spec, ledger, "deploy", {"parallelism": n}, who, timeout, n)
     return _guarded(ledger, pending, lambda: ledger.set_desired(
         spec.name, status="running", parallelism=n, who=who, op=pending.op))
+
+
+def check_compatible(settings: Settings, spec: AppSpec) -> None:
+    """The pre-flight gate (``checkpoints.compat``): refused before anything is desired or started."""
+    from streamops.checkpoints.compat import gate, shape_of
+    from streamops.spark.session import checkpoint_dir
+    from streamops.spec import job_query
+
+    gate(spec.name, checkpoint_dir(settings, spec), shape_of(job_query(spec, settings.repo)))
 
 
 def check_strategy(settings: Settings, spec: AppSpec, strategy: str) -> str:

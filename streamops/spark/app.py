@@ -14,7 +14,9 @@ from streamops.settings import Settings
 
 
 def main(argv: list[str] | None = None) -> int:
+    from streamops.checkpoints.compat import IncompatibleCheckpointError, gate, shape_of
     from streamops.spark.job_query import JobQuery, Topics
+    from streamops.spark.session import checkpoint_dir
     from streamops.spark.runner import add_run_arguments, run_app, run_setup
     from streamops.spec import load_job
 
@@ -27,6 +29,11 @@ def main(argv: list[str] | None = None) -> int:
     spec, options = run_setup(settings, args.app, args)  # the live output version, overrides, reprocess
     query = JobQuery(load_job(spec, settings.repo), state_partitions=spec.state_partitions,
                      topics=Topics(spec.live_output_topic, spec.changelog_topic, spec.dlq_topic))
+    try:  # before any Spark session: a job that no longer fits its checkpoint starts nothing
+        gate(spec.name, checkpoint_dir(settings, spec), shape_of(query))
+    except IncompatibleCheckpointError as exc:
+        logging.getLogger("streamops.runtime").error("%s", exc)
+        return exc.exit_code
     return run_app(spec, settings, build=query.build, to_records=query.records, options=options)
 
 

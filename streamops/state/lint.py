@@ -149,7 +149,7 @@ def _fold_raw(job_cls: type[Job], records: list[Record]) -> dict[str, Any]:
     """Final states before expire and before the serde (what ``update`` itself returns)."""
     job = job_cls()
     if job_cls.is_aggregate():
-        return {}
+        return fold_input(job_cls, records).states
     events: dict[str, list] = {}
     for r in records:
         parsed = job.parse(r)
