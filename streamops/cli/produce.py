@@ -166,11 +166,11 @@ def _produce_app(args: argparse.Namespace, settings, spec) -> int:
     if (args.events is None) == (args.from_file is None):
         raise UsageError(f"give exactly one of --events N or --from-file F.jsonl for the app {spec.name}")
     job_cls = load_job(spec, settings.repo)
+    lines = _file_lines(args.from_file) if args.from_file is not None else None  # before any broker call
     bootstrap = args.bootstrap or settings.kafka_bootstrap
     name = spec.input_topics[0]
     topic = ensure_topics(bootstrap, [TopicSpec(name=name, partitions=spec.input_partitions)])[name]
-    if args.from_file is not None:
-        lines = _file_lines(args.from_file)
+    if lines is not None:
         total = len(lines)
         records = _keyed_lines(job_cls, name, lines)
     else:

@@ -25,8 +25,6 @@ class FakeClock:
         pytest.param(["--events", "-1", "--users", "5"], "--events", id="negative-events"),
         pytest.param(["--events", "ten", "--users", "5"], "--events", id="non-int-events"),
         pytest.param(["--events", "10", "--users", "0"], "--users", id="zero-users"),
-        pytest.param(["--users", "5"], "--events", id="missing-events"),
-        pytest.param(["--events", "10"], "--users", id="missing-users"),
         pytest.param(["--events", "10", "--users", "5", "--rate", "0"], "--rate", id="zero-rate"),
         pytest.param(["--events", "10", "--users", "5", "--rate", "-3"], "--rate", id="negative-rate"),
         pytest.param(["--events", "10", "--users", "5", "--rate", "nan"], "--rate", id="nan-rate"),
@@ -48,6 +46,22 @@ def test_usage_errors_exit_2_and_name_the_option(argv: list[str], needle: str,
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "usage: streamops produce" in err and needle in err, err
+
+
+@pytest.mark.parametrize(("target", "argv", "needle"), [
+    ("some-topic", ["--users", "5"], "--events N is required"),
+    ("some-topic", ["--events", "10"], "needs --users K"),
+    ("some-topic", ["--from-file", "x.jsonl"], "--from-file needs an app"),
+    ("page_stats", ["--events", "10", "--users", "5"], "--users apply to a raw topic"),
+    ("page_stats", [], "exactly one of --events N or --from-file"),
+    ("page_stats", ["--events", "1", "--from-file", "x.jsonl"], "exactly one of --events N or --from-file"),
+    ("page_stats", ["--from-file", "/nonexistent/x.jsonl"], "--from-file /nonexistent/x.jsonl"),
+])
+def test_usage_errors_found_by_the_command_exit_2(target: str, argv: list[str], needle: str,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Which options apply depends on whether the target is an app or a raw topic."""
+    assert main(["produce", target, *argv]) == 2
+    assert needle in capsys.readouterr().err
 
 
 def test_missing_topic_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
