@@ -52,7 +52,7 @@ def build_chain(settings, args) -> None:
                 ((r.key, r.value) for r in generate_records(per_run, args.chain_users, seed=100 + i, bad_ratio=0.01)),
                 partitions=6)
         t0 = time.time()
-        subprocess.run([sys.executable, str(REPO / "jobs" / "user_activity.py"), "--master", "local[2]",
+        subprocess.run([sys.executable, "-m", "streamops.spark.app", "--app", "user_activity", "--master", "local[2]",
                         "--exit-at-end", "--max-offsets-per-trigger", str(args.batch), "--trigger-interval",
                         "0 seconds"], env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         print(f"  chain run {i + 1}/{args.chain_runs}: {per_run} events in {time.time() - t0:.0f} s", flush=True)
@@ -100,8 +100,9 @@ def bench_compaction(settings, spec, ledger, spark, args) -> list[list[str]]:
 
 
 def synthesize(settings, spec, keys: int) -> None:
-    """``keys`` consistent profiles on the changelog and output topics, and a batch marker."""
-    from jobs.demo.fold import profile_json
+    """``keys`` consistent states on the changelog, their profiles on the output, and a batch marker."""
+    from jobs.user_activity import UserActivity
+    from streamops.job import JsonSerde
     from streamops.kafka.produce import produce
     from streamops.spark.runner import ensure_app_topics
 
@@ -110,14 +111,17 @@ def synthesize(settings, spec, keys: int) -> None:
     manager.up(settings, only=["kafka"])
     ensure_app_topics(settings, spec)
 
-    def profiles():
-        for i in range(keys):
-            p = {"user_id": f"user-{i:07d}", "last_login_ts": 1_700_000_000_000 + i if i % 3 else None,
-                 "purchases": i % 7, "total_amount": round((i % 7) * 12.34, 2), "events": 1 + i % 7 + (i % 3 > 0)}
-            yield p["user_id"].encode(), profile_json(p)
+    js, job = JsonSerde(), UserActivity()
 
-    for topic in (spec.changelog_topic, spec.live_output_topic):
-        produce(settings.kafka_bootstrap, topic, profiles(), partitions=spec.input_partitions)
+    def records(output: bool):
+        for i in range(keys):
+            key = f"user-{i:07d}"
+            s = {"last_login_ts": 1_700_000_000_000 + i if i % 3 else None, "purchases": i % 7,
+                 "total_cents": (i % 7) * 1234, "events": 1 + i % 7 + (i % 3 > 0)}
+            yield key.encode(), js.dumps(job.emit(key, s)[key] if output else s)
+
+    produce(settings.kafka_bootstrap, spec.changelog_topic, records(False), partitions=spec.input_partitions)
+    produce(settings.kafka_bootstrap, spec.live_output_topic, records(True), partitions=spec.input_partitions)
     _marker(settings, spec, 7)
 
 

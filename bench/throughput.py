@@ -7,7 +7,7 @@ Each run starts its own broker (temporary state dir, free ports; stopped in ``fi
 pre-produces ``--events`` user-events (1% malformed, seed = run number) to ``--partitions``
 partitions. On that same data it then times, in alternating order:
 
-- ``spark``: ``jobs/user_activity.py --exit-at-end`` (stateful aggregation in RocksDB, one Kafka
+- ``spark``: ``python -m streamops.spark.app --app user_activity --exit-at-end`` (stateful aggregation in RocksDB, one Kafka
   transaction per micro-batch writing profiles, changelog and DLQ; ``--batch`` records per
   trigger). ``all batches`` = events / (end of the last batch - start of the first), from the
   job's progress log; ``steady`` leaves out the first batch (it also starts the Python workers
@@ -72,7 +72,7 @@ def run_spark(settings: Settings, events: int, batch: int, master: str) -> dict:
     log = settings.state_dir / "bench-job.log"
     with open(log, "wb") as out:
         rc = subprocess.run(
-            [sys.executable, str(REPO / "jobs" / "user_activity.py"), "--master", master, "--exit-at-end",
+            [sys.executable, "-m", "streamops.spark.app", "--app", "user_activity", "--master", master, "--exit-at-end",
              "--max-offsets-per-trigger", str(batch), "--trigger-interval", "0 seconds"],
             env=job_env(settings), stdout=out, stderr=subprocess.STDOUT, cwd=settings.state_dir,
         ).returncode
@@ -137,7 +137,7 @@ def run_plain(settings: Settings, events: int, batch: int) -> dict:
 def latency(settings: Settings, rate: float, seconds: float, users: int, partitions: int, master: str) -> dict:
     produce_input(settings, 1, users, partitions, seed=99)  # topics exist before the job starts
     proc = subprocess.Popen(
-        [sys.executable, str(REPO / "jobs" / "user_activity.py"), "--master", master,
+        [sys.executable, "-m", "streamops.spark.app", "--app", "user_activity", "--master", master,
          "--trigger-interval", "1 second"],
         env=job_env(settings), stdout=open(settings.state_dir / "bench-latency.log", "wb"),
         stderr=subprocess.STDOUT, cwd=settings.state_dir,

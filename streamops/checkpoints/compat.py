@@ -117,8 +117,8 @@ def gate(app: str, checkpoint: Path, shape: JobShape) -> None:
     if serialized_same:
         ways.append(f"`streamops rebuild-state {app} --from-changelog` builds a new checkpoint from the changelog")
     ways += [f"`streamops reset {app} --to-earliest` recomputes the state from the input (`--dry-run` first)",
-             f"`streamops reprocess {app} --from T1 --to latest --output-version vN` runs the new job into a new "
-             f"output version beside the old one; `streamops promote {app} --output-version vN` switches to it"]
+             (f"`streamops reprocess {app} --from T1 --to latest --output-version vN` runs the new job into a new "
+              f"output version beside the old one; `streamops promote {app} --output-version vN` switches to it")]
     raise IncompatibleCheckpointError(
         f"{app}: the job no longer fits its checkpoint {checkpoint}: {'; '.join(what)}. Nothing was started. "
         f"To migrate: " + "; or ".join(ways) + ".")

@@ -61,8 +61,8 @@ _NAME = re.compile(r"^[a-z][a-z0-9_]{0,40}$")
 
 
 def cmd_new_app(args: argparse.Namespace) -> int:
-    from streamops.spec import default_spec_path, load_specs
     from streamops.scaffold import scaffold
+    from streamops.spec import default_spec_path, load_specs
 
     name = args.name
     if not _NAME.match(name):

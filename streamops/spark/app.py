@@ -16,8 +16,8 @@ from streamops.settings import Settings
 def main(argv: list[str] | None = None) -> int:
     from streamops.checkpoints.compat import IncompatibleCheckpointError, gate, shape_of
     from streamops.spark.job_query import JobQuery, Topics
-    from streamops.spark.session import checkpoint_dir
     from streamops.spark.runner import add_run_arguments, run_app, run_setup
+    from streamops.spark.session import checkpoint_dir
     from streamops.spec import load_job
 
     ap = argparse.ArgumentParser(prog="python -m streamops.spark.app", description=__doc__.splitlines()[0])
