@@ -159,7 +159,7 @@ class AppSpec(BaseModel):
     reprocess: ReprocessPolicy = ReprocessPolicy()
     scale_windows: tuple[ScaleWindow, ...] = ()
     #: the version of the output the app writes (``reset --output-version`` / ``promote`` keep it in
-    #: the ledger; see ``streamops.lifecycle.outputs``); None: ``output_topic`` itself
+    #: the ledger; see ``streamops.ledger.outputs``); None: ``output_topic`` itself
     output_version: str | None = Field(None, pattern=r"^v\d{1,6}$")
     #: ``paused``: the app's scheduled DAGs (savepoints, verify, compact, scale windows) get no
     #: schedule on the next DAG parse; they stay triggerable by hand
@@ -289,11 +289,3 @@ def load_job(spec: AppSpec, repo: Path):
     from streamops.job import find_job
 
     return find_job(import_job(spec, repo))
-
-
-def job_query(spec: AppSpec, repo: Path):
-    """The app's ``JobQuery``: its plan, shape facts and record encoding (``spark.job_query``)."""
-    from streamops.spark.job_query import JobQuery, Topics
-
-    return JobQuery(load_job(spec, repo), state_partitions=spec.state_partitions,
-                    topics=Topics(spec.live_output_topic, spec.changelog_topic, spec.dlq_topic))

@@ -69,7 +69,7 @@ class AppOperationOperator(BaseOperator):
 
     def _context(self):
         from streamops.ledger import Ledger
-        from streamops.lifecycle.outputs import live_spec
+        from streamops.ledger.outputs import live_spec
         from streamops.settings import Settings
         from streamops.spec import default_spec_path, get_app, load_specs
 
@@ -212,7 +212,7 @@ def _core(app: Any, what: str):
     """(settings, spec, ledger) for ``app``; a refusal from the core becomes a failed task."""
     from streamops.exceptions import StreamopsError
     from streamops.ledger import Ledger
-    from streamops.lifecycle.outputs import live_spec
+    from streamops.ledger.outputs import live_spec
     from streamops.settings import Settings
     from streamops.spec import default_spec_path, get_app, load_specs
 

@@ -11,12 +11,12 @@ before anything starts. A job marks a change to its serialized state by raising 
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from streamops.exceptions import StreamopsError
+from streamops.platform.files import write_json
 
 FILE = "streamops-job.json"
 
@@ -72,13 +72,7 @@ def recorded(checkpoint: Path) -> JobShape | None:
 
 
 def record(checkpoint: Path, shape: JobShape) -> None:
-    checkpoint.mkdir(parents=True, exist_ok=True)
-    tmp = checkpoint / f".{FILE}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(shape.to_dict(), f, sort_keys=True)
-        f.flush()
-        os.fsync(f.fileno())
-    tmp.replace(checkpoint / FILE)
+    write_json(checkpoint / FILE, shape.to_dict())
 
 
 def changes(old: JobShape, new: JobShape) -> list[str]:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from streamops.platform.files import write_json
+
 
 def _batch_ids(folder: Path) -> list[int]:
     if not folder.is_dir():
@@ -75,8 +77,4 @@ def start_offsets(checkpoint: Path) -> dict[str, dict[str, int]] | None:
 
 
 def write_start_offsets(checkpoint: Path, offsets: dict[str, dict[str, int]]) -> None:
-    checkpoint.mkdir(parents=True, exist_ok=True)
-    tmp = checkpoint / (START_FILE + ".tmp")
-    tmp.write_text(json.dumps({t: {str(p): int(o) for p, o in ps.items()} for t, ps in offsets.items()},
-                              sort_keys=True))
-    tmp.replace(checkpoint / START_FILE)
+    write_json(checkpoint / START_FILE, {t: {str(p): int(o) for p, o in ps.items()} for t, ps in offsets.items()})

@@ -9,7 +9,7 @@ from streamops.cli.common import comparing, emit, progress_printer, settings_fro
 
 def load_app(args: argparse.Namespace):
     """(settings, spec) for ``args.app``; unknown app -> usage error listing the known ones."""
-    from streamops.lifecycle.outputs import load_live_spec
+    from streamops.ledger.outputs import load_live_spec
 
     settings = settings_from(args)
     return settings, load_live_spec(settings, args.app)

@@ -8,9 +8,7 @@ then ``spark.stop()``); the JVM exits with it. Anything left after the timeout i
 
 from __future__ import annotations
 
-import json
 import os
-import signal
 import sys
 import time
 from pathlib import Path
@@ -24,11 +22,11 @@ from streamops.spec import AppSpec
 
 
 def pid_path(settings: Settings, app: str) -> Path:
-    return app_dir(settings, app) / "driver.pid"
+    return app_dir(settings, app).pid
 
 
 def log_path(settings: Settings, app: str) -> Path:
-    return app_dir(settings, app) / "driver.log"
+    return app_dir(settings, app).log
 
 
 def job_argv(spec: AppSpec) -> list[str]:
@@ -55,7 +53,7 @@ def running(settings: Settings, app: str) -> process.PidRecord | None:
 
 
 def standby_pid_path(settings: Settings, app: str) -> Path:
-    return app_dir(settings, app) / "standby.pid"
+    return app_dir(settings, app).standby_pid
 
 
 def launch(spec: AppSpec, settings: Settings, parallelism: int, *, standby: bool = False) -> process.PidRecord:
@@ -67,17 +65,17 @@ def launch(spec: AppSpec, settings: Settings, parallelism: int, *, standby: bool
         clear_standby(settings, spec.name)
         env[STANDBY_ENV] = "1"
         return process.spawn(argv, env=env, log_path=log_path(settings, spec.name),
-                             pid_path=standby_pid_path(settings, spec.name), cwd=app_dir(settings, spec.name))
-    (app_dir(settings, spec.name) / elastic.CONTROL).unlink(missing_ok=True)  # asked of a previous driver
+                             pid_path=standby_pid_path(settings, spec.name), cwd=app_dir(settings, spec.name).root)
+    app_dir(settings, spec.name).control.unlink(missing_ok=True)  # asked of a previous driver
     rec = process.spawn(argv, env=env, log_path=log_path(settings, spec.name),
-                        pid_path=pid_path(settings, spec.name), cwd=app_dir(settings, spec.name))
+                        pid_path=pid_path(settings, spec.name), cwd=app_dir(settings, spec.name).root)
     _write_launch(settings, spec.name, rec, parallelism)
     return rec
 
 
 def _write_launch(settings: Settings, app: str, rec: process.PidRecord, parallelism: int) -> None:
-    meta = app_dir(settings, app) / "launch.json"
-    meta.write_text(json.dumps({"pid": rec.pid, "parallelism": parallelism, "launched_at": time.time()}))
+    d = app_dir(settings, app)
+    d.write(d.launch, {"pid": rec.pid, "parallelism": parallelism, "launched_at": time.time()})
 
 
 def standby_ready(settings: Settings, app: str, rec: process.PidRecord) -> bool:
@@ -87,7 +85,7 @@ def standby_ready(settings: Settings, app: str, rec: process.PidRecord) -> bool:
 
 def promote(settings: Settings, app: str, rec: process.PidRecord, parallelism: int) -> None:
     """Make a ready standby the app's driver (the previous one must be stopped already)."""
-    (app_dir(settings, app) / elastic.CONTROL).unlink(missing_ok=True)
+    app_dir(settings, app).control.unlink(missing_ok=True)
     standby_pid_path(settings, app).replace(pid_path(settings, app))
     _write_launch(settings, app, rec, parallelism)
     standby.release(app_dir(settings, app))
@@ -95,13 +93,7 @@ def promote(settings: Settings, app: str, rec: process.PidRecord, parallelism: i
 
 def clear_standby(settings: Settings, app: str) -> bool:
     """Kill a standby that was never promoted (returns True if one was running)."""
-    rec = process.read_pid(standby_pid_path(settings, app))
-    standby.clear(app_dir(settings, app))
-    standby_pid_path(settings, app).unlink(missing_ok=True)
-    if rec is not None and rec.alive:
-        process.terminate(rec, timeout=10)
-        return True
-    return False
+    return app_dir(settings, app).clear_standby()
 
 
 def request_parallelism(settings: Settings, app: str, parallelism: int) -> elastic.ControlRequest:
@@ -114,40 +106,24 @@ def live_request(settings: Settings, app: str) -> elastic.ControlRequest | None:
 
 
 def launched_parallelism(settings: Settings, app: str) -> int | None:
+    d = app_dir(settings, app)
     try:
-        return int(json.loads((app_dir(settings, app) / "launch.json").read_text())["parallelism"])
-    except (FileNotFoundError, ValueError, KeyError, TypeError):
+        return int((d.read(d.launch) or {})["parallelism"])
+    except (KeyError, ValueError, TypeError):
         return None
 
 
 def stop(settings: Settings, app: str, *, now: bool = False, timeout: float = 120.0) -> bool:
-    """Stop the driver: graceful (SIGTERM to the Python driver, bounded wait) or ``now`` (SIGKILL).
-
-    Returns True if it was running. Whatever outlives the wait is killed, the JVM included.
-    """
-    rec = process.read_pid(pid_path(settings, app))
-    if rec is None or not rec.alive:
-        pid_path(settings, app).unlink(missing_ok=True)
-        return False
-    if not now:
-        leader = rec.process()
-        if leader is not None:
-            leader.send_signal(signal.SIGTERM)
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline and rec.alive:
-                process._reap([leader])
-                time.sleep(0.2)
-    process.terminate(rec, timeout=0 if now else 10)
-    pid_path(settings, app).unlink(missing_ok=True)
-    return True
+    """Stop the driver (``AppDir.stop_driver``); True if it was running."""
+    return app_dir(settings, app).stop_driver(now=now, timeout=timeout)
 
 
 def heartbeat_age(settings: Settings, app: str) -> float | None:
     """Seconds since the driver's last heartbeat (driver.json), None if it never wrote one."""
+    d = app_dir(settings, app)
     try:
-        hb = json.loads((app_dir(settings, app) / "driver.json").read_text())
-        return max(0.0, time.time() - hb["heartbeat_ms"] / 1000)
-    except (FileNotFoundError, ValueError, KeyError, TypeError):
+        return max(0.0, time.time() - (d.read(d.heartbeat) or {})["heartbeat_ms"] / 1000)
+    except (KeyError, TypeError):
         return None
 
 

@@ -36,8 +36,9 @@ from streamops.lifecycle.savepoints import (
     stop_within,
 )
 from streamops.settings import Settings
+from streamops.spark.job_query import JobQuery
 from streamops.spark.session import checkpoint_dir
-from streamops.spec import AppSpec, age_seconds, job_query
+from streamops.spec import AppSpec, age_seconds
 from streamops.state import seed
 
 
@@ -86,7 +87,7 @@ def compact(settings: Settings, spec: AppSpec, ledger: Ledger, *, dry_run: bool 
     if dry_run:
         return {**info, "dry_run": True}
     ckpt, batch = plan.checkpoint, info["batch_id"]
-    query = job_query(spec, settings.repo)
+    query = JobQuery.for_spec(spec, settings.repo)
     operators = {op for op, _p in cc.partitions(ckpt)}
     if operators != {0}:
         raise UsageError(f"{spec.name}: compaction handles one stateful operator, the checkpoint has {sorted(operators)}")
@@ -165,7 +166,7 @@ def rebuild_plan(settings: Settings, spec: AppSpec, ledger: Ledger, *, state_par
     if planned is not None:
         sources = len(layout.batch_offsets(ckpt, planned))
     else:  # no checkpoint to learn it from: the job says how many scans its plan has
-        sources = job_query(spec, settings.repo).sources
+        sources = JobQuery.for_spec(spec, settings.repo).sources
     return {
         "app": spec.name, "running": running, "marker_batch": marker["batch_id"], "query_sources": sources,
         "checkpoint_batch": layout.last_committed_batch(ckpt), "state_partitions_before": current_parts,
@@ -196,7 +197,7 @@ def rebuild_state(settings: Settings, spec: AppSpec, ledger: Ledger, *, state_pa
         plan["changelog_keys"] = len(read_changelog(settings, spec))
         return {**plan, "dry_run": True}
     may_replace_checkpoint(settings, spec, running=plan["running"], stop_first=stop_first, what="rebuild-state")
-    query = job_query(spec, settings.repo)
+    query = JobQuery.for_spec(spec, settings.repo)
     names = seed.seed_columns(query)
     ckpt = checkpoint_dir(settings, spec)
     n = plan["state_partitions_after"]

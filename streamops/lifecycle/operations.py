@@ -130,10 +130,10 @@ def request_deploy(settings: Settings, spec: AppSpec, ledger: Ledger, *, paralle
 def check_compatible(settings: Settings, spec: AppSpec) -> None:
     """The pre-flight gate (``checkpoints.compat``): refused before anything is desired or started."""
     from streamops.checkpoints.compat import gate, shape_of
+    from streamops.spark.job_query import JobQuery
     from streamops.spark.session import checkpoint_dir
-    from streamops.spec import job_query
 
-    gate(spec.name, checkpoint_dir(settings, spec), shape_of(job_query(spec, settings.repo)))
+    gate(spec.name, checkpoint_dir(settings, spec), shape_of(JobQuery.for_spec(spec, settings.repo)))
 
 
 def check_strategy(settings: Settings, spec: AppSpec, strategy: str) -> str:

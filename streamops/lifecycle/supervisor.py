@@ -4,12 +4,11 @@ Each pass, per app in the specs: observe (driver pid record, heartbeat age, laun
 parallelism, crash history), ``reconcile.decide``, act (launch / stop / restart / resize by
 restart), and write what it did to the ledger (observed state, and an operation row for every
 launch, restart or stop it performs on its own). Crash history lives in
-``apps/<app>/supervisor.json`` so a restarted supervisor keeps counting.
+``apps/<app>/restarts.json`` (``AppDir.restarts``) so a restarted supervisor keeps counting.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -20,6 +19,7 @@ from streamops.ledger import Ledger
 from streamops.lifecycle import driver
 from streamops.lifecycle.reconcile import Action, Desired, History, Observed, RestartPolicy, decide
 from streamops.platform import process
+from streamops.platform.files import write_json
 from streamops.settings import Settings
 from streamops.spec import AppSpec
 
@@ -38,21 +38,13 @@ class Supervisor:
         self.policy = policy or RestartPolicy()
 
     # -- per-app memory ------------------------------------------------------------------------
-    def _mem_path(self, app: str) -> Path:
-        return driver.app_dir(self.settings, app) / "supervisor.json"
-
     def _mem(self, app: str) -> dict[str, Any]:
-        try:
-            return json.loads(self._mem_path(app).read_text())
-        except (FileNotFoundError, ValueError):
-            return {"crashes": [], "launched_at": None, "gave_up_at": None}
+        d = driver.app_dir(self.settings, app)
+        return d.read(d.restarts) or {"crashes": [], "launched_at": None, "gave_up_at": None}
 
     def _save(self, app: str, mem: dict[str, Any]) -> None:
-        path = self._mem_path(app)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(mem))
-        tmp.replace(path)
+        d = driver.app_dir(self.settings, app)
+        d.write(d.restarts, mem)
 
     # -- one pass ------------------------------------------------------------------------------
     def _live_request_age(self, app: str, desired: Desired | None, parallelism: int | None, now: float) -> float | None:
@@ -178,5 +170,5 @@ class Supervisor:
         while not stop.is_set():
             self.reconcile_once()
             hb = heartbeat_file(self.settings)
-            hb.write_text(json.dumps({"heartbeat": time.time(), "apps": sorted(self.specs)}))
+            write_json(hb, {"heartbeat": time.time(), "apps": sorted(self.specs)})
             stop.wait(interval)

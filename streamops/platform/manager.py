@@ -270,18 +270,18 @@ def down(
 
 
 def stop_drivers(settings: Settings) -> list[dict]:
-    from streamops.lifecycle import driver
+    from streamops.platform.appdir import AppDir
 
     out = []
     apps = settings.state_dir / "apps"
     for pid_file in sorted(apps.glob("*/standby.pid")) if apps.exists() else []:
-        if driver.clear_standby(settings, pid_file.parent.name):  # a handover cut short
+        if AppDir(pid_file.parent).clear_standby():  # a handover cut short
             out.append({"name": f"standby:{pid_file.parent.name}", "pid": None, "was_running": True,
                         "killed": True})
     for pid_file in sorted(apps.glob("*/driver.pid")) if apps.exists() else []:
         app = pid_file.parent.name
         rec = read_pid(pid_file)
-        if driver.stop(settings, app):
+        if AppDir(pid_file.parent).stop_driver():
             out.append({"name": f"driver:{app}", "pid": rec.pid if rec else None, "was_running": True,
                         "killed": False})
     return out

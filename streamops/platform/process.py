@@ -18,6 +18,8 @@ from pathlib import Path
 
 import psutil
 
+from streamops.platform.files import write_json
+
 _CHILDREN: dict[int, subprocess.Popen] = {}
 
 
@@ -147,9 +149,7 @@ def spawn(
     except psutil.NoSuchProcess:
         create_time = time.time()
     record = PidRecord(proc.pid, proc.pid, create_time, time.time(), list(argv), start_ticks(proc.pid))
-    tmp = pid_path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(asdict(record)))
-    tmp.replace(pid_path)
+    write_json(pid_path, asdict(record))
     _CHILDREN[proc.pid] = proc  # kept so this process can reap it; others track it by pid file
     return record
 

@@ -26,9 +26,9 @@ from typing import Any
 from streamops.checkpoints import layout
 from streamops.exceptions import StreamopsError, UsageError
 from streamops.ledger import Ledger
+from streamops.ledger.outputs import check_version, reprocess_spec
 from streamops.lifecycle import driver
 from streamops.lifecycle import operations as ops
-from streamops.lifecycle.outputs import check_version, reprocess_spec
 from streamops.lifecycle.savepoints import _rewind, start_within, stop_within
 from streamops.reset.targets import parse_datetime
 from streamops.settings import Settings
@@ -157,10 +157,9 @@ def reprocess(settings: Settings, spec: AppSpec, ledger: Ledger, *, frm: str, to
         # the next batch is written again (upserts); DLQ entries already written are not
         marker = _rewind(settings, derived, -1 if batch is None else batch)
         run_dir = app_dir(settings, derived.name)
-        run_dir.mkdir(parents=True, exist_ok=True)
-        run_file = run_dir / "reprocess.json"
-        run_file.write_text(json.dumps({"output_version": plan["output_version"], "start": plan["start"],
-                                        "stop": plan["stop"]}))
+        run_file = run_dir.reprocess_run
+        run_dir.write(run_file, {"output_version": plan["output_version"], "start": plan["start"],
+                                 "stop": plan["stop"]})
         done = _run(settings, spec, derived, run_file, n, master, plan, timeout, progress) if plan["records"] else 0
         if plan["records"]:
             ended = chain_dir(settings, derived, plan["stop"])
@@ -191,13 +190,13 @@ def _run(settings: Settings, spec: AppSpec, derived: AppSpec, run_file: Path, pa
             "--parallelism", str(parallelism)]
     if master:
         argv += ["--master", master]
-    log = app_dir(settings, derived.name) / "driver.log"
+    log = app_dir(settings, derived.name).log
     ckpt = checkpoint_dir(settings, derived)
     total = plan["records"]
     first = {(t, p): o for t, ps in plan["start"].items() for p, o in ps.items()}
     with open(log, "ab") as out:
         proc = subprocess.Popen(argv, env=driver.driver_env(settings), stdout=out, stderr=subprocess.STDOUT,
-                                cwd=app_dir(settings, derived.name), start_new_session=True)
+                                cwd=app_dir(settings, derived.name).root, start_new_session=True)
     deadline, shown, done = time.monotonic() + timeout, -1, 0
     try:
         while proc.poll() is None:

@@ -32,8 +32,8 @@ from streamops.checkpoints import compact as cc
 from streamops.checkpoints import layout
 from streamops.exceptions import StreamopsError, UsageError
 from streamops.ledger import Ledger
+from streamops.ledger.outputs import check_version
 from streamops.lifecycle import driver
-from streamops.lifecycle.outputs import check_version
 from streamops.lifecycle.savepoints import (
     _rewind,
     aside_dir,

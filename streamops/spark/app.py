@@ -15,10 +15,9 @@ from streamops.settings import Settings
 
 def main(argv: list[str] | None = None) -> int:
     from streamops.checkpoints.compat import IncompatibleCheckpointError, gate, shape_of
-    from streamops.spark.job_query import JobQuery, Topics
+    from streamops.spark.job_query import JobQuery
     from streamops.spark.runner import add_run_arguments, run_app, run_setup
     from streamops.spark.session import checkpoint_dir
-    from streamops.spec import load_job
 
     ap = argparse.ArgumentParser(prog="python -m streamops.spark.app", description=__doc__.splitlines()[0])
     ap.add_argument("--app", required=True, help="the spec entry to run")
@@ -27,8 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = Settings.from_env()
     spec, options = run_setup(settings, args.app, args)  # the live output version, overrides, reprocess
-    query = JobQuery(load_job(spec, settings.repo), state_partitions=spec.state_partitions,
-                     topics=Topics(spec.live_output_topic, spec.changelog_topic, spec.dlq_topic))
+    query = JobQuery.for_spec(spec, settings.repo)
     try:  # before any Spark session: a job that no longer fits its checkpoint starts nothing
         gate(spec.name, checkpoint_dir(settings, spec), shape_of(query))
     except IncompatibleCheckpointError as exc:

@@ -15,17 +15,16 @@ the driver polls from its main loop.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from streamops.platform.appdir import AppDir
+
 log = logging.getLogger("streamops.elastic")
-CONTROL = "control.json"
 
 
 def supports_live(master: str) -> bool:
@@ -39,35 +38,24 @@ class ControlRequest:
     requested_at: float
 
 
-def write_request(app_dir: Path, parallelism: int) -> ControlRequest:
+def write_request(app: AppDir, parallelism: int) -> ControlRequest:
     req = ControlRequest(parallelism, time.time())
-    app_dir.mkdir(parents=True, exist_ok=True)
-    tmp = app_dir / (CONTROL + ".tmp")
-    tmp.write_text(json.dumps({"parallelism": parallelism, "requested_at": req.requested_at}))
-    tmp.replace(app_dir / CONTROL)
+    app.write(app.control, {"parallelism": parallelism, "requested_at": req.requested_at})
     return req
 
 
-def read_request(app_dir: Path) -> ControlRequest | None:
+def read_request(app: AppDir) -> ControlRequest | None:
     """The pending request, None if there is none or it is unreadable (written atomically)."""
+    data = app.read(app.control)
     try:
-        data = json.loads((app_dir / CONTROL).read_text())
-        return ControlRequest(int(data["parallelism"]), float(data["requested_at"]))
-    except (FileNotFoundError, ValueError, KeyError, TypeError):
+        return None if data is None else ControlRequest(int(data["parallelism"]), float(data["requested_at"]))
+    except (KeyError, ValueError, TypeError):
         return None
 
 
-def record_parallelism(app_dir: Path, parallelism: int) -> None:
+def record_parallelism(app: AppDir, parallelism: int) -> None:
     """The driver's current size in ``launch.json`` (what the supervisor observes)."""
-    path = app_dir / "launch.json"
-    try:
-        meta = json.loads(path.read_text())
-    except (FileNotFoundError, ValueError):
-        meta = {}
-    meta["parallelism"] = parallelism
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(meta))
-    tmp.replace(path)
+    app.update(app.launch, parallelism=parallelism)
 
 
 def check_target(parallelism: int, low: int, high: int) -> str | None:
@@ -197,7 +185,7 @@ class LiveControl:
     (``ExecutorWarmup.count_early``).
     """
 
-    def __init__(self, scaler: ExecutorScaler, app_dir: Path, low: int, high: int,
+    def __init__(self, scaler: ExecutorScaler, app_dir: AppDir, low: int, high: int,
                  report: Callable[..., None], warmup: Any = None) -> None:
         self.scaler = scaler
         self.warmup = warmup  # an ExecutorWarmup: new executors count once warm

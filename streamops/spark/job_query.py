@@ -79,6 +79,14 @@ class Topics:
 class JobQuery:
     """One job's Spark plan and record encoding (see module docstring)."""
 
+    @classmethod
+    def for_spec(cls, spec: Any, repo: Any) -> JobQuery:
+        """The app's declared job with the spec's state partitions and its live topics."""
+        from streamops.spec import load_job
+
+        return cls(load_job(spec, repo), state_partitions=spec.state_partitions,
+                   topics=Topics(spec.live_output_topic, spec.changelog_topic, spec.dlq_topic))
+
     def __init__(self, job_cls: type[Job], *, state_partitions: int, topics: Topics | None = None) -> None:
         self.job_cls = job_cls
         self.job = job_cls()

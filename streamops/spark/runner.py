@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from streamops.platform.appdir import AppDir, read_json, write_json
 from streamops.settings import Settings
 from streamops.spark import elastic, standby, warmup
 
@@ -55,8 +56,8 @@ CONTROL_TICK_S = 0.5  # how often the driver looks for a live resize request and
 REFUSED = 3
 
 
-def app_dir(settings: Settings, app: str) -> Path:
-    return settings.state_dir / "apps" / app
+def app_dir(settings: Settings, app: str) -> AppDir:
+    return AppDir.of(settings, app)
 
 
 class ObservedReporter:
@@ -95,14 +96,7 @@ class ObservedReporter:
 
 
 def heartbeat_path(settings: Settings, app: str) -> Path:
-    return app_dir(settings, app) / "driver.json"
-
-
-def write_heartbeat(path: Path, payload: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(payload))
-    tmp.replace(path)
+    return app_dir(settings, app).heartbeat
 
 
 def app_topic_specs(spec: AppSpec) -> dict[str, TopicSpec]:
@@ -126,7 +120,7 @@ def ensure_app_topics(settings: Settings, spec: AppSpec) -> None:
 
 
 def batches_path(settings: Settings, app: str) -> Path:
-    return app_dir(settings, app) / "batches.jsonl"
+    return app_dir(settings, app).progress
 
 
 def progress_listener(path: Path, reporter: ObservedReporter | None = None, name: str | None = None):
@@ -368,7 +362,7 @@ def _rehearse(spark, spec: AppSpec, settings: Settings, build: Callable, to_reco
             on_start(query)
         return query
 
-    return standby.rehearse(start_query, app_dir(settings, spec.name) / name, batches=batches,
+    return standby.rehearse(start_query, app_dir(settings, spec.name).scratch(name), batches=batches,
                             timeout=timeout, should_stop=stop.is_set)
 
 
@@ -424,18 +418,14 @@ def _live_warmup(spark, spec: AppSpec, settings: Settings, build: Callable, to_r
 
 
 def _last_batch(hb: Path) -> int | None:
-    try:
-        return json.loads(hb.read_text()).get("batch_id")
-    except (FileNotFoundError, ValueError):
-        return None
+    data = read_json(hb)
+    return data.get("batch_id") if isinstance(data, dict) else None
 
 
 def _update_heartbeat(hb: Path, **fields) -> None:
-    try:
-        current = json.loads(hb.read_text())
-    except (FileNotFoundError, ValueError):
-        current = {}
-    write_heartbeat(hb, {**current, **fields, "heartbeat_ms": int(time.time() * 1000)})
+    current = read_json(hb)
+    write_json(hb, {**(current if isinstance(current, dict) else {}), **fields,
+                    "heartbeat_ms": int(time.time() * 1000)})
 
 
 def _executors(spark, control: elastic.LiveControl | None = None) -> int:
@@ -478,7 +468,7 @@ def _run_query_once(spark, spec: AppSpec, settings: Settings, build: Callable, t
         t2 = time.monotonic()
         written = committer.commit(batch_id, records, input_end=layout.batch_end_offsets(ckpt, batch_id))
         t3 = time.monotonic()
-        write_heartbeat(hb, {
+        write_json(hb, {
             "app": spec.name, "pid": os.getpid(), "app_id": spark.sparkContext.applicationId,
             "ui_url": spark.sparkContext.uiWebUrl,
             "status": "running", "batch_id": batch_id, "replayed": written is None,
@@ -562,7 +552,7 @@ def add_run_arguments(ap) -> None:
 def run_setup(settings: Settings, app: str, args) -> tuple[AppSpec, RunOptions]:
     """The spec a job runs (the ledger's output version, overrides, or a reprocess's own identity)
     and its run options, from ``add_run_arguments``' options."""
-    from streamops.lifecycle.outputs import load_live_spec, reprocess_spec
+    from streamops.ledger.outputs import load_live_spec, reprocess_spec
 
     spec = load_live_spec(settings, app)
     overrides = {"max_offsets_per_trigger": args.max_offsets_per_trigger, "trigger_interval": args.trigger_interval}

@@ -20,16 +20,15 @@ removed after the rehearsal).
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from streamops.platform.appdir import AppDir
+
 STANDBY_ENV = "STREAMOPS_STANDBY"
-READY = "standby.json"
-GO = "standby.go"
 REHEARSAL = "standby-rehearsal"
 #: records per input partition the rehearsal reads (the newest ones), in REHEARSAL_BATCHES batches
 REHEARSAL_RECORDS = 500
@@ -44,36 +43,31 @@ def requested() -> bool:
     return os.environ.pop(STANDBY_ENV, "") == "1"
 
 
-def mark_ready(app_dir: Path) -> None:
-    tmp = app_dir / (READY + ".tmp")
-    tmp.write_text(json.dumps({"pid": os.getpid(), "ready_at": time.time()}))
-    tmp.replace(app_dir / READY)
+def mark_ready(app: AppDir) -> None:
+    app.write(app.standby_ready, {"pid": os.getpid(), "ready_at": time.time()})
 
 
-def is_ready(app_dir: Path, pid: int) -> bool:
-    try:
-        return json.loads((app_dir / READY).read_text()).get("pid") == pid
-    except (FileNotFoundError, ValueError):
-        return False
+def is_ready(app: AppDir, pid: int) -> bool:
+    return (app.read(app.standby_ready) or {}).get("pid") == pid
 
 
-def release(app_dir: Path) -> None:
-    (app_dir / GO).write_text(str(time.time()))
+def release(app: AppDir) -> None:
+    app.write(app.standby_go, {"released_at": time.time()})
 
 
-def clear(app_dir: Path) -> None:
-    for name in (READY, GO):
-        (app_dir / name).unlink(missing_ok=True)
+def clear(app: AppDir) -> None:
+    for path in (app.standby_ready, app.standby_go):
+        path.unlink(missing_ok=True)
 
 
-def await_promotion(app_dir: Path, should_stop: Callable[[], bool], idle: Callable[[], None],
+def await_promotion(app: AppDir, should_stop: Callable[[], bool], idle: Callable[[], None],
                     timeout: float = 900.0, poll: float = 0.1) -> bool:
     """Wait (ready) until promoted (True) or stopped / timed out (False)."""
-    mark_ready(app_dir)
+    mark_ready(app)
     deadline = time.monotonic() + timeout
     while not should_stop() and time.monotonic() < deadline:
-        if (app_dir / GO).exists():
-            clear(app_dir)
+        if app.standby_go.exists():
+            clear(app)
             return True
         idle()
         time.sleep(poll)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from streamops.exceptions import ConfigError, UsageError
-from streamops.lifecycle.outputs import reprocess_spec
+from streamops.ledger.outputs import reprocess_spec
 from streamops.reset.reprocess import parse_bound
 from streamops.spark.kafka_source import KafkaSourceConfig
 from streamops.spec import AppSpec, ReprocessPolicy

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from streamops.platform.appdir import AppDir
 from streamops.spark import elastic
 
 
@@ -49,13 +50,13 @@ def test_live_needs_a_master_that_adds_executors(master: str, ok: bool) -> None:
 
 
 def test_request_round_trip_and_unreadable_files(tmp_path: Path) -> None:
-    assert elastic.read_request(tmp_path) is None
-    req = elastic.write_request(tmp_path, 3)
-    assert elastic.read_request(tmp_path) == req and req.parallelism == 3
-    (tmp_path / elastic.CONTROL).write_text("{not json")
-    assert elastic.read_request(tmp_path) is None
-    (tmp_path / elastic.CONTROL).write_text(json.dumps({"parallelism": "x", "requested_at": 1}))
-    assert elastic.read_request(tmp_path) is None
+    assert elastic.read_request(AppDir(tmp_path)) is None
+    req = elastic.write_request(AppDir(tmp_path), 3)
+    assert elastic.read_request(AppDir(tmp_path)) == req and req.parallelism == 3
+    AppDir(tmp_path).control.write_text("{not json")
+    assert elastic.read_request(AppDir(tmp_path)) is None
+    AppDir(tmp_path).control.write_text(json.dumps({"parallelism": "x", "requested_at": 1}))
+    assert elastic.read_request(AppDir(tmp_path)) is None
 
 
 def test_surplus_removes_the_newest_first() -> None:
@@ -66,7 +67,7 @@ def test_surplus_removes_the_newest_first() -> None:
 
 def test_record_parallelism_keeps_the_rest_of_launch_json(tmp_path: Path) -> None:
     (tmp_path / "launch.json").write_text(json.dumps({"pid": 42, "parallelism": 1}))
-    elastic.record_parallelism(tmp_path, 3)
+    elastic.record_parallelism(AppDir(tmp_path), 3)
     assert json.loads((tmp_path / "launch.json").read_text()) == {"pid": 42, "parallelism": 3}
 
 
@@ -79,7 +80,7 @@ def test_check_target_names_the_limit() -> None:
 def test_over_launched_executors_are_removed_at_the_first_batch_boundary(tmp_path: Path) -> None:
     reports: list[dict] = []
     scaler = FakeScaler(1, ["0", "1", "2", "3"])  # the master launched up to the cap first
-    ctl = elastic.LiveControl(scaler, tmp_path, 1, 4, lambda **kw: reports.append(kw))
+    ctl = elastic.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: reports.append(kw))
     assert ctl.tick() is None and scaler.killed == []  # never while a batch may be running
     assert ctl.boundary() == {"removed_executors": ["3", "2", "1"]}
     assert scaler.registered == ["0"] and reports == []  # the size did not change: nothing to declare
@@ -89,8 +90,8 @@ def test_scale_out_is_declared_when_the_executors_are_there_and_rebalances_state
     (tmp_path / "launch.json").write_text(json.dumps({"pid": 1, "parallelism": 1}))
     reports: list[dict] = []
     scaler = FakeScaler(1, ["0"])
-    ctl = elastic.LiveControl(scaler, tmp_path, 1, 4, lambda **kw: reports.append(kw))
-    elastic.write_request(tmp_path, 2)
+    ctl = elastic.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: reports.append(kw))
+    elastic.write_request(AppDir(tmp_path), 2)
     assert ctl.tick() == {"resize_requested": 2}
     assert scaler.requests == [2] and reports == []
     assert json.loads((tmp_path / "launch.json").read_text())["parallelism"] == 1
@@ -109,9 +110,9 @@ def test_scale_out_is_declared_when_the_executors_are_there_and_rebalances_state
 def test_scale_in_while_a_batch_runs_removes_executors_only_at_its_boundary(tmp_path: Path) -> None:
     reports: list[dict] = []
     scaler = FakeScaler(2, ["0", "4"])
-    ctl = elastic.LiveControl(scaler, tmp_path, 1, 4, lambda **kw: reports.append(kw))
+    ctl = elastic.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: reports.append(kw))
     ctl.query_idle = lambda: False  # a batch runs
-    elastic.write_request(tmp_path, 1)
+    elastic.write_request(AppDir(tmp_path), 1)
     assert ctl.tick() == {"resize_requested": 1}
     assert scaler.registered == ["0", "4"] and reports == []  # a batch may be using both
     assert ctl.boundary() == {"removed_executors": ["4"], "parallelism": 1, "control_error": None}
@@ -121,24 +122,24 @@ def test_scale_in_while_a_batch_runs_removes_executors_only_at_its_boundary(tmp_
 
 def test_out_of_range_request_is_refused_and_changes_nothing(tmp_path: Path) -> None:
     scaler = FakeScaler(2, ["0", "1"])
-    ctl = elastic.LiveControl(scaler, tmp_path, 1, 4, lambda **kw: None)
-    elastic.write_request(tmp_path, 6)
+    ctl = elastic.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: None)
+    elastic.write_request(AppDir(tmp_path), 6)
     change = ctl.tick()
     assert "outside [1, 4]" in change["control_error"]
     assert scaler.target == 2 and scaler.requests == []
 
 
 def test_a_request_written_while_the_driver_was_starting_is_applied(tmp_path: Path) -> None:
-    elastic.write_request(tmp_path, 3)
+    elastic.write_request(AppDir(tmp_path), 3)
     scaler = FakeScaler(2, ["0", "1"])
-    ctl = elastic.LiveControl(scaler, tmp_path, 1, 4, lambda **kw: None)
+    ctl = elastic.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: None)
     assert ctl.tick() == {"resize_requested": 3} and scaler.requests == [3]
 
 
 @pytest.mark.parametrize("fails", [False, True])
 def test_a_scale_out_moves_planned_state_partitions_instead_of_relaxing_locality(tmp_path: Path, fails: bool) -> None:
     scaler = FakeScaler(1, ["0"])
-    ctl = elastic.LiveControl(scaler, tmp_path, 1, 4, lambda **kw: None)
+    ctl = elastic.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: None)
     asked: list[list[str]] = []
 
     def place(executors: list[str]) -> dict[int, str]:
@@ -148,7 +149,7 @@ def test_a_scale_out_moves_planned_state_partitions_instead_of_relaxing_locality
         return {2: "4", 3: "4"}
 
     ctl.place_state = place
-    elastic.write_request(tmp_path, 2)
+    elastic.write_request(AppDir(tmp_path), 2)
     ctl.tick()
     scaler.registered.append("4")
     change = ctl.tick()
@@ -159,7 +160,7 @@ def test_a_scale_out_moves_planned_state_partitions_instead_of_relaxing_locality
         assert scaler.relaxed == [] and change["state_moves"] == {"2": "4", "3": "4"}
     assert change["parallelism"] == 2
     # a scale-in still relaxes: the removed executor's partitions must not wait for it
-    elastic.write_request(tmp_path, 1)
+    elastic.write_request(AppDir(tmp_path), 1)
     ctl.tick()
     ctl.boundary()
     assert asked == [["0", "4"]] and scaler.relaxed[-1] is True
@@ -169,9 +170,9 @@ def test_scale_in_of_an_idle_query_removes_executors_at_once(tmp_path: Path) -> 
     """No batch runs (no input): waiting for a boundary would wait for input that may not come."""
     reports: list[dict] = []
     scaler = FakeScaler(3, ["0", "4", "5"])
-    ctl = elastic.LiveControl(scaler, tmp_path, 1, 4, lambda **kw: reports.append(kw))
+    ctl = elastic.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: reports.append(kw))
     ctl.query_idle = lambda: True
-    elastic.write_request(tmp_path, 2)
+    elastic.write_request(AppDir(tmp_path), 2)
     assert ctl.tick() == {"resize_requested": 2, "removed_executors": ["5"], "parallelism": 2, "control_error": None}
     assert scaler.trims == [True]  # the non-forcing kill: Spark refuses executors that run a task
     assert scaler.registered == ["0", "4"] and reports == [{"parallelism": 2, "executors": 2}]
@@ -182,10 +183,10 @@ def test_scale_in_of_an_idle_query_removes_executors_at_once(tmp_path: Path) -> 
 def test_idle_scale_in_leaves_an_executor_that_runs_a_task_for_the_boundary(tmp_path: Path) -> None:
     reports: list[dict] = []
     scaler = FakeScaler(2, ["0", "4"])
-    ctl = elastic.LiveControl(scaler, tmp_path, 1, 4, lambda **kw: reports.append(kw))
+    ctl = elastic.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: reports.append(kw))
     ctl.query_idle = lambda: True  # a batch started between the check and the kill: "4" got a task
     scaler.busy = {"4"}
-    elastic.write_request(tmp_path, 1)
+    elastic.write_request(AppDir(tmp_path), 1)
     assert ctl.tick() == {"resize_requested": 1}
     assert scaler.registered == ["0", "4"] and reports == []
     assert ctl.boundary() == {"removed_executors": ["4"], "parallelism": 1, "control_error": None}
@@ -194,7 +195,7 @@ def test_idle_scale_in_leaves_an_executor_that_runs_a_task_for_the_boundary(tmp_
 
 def test_no_idle_trim_before_the_query_runs(tmp_path: Path) -> None:
     scaler = FakeScaler(1, ["0", "1"])  # over-launched at start, query not started yet
-    ctl = elastic.LiveControl(scaler, tmp_path, 1, 4, lambda **kw: None)
+    ctl = elastic.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: None)
     assert ctl.tick() is None and scaler.trims == []
 
 

@@ -9,29 +9,30 @@ from pathlib import Path
 
 import pytest
 
+from streamops.platform.appdir import AppDir
 from streamops.spark import standby
 
 
 def test_promotion_releases_a_ready_standby(tmp_path: Path) -> None:
     result: list[bool] = []
     t = threading.Thread(target=lambda: result.append(
-        standby.await_promotion(tmp_path, lambda: False, lambda: None, timeout=30)))
+        standby.await_promotion(AppDir(tmp_path), lambda: False, lambda: None, timeout=30)))
     t.start()
     deadline = time.time() + 10
-    while not standby.is_ready(tmp_path, os.getpid()):
+    while not standby.is_ready(AppDir(tmp_path), os.getpid()):
         assert time.time() < deadline
         time.sleep(0.01)
-    assert not standby.is_ready(tmp_path, os.getpid() + 1)  # another process's standby
-    standby.release(tmp_path)
+    assert not standby.is_ready(AppDir(tmp_path), os.getpid() + 1)  # another process's standby
+    standby.release(AppDir(tmp_path))
     t.join(10)
     assert result == [True]
-    assert not (tmp_path / standby.READY).exists() and not (tmp_path / standby.GO).exists()
+    assert not AppDir(tmp_path).standby_ready.exists() and not AppDir(tmp_path).standby_go.exists()
 
 
 def test_a_stopped_or_forgotten_standby_gives_up(tmp_path: Path) -> None:
-    assert standby.await_promotion(tmp_path, lambda: True, lambda: None) is False
+    assert standby.await_promotion(AppDir(tmp_path), lambda: True, lambda: None) is False
     idles: list[int] = []
-    assert standby.await_promotion(tmp_path, lambda: False, lambda: idles.append(1), timeout=0.3, poll=0.05) is False
+    assert standby.await_promotion(AppDir(tmp_path), lambda: False, lambda: idles.append(1), timeout=0.3, poll=0.05) is False
     assert idles  # surplus executors are trimmed while waiting
 
 

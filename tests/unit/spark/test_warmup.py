@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from streamops.platform.appdir import AppDir
 from streamops.spark import elastic, warmup
 
 
@@ -139,13 +140,13 @@ def _scale_out_control(tmp_path: Path):
     instant(w, gate)
     reports: list[dict] = []
     scaler = WarmScaler(1, ["0"])
-    ctl = elastic.LiveControl(scaler, tmp_path, 1, 4, lambda **kw: reports.append(kw), warmup=w)
+    ctl = elastic.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: reports.append(kw), warmup=w)
     return plugin, w, gate, reports, scaler, ctl
 
 
 def test_a_scale_out_is_declared_only_when_the_new_executor_is_warm(tmp_path: Path) -> None:
     plugin, w, gate, reports, scaler, ctl = _scale_out_control(tmp_path)
-    elastic.write_request(tmp_path, 2)
+    elastic.write_request(AppDir(tmp_path), 2)
     assert ctl.tick() == {"resize_requested": 2} and plugin.on
     scaler.ids.append("3")  # registered, held in the plugin's init
     plugin.holding.append("3")
@@ -163,8 +164,8 @@ def test_a_scale_in_does_not_arm_the_hold(tmp_path: Path) -> None:
     plugin = FakePlugin()
     w = warmup.ExecutorWarmup(fake_spark(plugin), work=lambda eid, pin: None)
     scaler = WarmScaler(2, ["0", "1"])
-    ctl = elastic.LiveControl(scaler, tmp_path, 1, 4, lambda **kw: None, warmup=w)
-    elastic.write_request(tmp_path, 1)
+    ctl = elastic.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: None, warmup=w)
+    elastic.write_request(AppDir(tmp_path), 1)
     ctl.tick()
     assert plugin.on is False
 
@@ -286,7 +287,7 @@ def test_an_idle_query_counts_a_new_executor_once_its_warm_up_is_queued(tmp_path
     the query (released), not when it ends; while batches run it still waits until warm."""
     plugin, w, gate, reports, scaler, ctl = _scale_out_control(tmp_path)
     ctl.query_idle = lambda: idle
-    elastic.write_request(tmp_path, 2)
+    elastic.write_request(AppDir(tmp_path), 2)
     ctl.tick()
     scaler.ids.append("3")
     plugin.holding.append("3")

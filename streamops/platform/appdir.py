@@ -1,0 +1,145 @@
+"""One owner of an app's directory (``<state_dir>/apps/<app>``): its files, their formats and the
+one way they are written.
+
+The driver, the supervisor, the CLI and the Airflow tasks meet through these files: the driver's
+pid and log, what it was launched with, a pending live resize, its heartbeat and per-batch
+progress, a standby's readiness and go signal, the supervisor's restart count for the app, a
+reprocess's run file and the drivers' scratch checkpoints. Every JSON file is written whole and
+atomically (temp file, fsync, rename), so a reader never sees half of one and a crash never leaves
+one empty.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from streamops.platform import process
+from streamops.platform.files import read_json, write_json
+
+if TYPE_CHECKING:
+    from streamops.settings import Settings
+
+
+class AppDir:
+    """An app's directory and the names of its files (see module docstring)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    @classmethod
+    def of(cls, settings: Settings, app: str) -> AppDir:
+        return cls(settings.state_dir / "apps" / app)
+
+    @property
+    def app(self) -> str:
+        return self.root.name
+
+    # the files --------------------------------------------------------------------------------
+    @property
+    def pid(self) -> Path:
+        """The driver's pid record (``platform.process``)."""
+        return self.root / "driver.pid"
+
+    @property
+    def standby_pid(self) -> Path:
+        return self.root / "standby.pid"
+
+    @property
+    def log(self) -> Path:
+        return self.root / "driver.log"
+
+    @property
+    def launch(self) -> Path:
+        """``{"pid", "parallelism", "launched_at"}``: what the driver was started with, and its size
+        after a live resize."""
+        return self.root / "launch.json"
+
+    @property
+    def control(self) -> Path:
+        """``{"parallelism", "requested_at"}``: a live resize the running driver has yet to apply."""
+        return self.root / "control.json"
+
+    @property
+    def heartbeat(self) -> Path:
+        """The driver's heartbeat: status, last batch, ``heartbeat_ms``."""
+        return self.root / "driver.json"
+
+    @property
+    def progress(self) -> Path:
+        """One JSON line per micro-batch (rates, durations, offsets, state size)."""
+        return self.root / "batches.jsonl"
+
+    @property
+    def standby_ready(self) -> Path:
+        """``{"pid", "ready_at"}``: a standby driver has its SparkContext and waits."""
+        return self.root / "standby.json"
+
+    @property
+    def standby_go(self) -> Path:
+        """Present: the standby is promoted."""
+        return self.root / "standby.go"
+
+    @property
+    def restarts(self) -> Path:
+        """The supervisor's restart count and backoff for this app (a restarted supervisor goes on)."""
+        return self.root / "restarts.json"
+
+    @property
+    def reprocess_run(self) -> Path:
+        """The range and output version of a reprocess driver (``--reprocess FILE``)."""
+        return self.root / "reprocess.json"
+
+    def scratch(self, name: str) -> Path:
+        """A driver's scratch checkpoint (standby rehearsal, executor warm-up), removed after use."""
+        return self.root / name
+
+    # reading and writing ----------------------------------------------------------------------
+    def read(self, path: Path) -> dict[str, Any] | None:
+        data = read_json(path)
+        return data if isinstance(data, dict) else None
+
+    def write(self, path: Path, payload: dict[str, Any]) -> None:
+        write_json(path, payload)
+
+    def update(self, path: Path, **fields: Any) -> dict[str, Any]:
+        """Merge ``fields`` into the JSON object at ``path`` (one writer per file: no lock)."""
+        merged = {**(self.read(path) or {}), **fields}
+        write_json(path, merged)
+        return merged
+
+    # the processes its pid files name ---------------------------------------------------------
+    def driver(self) -> process.PidRecord | None:
+        rec = process.read_pid(self.pid)
+        return rec if rec is not None and rec.alive else None
+
+    def stop_driver(self, *, now: bool = False, timeout: float = 120.0) -> bool:
+        """Stop the driver: graceful (SIGTERM to the Python driver, bounded wait) or ``now``
+        (SIGKILL). True if it was running. Whatever outlives the wait is killed, the JVM included."""
+        rec = process.read_pid(self.pid)
+        if rec is None or not rec.alive:
+            self.pid.unlink(missing_ok=True)
+            return False
+        if not now:
+            leader = rec.process()
+            if leader is not None:
+                leader.send_signal(signal.SIGTERM)
+                deadline = time.monotonic() + timeout
+                while time.monotonic() < deadline and rec.alive:
+                    process._reap([leader])
+                    time.sleep(0.2)
+        process.terminate(rec, timeout=0 if now else 10)
+        self.pid.unlink(missing_ok=True)
+        return True
+
+    def clear_standby(self) -> bool:
+        """Kill a standby that was never promoted and forget it (True if one was running)."""
+        rec = process.read_pid(self.standby_pid)
+        for path in (self.standby_ready, self.standby_go, self.standby_pid):
+            path.unlink(missing_ok=True)
+        if rec is not None and rec.alive:
+            process.terminate(rec, timeout=10)
+            return True
+        return False

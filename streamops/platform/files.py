@@ -1,0 +1,32 @@
+"""The one way streamops writes a JSON state file: whole, atomically and durably.
+
+A temp file beside the target, fsync'ed, then renamed over it: a reader sees the old file or the
+new one, never half of one, and a crash right after the write does not leave an empty file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+
+def write_json(path: Path, payload: Any) -> None:
+    """``payload`` as ``path``, atomically and durably."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w") as f:
+        json.dump(payload, f, default=str)
+        f.flush()
+        os.fsync(f.fileno())
+    tmp.replace(path)
+
+
+def read_json(path: Path) -> Any:
+    """The file's JSON, or None when it is missing or unreadable (writes are atomic: only a file
+    written by something else can be half there)."""
+    try:
+        return json.loads(path.read_text())
+    except (FileNotFoundError, ValueError):
+        return None
