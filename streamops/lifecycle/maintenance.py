@@ -26,15 +26,8 @@ from streamops.checkpoints import layout
 from streamops.exceptions import StreamopsError, UsageError
 from streamops.ledger import Ledger
 from streamops.lifecycle import driver
-from streamops.lifecycle.savepoints import (
-    _rewind,
-    apply_retention,
-    aside_dir,
-    aside_path,
-    may_replace_checkpoint,
-    start_within,
-    stop_within,
-)
+from streamops.lifecycle.replace import Replacement, aside_dir, may_replace_checkpoint
+from streamops.lifecycle.savepoints import apply_retention
 from streamops.settings import Settings
 from streamops.spark.job_query import JobQuery
 from streamops.spark.session import checkpoint_dir
@@ -199,14 +192,14 @@ def rebuild_state(settings: Settings, spec: AppSpec, ledger: Ledger, *, state_pa
     may_replace_checkpoint(settings, spec, running=plan["running"], stop_first=stop_first, what="rebuild-state")
     query = JobQuery.for_spec(spec, settings.repo)
     names = seed.seed_columns(query)
-    ckpt = checkpoint_dir(settings, spec)
     n = plan["state_partitions_after"]
     with ledger.operation(spec.name, "rebuild-state", {"state_partitions": n}, who=who,
                           before={"batch": plan["checkpoint_batch"], "state_partitions": plan["state_partitions_before"],
                                   "marker_batch": plan["marker_batch"]}) as rec:
         t0 = time.monotonic()
-        parallelism = stop_within(settings, spec, ledger, rec.op, who=who, timeout=timeout,
-                                  running=plan["running"], progress=progress)
+        swap = Replacement(settings, spec, ledger, rec.op, running=plan["running"], who=who, timeout=timeout,
+                           progress=progress)
+        parallelism = swap.stop()
         if plan["running"]:  # the stop committed more batches: plan again from where it stopped
             plan = {**rebuild_plan(settings, spec, ledger, state_partitions=n), "running": True}
         progress(f"{spec.name}: reading {spec.changelog_topic} ...")
@@ -225,20 +218,14 @@ def rebuild_state(settings: Settings, spec: AppSpec, ledger: Ledger, *, state_pa
             for o in plan["offsets"]:
                 start[o["topic"]][str(o["partition"])] = o["start_at"]
             seed.point_offsets(tmp / "checkpoint", start, plan["query_sources"])
-            aside = aside_path(settings, spec, rec.id)
-            if ckpt.exists():
-                aside.parent.mkdir(parents=True, exist_ok=True)
-                ckpt.replace(aside)
-            ckpt.parent.mkdir(parents=True, exist_ok=True)
-            (tmp / "checkpoint").replace(ckpt)
+            aside = swap.set_aside()
+            swap.install(tmp / "checkpoint")
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
             if own:
                 spark.stop()
-        marker = _rewind(settings, spec, 0)
-        if plan["running"]:
-            start_within(settings, spec, ledger, rec.op, parallelism, who=who, timeout=timeout, batch_before=0,
-                         progress=progress)
+        marker = swap.rewind(0)
+        swap.restart(parallelism, batch_before=0)
         rec.after = {"batch": 0, "state_partitions": n, "keys": rows, "aside": str(aside),
                      "rewind_marker": marker}
     return {**plan, "dry_run": False, "operation_id": rec.id, "changelog_keys": rows, "aside": str(aside),

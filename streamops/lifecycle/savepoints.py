@@ -20,6 +20,7 @@ from streamops.checkpoints import layout
 from streamops.checkpoints.savepoint import SavepointError, expired, install, snapshot, verify
 from streamops.ledger import Ledger
 from streamops.lifecycle import operations as ops
+from streamops.lifecycle.replace import Replacement, aside_dir
 from streamops.settings import Settings
 from streamops.spark.session import checkpoint_dir
 from streamops.spec import AppSpec, age_seconds
@@ -27,11 +28,6 @@ from streamops.spec import AppSpec, age_seconds
 
 def savepoints_dir(settings: Settings, app: str) -> Path:
     return settings.state_dir / "savepoints" / app
-
-
-def aside_dir(settings: Settings, app: str) -> Path:
-    """Where restores and resets keep the checkpoints they replaced."""
-    return settings.state_dir / "checkpoints-aside" / app
 
 
 def take(settings: Settings, spec: AppSpec, ledger: Ledger, *, who: str | None = None,
@@ -123,78 +119,17 @@ def restore(settings: Settings, spec: AppSpec, ledger: Ledger, savepoint_id: str
     with ledger.operation(spec.name, "restore", {"savepoint": savepoint_id}, who=who,
                           before={"batch": plan["current_batch"], "offsets": plan["offsets"]}) as rec:
         t0 = time.time()
-        parallelism = stop_within(settings, spec, ledger, rec.op, who=who, timeout=timeout,
-                                  running=plan["restart"], progress=progress)
-        aside = aside_path(settings, spec, rec.id)
+        swap = Replacement(settings, spec, ledger, rec.op, running=plan["restart"], who=who, timeout=timeout,
+                           progress=progress)
+        parallelism = swap.stop()
+        aside = swap.aside
         progress(f"{spec.name}: checkpoint set aside to {aside}; installing {savepoint_id} ...")
         sp = _find(ledger, spec, savepoint_id)
         verify(Path(sp["path"]), sp["sha256"])  # again: nothing may have changed since the plan
         install(Path(sp["path"]), checkpoint_dir(settings, spec), aside)
-        marker = _rewind(settings, spec, plan["batch_id"])
-        if plan["restart"]:
-            start_within(settings, spec, ledger, rec.op, parallelism, who=who, timeout=timeout,
-                         batch_before=plan["batch_id"], progress=progress)
+        marker = swap.rewind(plan["batch_id"])
+        swap.restart(parallelism, batch_before=plan["batch_id"])
         rec.after = {"batch": layout.last_committed_batch(checkpoint_dir(settings, spec)), "aside": str(aside),
                      "savepoint": savepoint_id, "rewind_marker": marker}
     return {**plan, "dry_run": False, "operation_id": rec.id, "aside": str(aside),
             "seconds": round(time.time() - t0, 1)}
-
-
-def aside_path(settings: Settings, spec: AppSpec, op_id: int) -> Path:
-    """Where an operation that replaces the checkpoint keeps the one it replaced."""
-    return aside_dir(settings, spec.name) / f"{datetime.now(UTC):%Y%m%dT%H%M%S}-op{op_id}"
-
-
-def may_replace_checkpoint(settings: Settings, spec: AppSpec, *, running: bool, stop_first: bool, what: str) -> None:
-    """An operation that replaces the checkpoint (``what``) runs on a stopped app, or stops it first
-    (which needs the supervisor)."""
-    if running and not stop_first:
-        from streamops.exceptions import UsageError
-
-        raise UsageError(f"{spec.name} is running: {what} replaces its checkpoint. Add --stop-first to stop it at "
-                         f"a batch boundary and start it again after, or `streamops stop {spec.name}` first")
-    if running:
-        ops.require_supervisor(settings)
-
-
-def stop_within(settings: Settings, spec: AppSpec, ledger: Ledger, op, *, who: str | None, timeout: float,
-                running: bool, progress: Callable[[str], None]) -> int:
-    """Inside an operation that holds the lease: stop the app at a batch boundary (if ``running``)
-    and wait; returns the parallelism to start it again with."""
-    desired = ledger.desired(spec.name)
-    parallelism = desired["parallelism"] if desired else spec.parallelism.default
-    if running:
-        progress(f"{spec.name}: stopping at a batch boundary ...")
-        ledger.set_desired(spec.name, status="stopped", parallelism=parallelism, who=who, op=op)
-        _wait(settings, spec, ledger, _pending(op, "stop", timeout, None, None))
-    return parallelism
-
-
-def start_within(settings: Settings, spec: AppSpec, ledger: Ledger, op, parallelism: int, *, who: str | None,
-                 timeout: float, batch_before: int | None, progress: Callable[[str], None]) -> None:
-    """Inside an operation that holds the lease: run the app again and wait for a batch after
-    ``batch_before`` (or for it to be caught up)."""
-    progress(f"{spec.name}: starting x{parallelism} from batch {batch_before} ...")
-    ledger.set_desired(spec.name, status="running", parallelism=parallelism, who=who, op=op)
-    _wait(settings, spec, ledger, _pending(op, "deploy", timeout, parallelism, batch_before))
-
-
-def _pending(op, kind: str, timeout: float, parallelism: int | None, batch_before: int | None) -> ops.Pending:
-    t0 = time.time()
-    return ops.Pending(app=op.app, kind=kind, operation_id=op.id, requested_by=op.requested_by, t0=t0,
-                       deadline=t0 + timeout, before={}, parallelism=parallelism, batch_before=batch_before)
-
-
-def _wait(settings: Settings, spec: AppSpec, ledger: Ledger, pending: ops.Pending) -> None:
-    while ops.poll(settings, spec, ledger, pending) is None:
-        time.sleep(0.5)
-
-
-def _rewind(settings: Settings, spec: AppSpec, batch_id: int) -> dict[str, Any]:
-    from streamops.spark.commit import BatchCommitter
-
-    committer = BatchCommitter(settings.kafka_bootstrap, spec.name, spec.commits_topic)
-    try:
-        return committer.rewind(batch_id)
-    finally:
-        committer.close()

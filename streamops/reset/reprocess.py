@@ -29,7 +29,7 @@ from streamops.ledger import Ledger
 from streamops.ledger.outputs import check_version, reprocess_spec
 from streamops.lifecycle import driver
 from streamops.lifecycle import operations as ops
-from streamops.lifecycle.savepoints import _rewind, start_within, stop_within
+from streamops.lifecycle.replace import Replacement, rewind_marker
 from streamops.reset.targets import parse_datetime
 from streamops.settings import Settings
 from streamops.spark.session import checkpoint_dir
@@ -155,7 +155,7 @@ def reprocess(settings: Settings, spec: AppSpec, ledger: Ledger, *, frm: str, to
         ensure_app_topics(settings, derived)
         batch = layout.last_committed_batch(ckpt)
         # the next batch is written again (upserts); DLQ entries already written are not
-        marker = _rewind(settings, derived, -1 if batch is None else batch)
+        marker = rewind_marker(settings, derived, -1 if batch is None else batch)
         run_dir = app_dir(settings, derived.name)
         run_file = run_dir.reprocess_run
         run_dir.write(run_file, {"output_version": plan["output_version"], "start": plan["start"],
@@ -266,11 +266,10 @@ def promote(settings: Settings, spec: AppSpec, ledger: Ledger, version: str | No
         ops.require_supervisor(settings)
     with ledger.operation(spec.name, "promote", {"output_version": target}, who=who,
                           before={"output_version": before}) as rec:
-        parallelism = stop_within(settings, spec, ledger, rec.op, who=who, timeout=timeout, running=running,
-                                  progress=progress)
+        swap = Replacement(settings, spec, ledger, rec.op, running=running, who=who, timeout=timeout,
+                           progress=progress)
+        parallelism = swap.stop()
         ledger.set_output_version(spec.name, target, who=who, op=rec.op)
-        if running:
-            start_within(settings, spec, ledger, rec.op, parallelism, who=who, timeout=timeout,
-                         batch_before=layout.last_committed_batch(checkpoint_dir(settings, spec)), progress=progress)
+        swap.restart(parallelism, batch_before=layout.last_committed_batch(checkpoint_dir(settings, spec)))
         rec.after = {"output_version": target}
     return {**plan, "dry_run": False, "operation_id": rec.id}

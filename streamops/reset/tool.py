@@ -34,14 +34,7 @@ from streamops.exceptions import StreamopsError, UsageError
 from streamops.ledger import Ledger
 from streamops.ledger.outputs import check_version
 from streamops.lifecycle import driver
-from streamops.lifecycle.savepoints import (
-    _rewind,
-    aside_dir,
-    aside_path,
-    may_replace_checkpoint,
-    start_within,
-    stop_within,
-)
+from streamops.lifecycle.replace import Replacement, aside_dir, may_replace_checkpoint
 from streamops.reset.targets import TP, PartitionMove, ResetTarget, resolve
 from streamops.settings import Settings
 from streamops.spark.session import checkpoint_dir
@@ -162,33 +155,31 @@ def reset(settings: Settings, spec: AppSpec, ledger: Ledger, target: ResetTarget
     with ledger.operation(spec.name, "reset", {**plan["params"], "state": state, "output_version": output_version},
                           who=who, before=before) as rec:
         t0 = time.monotonic()
-        parallelism = stop_within(settings, spec, ledger, rec.op, who=who, timeout=timeout,
-                                  running=plan["running"], progress=progress)
+        swap = Replacement(settings, spec, ledger, rec.op, running=plan["running"], who=who, timeout=timeout,
+                           progress=progress)
+        parallelism = swap.stop()
         if plan["running"]:  # batches committed while stopping: plan again from where it stopped
             plan = {**reset_plan(settings, spec, ledger, target, state=state, force=force,
                                  output_version=output_version), "running": True}
         moves = {(o["topic"], o["partition"]): o["target"] for o in plan["offsets"]}
         targets = {t: {str(p): o for (tt, p), o in moves.items() if tt == t} for t, _p in moves}
-        aside = aside_path(settings, spec, rec.id)
+        aside = swap.aside
         aside.mkdir(parents=True)
         saved = _save_topics(settings, spec, aside, output=plan["output_topic_before"] if not output_version else None,
                              progress=progress)
         if state == "wipe":
-            if ckpt.exists():
-                ckpt.replace(aside / "checkpoint")
+            swap.set_aside(aside / "checkpoint")
             layout.write_start_offsets(ckpt, targets)
             progress(f"{spec.name}: recreating {spec.changelog_topic} empty ...")
             _recreate_changelog(settings, spec)
-            marker = _rewind(settings, spec, -1)
+            marker = swap.rewind(-1)
         else:
-            shutil.copytree(ckpt, aside / "checkpoint")
+            swap.copy_aside(aside / "checkpoint")
             retarget_batch(ckpt, plan["batch_id"], targets)
-            marker = _rewind(settings, spec, plan["batch_id"])
+            marker = swap.rewind(plan["batch_id"])
         if output_version:
             ledger.set_output_version(spec.name, output_version, who=who, op=rec.op)
-        if plan["running"]:
-            start_within(settings, spec, ledger, rec.op, parallelism, who=who, timeout=timeout,
-                         batch_before=-1 if state == "wipe" else plan["batch_id"], progress=progress)
+        swap.restart(parallelism, batch_before=-1 if state == "wipe" else plan["batch_id"])
         rec.after = {"offsets": {f"{t}/{p}": o for (t, p), o in moves.items()}, "state": state,
                      "aside": str(aside), "saved": saved, "output_version": plan["output_version_after"],
                      "rewind_marker": marker}
@@ -314,15 +305,16 @@ def undo(settings: Settings, spec: AppSpec, ledger: Ledger, op_id: int, *, dry_r
                           before={"batch": plan["current_batch"], "output_version": ledger.output_version(spec.name)}
                           ) as rec:
         t0 = time.monotonic()
-        parallelism = stop_within(settings, spec, ledger, rec.op, who=who, timeout=timeout,
-                                  running=plan["running"], progress=progress)
-        aside = aside_path(settings, spec, rec.id)
+        swap = Replacement(settings, spec, ledger, rec.op, running=plan["running"], who=who, timeout=timeout,
+                           progress=progress)
+        parallelism = swap.stop()
+        aside = swap.aside
         aside.mkdir(parents=True)
-        if ckpt.exists():
-            ckpt.replace(aside / "checkpoint")
+        swap.set_aside(aside / "checkpoint")
         old = Path(plan["aside"]) / "checkpoint"
-        if old.is_dir():
-            shutil.copytree(old, ckpt)  # the reset's aside copy stays: the undo can itself be looked at
+        if old.is_dir():  # the reset's aside copy stays: the undo can itself be looked at
+            shutil.copytree(old, aside / "restoring")
+            swap.install(aside / "restoring")
         progress(f"{spec.name}: recreating {spec.changelog_topic} from the saved copy ...")
         _recreate_changelog(settings, spec)
         written = {"changelog": _write_back(settings, spec, Path(plan["aside"]) / SAVED["changelog"],
@@ -333,10 +325,8 @@ def undo(settings: Settings, spec: AppSpec, ledger: Ledger, op_id: int, *, dry_r
                                             tombstones=True)
         ledger.set_output_version(spec.name, plan["output_version_after"], who=who, op=rec.op)
         batch = layout.last_committed_batch(ckpt)
-        marker = _rewind(settings, spec, -1 if batch is None else batch)
-        if plan["running"]:
-            start_within(settings, spec, ledger, rec.op, parallelism, who=who, timeout=timeout,
-                         batch_before=batch, progress=progress)
+        marker = swap.rewind(-1 if batch is None else batch)
+        swap.restart(parallelism, batch_before=batch)
         rec.after = {"batch": batch, "aside": str(aside), "written": written, "rewind_marker": marker,
                      "output_version": plan["output_version_after"]}
     return {**plan, "dry_run": False, "operation_id": rec.id, "set_aside": str(aside), "written": written,

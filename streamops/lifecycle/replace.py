@@ -1,0 +1,126 @@
+"""Replacing an app's checkpoint, in one place: stop, set aside, install, rewind, restart.
+
+restore (a savepoint), reset and its undo, rebuild-state and reprocess all swap the checkpoint a
+driver runs from. They share the same steps and the same order, inside an operation that holds
+the app's lease:
+
+1. ``stop()``: a running app stops at a batch boundary (the supervisor runs its driver);
+2. ``set_aside()`` / ``install()``: the current checkpoint moves to
+   ``<state_dir>/checkpoints-aside/<app>/<time>-op<id>`` (kept: an undo or a look later), a prepared
+   one takes its place by rename;
+3. ``rewind(batch)``: the app's batch marker on its commits topic says the new checkpoint's last
+   batch, so the batches after it are written again (records already emitted are not,
+   ``spark.commit``);
+4. ``restart(parallelism, batch_before)``: a stopped-for-this app runs again, and the operation
+   waits for a batch after ``batch_before``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from streamops.exceptions import UsageError
+from streamops.ledger import Ledger
+from streamops.lifecycle import operations as ops
+from streamops.settings import Settings
+from streamops.spark.session import checkpoint_dir
+from streamops.spec import AppSpec
+
+Progress = Callable[[str], None]
+
+
+def aside_dir(settings: Settings, app: str) -> Path:
+    """Where operations keep the checkpoints they replaced."""
+    return settings.state_dir / "checkpoints-aside" / app
+
+
+def aside_path(settings: Settings, spec: AppSpec, op_id: int) -> Path:
+    """Where operation ``op_id`` keeps the checkpoint it replaced."""
+    return aside_dir(settings, spec.name) / f"{datetime.now(UTC):%Y%m%dT%H%M%S}-op{op_id}"
+
+
+def may_replace_checkpoint(settings: Settings, spec: AppSpec, *, running: bool, stop_first: bool, what: str) -> None:
+    """An operation that replaces the checkpoint (``what``) runs on a stopped app, or stops it first
+    (which needs the supervisor)."""
+    if running and not stop_first:
+        raise UsageError(f"{spec.name} is running: {what} replaces its checkpoint. Add --stop-first to stop it at "
+                         f"a batch boundary and start it again after, or `streamops stop {spec.name}` first")
+    if running:
+        ops.require_supervisor(settings)
+
+
+def rewind_marker(settings: Settings, spec: AppSpec, batch_id: int) -> dict[str, Any]:
+    """The app's batch marker now says ``batch_id`` (``BatchCommitter.rewind``; fences a driver)."""
+    from streamops.spark.commit import BatchCommitter
+
+    committer = BatchCommitter(settings.kafka_bootstrap, spec.name, spec.commits_topic)
+    try:
+        return committer.rewind(batch_id)
+    finally:
+        committer.close()
+
+
+class Replacement:
+    """The steps of one checkpoint replacement (module docstring), for operation ``op``."""
+
+    def __init__(self, settings: Settings, spec: AppSpec, ledger: Ledger, op: Any, *, running: bool,
+                 who: str | None, timeout: float, progress: Progress = lambda _m: None) -> None:
+        self.settings, self.spec, self.ledger, self.op = settings, spec, ledger, op
+        self.running, self.who, self.timeout, self.progress = running, who, timeout, progress
+        self.checkpoint = checkpoint_dir(settings, spec)
+        self.aside = aside_path(settings, spec, op.id)
+
+    def stop(self) -> int:
+        """Stop the app at a batch boundary if it runs and wait; the parallelism to restart with."""
+        desired = self.ledger.desired(self.spec.name)
+        parallelism = desired["parallelism"] if desired else self.spec.parallelism.default
+        if self.running:
+            self.progress(f"{self.spec.name}: stopping at a batch boundary ...")
+            self.ledger.set_desired(self.spec.name, status="stopped", parallelism=parallelism, who=self.who,
+                                    op=self.op)
+            self._wait(self._pending("stop", None, None))
+        return parallelism
+
+    def set_aside(self, into: Path | None = None) -> Path:
+        """Move the current checkpoint (if any) to ``into`` (default: the aside path itself)."""
+        dest = into or self.aside
+        if self.checkpoint.exists():
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            self.checkpoint.replace(dest)
+        return dest
+
+    def copy_aside(self, into: Path) -> Path:
+        """Keep a copy of the current checkpoint, which stays in place (changed in place after)."""
+        shutil.copytree(self.checkpoint, into)
+        return into
+
+    def install(self, prepared: Path) -> None:
+        """``prepared`` (a complete checkpoint) becomes the app's, by rename."""
+        self.checkpoint.parent.mkdir(parents=True, exist_ok=True)
+        prepared.replace(self.checkpoint)
+
+    def rewind(self, batch_id: int) -> dict[str, Any]:
+        return rewind_marker(self.settings, self.spec, batch_id)
+
+    def restart(self, parallelism: int, *, batch_before: int | None) -> None:
+        """Run the app again if this replacement stopped it; wait for a batch after ``batch_before``."""
+        if not self.running:
+            return
+        self.progress(f"{self.spec.name}: starting x{parallelism} from batch {batch_before} ...")
+        self.ledger.set_desired(self.spec.name, status="running", parallelism=parallelism, who=self.who, op=self.op)
+        self._wait(self._pending("deploy", parallelism, batch_before))
+
+    def _pending(self, kind: str, parallelism: int | None, batch_before: int | None) -> ops.Pending:
+        t0 = time.time()
+        return ops.Pending(app=self.op.app, kind=kind, operation_id=self.op.id, requested_by=self.op.requested_by,
+                           t0=t0, deadline=t0 + self.timeout, before={}, parallelism=parallelism,
+                           batch_before=batch_before)
+
+    def _wait(self, pending: ops.Pending) -> None:
+        while ops.poll(self.settings, self.spec, self.ledger, pending) is None:
+            time.sleep(0.5)
