@@ -1,0 +1,167 @@
+"""Throughput of each declared app, beside the plain-Python fold of the same app, and of
+``user_activity`` on the job API against the code before it, all measured in the same run.
+
+    .venv/bin/python bench/apps.py [--runs 3] [--events user_activity=1000000,page_stats=200000,orders=200000] \
+        [--baseline-rev e0689f7] [--batch 250000] [--master local[2]]
+
+For each run and app: a fresh broker (temporary state dir, free ports; stopped in ``finally``),
+``--events`` records from the app's own generator (``Job.generate``, seed = run number), then
+
+- ``spark``: ``python -m streamops.spark.app --app APP --exit-at-end`` (``--batch`` records per
+  trigger). ``steady`` = records of batches 2..n / their time, from the driver's progress log
+  (batch 1 also starts the Python workers and state stores);
+- ``python fold``: the same job folded in plain Python over the same records
+  (``state.oracle.fold_input``: parse, key, update/aggregate, emit, expire), records/s of the
+  fold alone (the records are read from the broker first, not timed);
+- for ``user_activity`` also ``baseline``: the driver of ``--baseline-rev`` (a git worktree of
+  that commit, its own ``jobs/user_activity.py``) on a fresh broker with the same records.
+The order of the sides alternates between runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+from bench._common import isolated_settings, summary, table
+from streamops.platform import manager
+from streamops.settings import Settings
+
+DEFAULT_EVENTS = "user_activity=1000000,page_stats=200000,orders=200000"
+
+
+def _spec(settings: Settings, app: str):
+    from streamops.spec import default_spec_path, get_app, load_specs
+
+    return get_app(load_specs(default_spec_path(REPO)), app)
+
+
+def produce_input(settings: Settings, app: str, events: int, seed: int) -> None:
+    from streamops.kafka.admin import TopicSpec, ensure_topics
+    from streamops.kafka.produce import produce
+    from streamops.spec import load_job
+
+    spec = _spec(settings, app)
+    topic = spec.input_topics[0]
+    ensure_topics(settings.kafka_bootstrap, [TopicSpec(name=topic, partitions=spec.input_partitions)])
+    job = load_job(spec, REPO)()
+    produce(settings.kafka_bootstrap, topic, job.generate(events, seed), partitions=spec.input_partitions)
+
+
+def _ms(iso: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(iso).timestamp() * 1000
+
+
+def run_driver(settings: Settings, app: str, events: int, batch: int, master: str,
+               checkout: Path | None = None) -> dict:
+    """The app's driver to the end of its input; ``checkout``: another revision's tree (the baseline)."""
+    env = {**os.environ, **settings.env(), "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": settings.host}
+    if checkout is None:
+        argv = [sys.executable, "-m", "streamops.spark.app", "--app", app]
+    else:
+        env.update({"PYTHONPATH": str(checkout), "STREAMOPS_REPO": str(checkout)})
+        argv = [sys.executable, str(checkout / "jobs" / f"{app}.py"), "--app", app]
+    log = settings.state_dir / "bench-job.log"
+    t0 = time.monotonic()
+    with open(log, "wb") as out:
+        rc = subprocess.run([*argv, "--master", master, "--exit-at-end", "--max-offsets-per-trigger", str(batch),
+                             "--trigger-interval", "0 seconds"], env=env, stdout=out, stderr=subprocess.STDOUT,
+                            cwd=settings.state_dir, check=False).returncode
+    wall = time.monotonic() - t0
+    if rc != 0:
+        raise SystemExit(f"{app} exited {rc}; log: {log}\n" + log.read_text()[-3000:])
+    path = settings.state_dir / "apps" / app / "batches.jsonl"
+    bs = [b for b in (json.loads(line) for line in path.read_text().splitlines()) if b["input_rows"] > 0]
+    end = max(_ms(b["timestamp"]) + b["duration_ms"]["triggerExecution"] for b in bs)
+    rest = bs[1:]
+    steady = sum(b["input_rows"] for b in rest) / ((end - _ms(rest[0]["timestamp"])) / 1000) if rest else float("nan")
+    return {"steady": steady, "all": events / ((end - _ms(bs[0]["timestamp"])) / 1000), "wall": events / wall,
+            "batches": len(bs)}
+
+
+def run_fold(settings: Settings, app: str) -> dict:
+    from streamops.kafka.read import read_topic
+    from streamops.spec import load_job
+    from streamops.state.oracle import fold_input, record_of
+
+    spec = _spec(settings, app)
+    records = [record_of(m) for m in read_topic(settings.kafka_bootstrap, spec.input_topics[0])]
+    t0 = time.monotonic()
+    folded = fold_input(load_job(spec, REPO), records)
+    return {"rate": len(records) / (time.monotonic() - t0), "keys": len(folded.states)}
+
+
+def baseline_checkout(rev: str, into: Path) -> Path:
+    subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "-q", str(into), rev], check=True)
+    return into
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--events", default=DEFAULT_EVENTS, help="APP=N,... (also chooses the apps)")
+    ap.add_argument("--baseline-rev", default="e0689f7",
+                    help="the revision user_activity is compared with (before the job API); '' to skip")
+    ap.add_argument("--batch", type=int, default=250_000, help="records per micro-batch")
+    ap.add_argument("--master", default="local[2]")
+    args = ap.parse_args()
+    events = {k: int(v) for k, v in (kv.split("=") for kv in args.events.split(","))}
+
+    results: dict[str, dict[str, list[float]]] = {a: {} for a in events}
+    with tempfile.TemporaryDirectory(prefix="streamops-bench-apps-") as tmp:
+        checkout = baseline_checkout(args.baseline_rev, Path(tmp) / "baseline") if args.baseline_rev else None
+        try:
+            for run in range(args.runs):
+                for app, n in events.items():
+                    sides = ["api", "fold"] + (["baseline"] if checkout is not None and app == "user_activity" else [])
+                    if run % 2:
+                        sides.reverse()
+                    for side in sides:
+                        settings = isolated_settings(Path(tmp) / f"run-{run}-{app}-{side}")
+                        try:
+                            manager.up(settings, only=["kafka"])
+                            produce_input(settings, app, n, seed=run)
+                            if side == "fold":
+                                r = run_fold(settings, app)
+                                results[app].setdefault("python fold", []).append(r["rate"])
+                                print(f"run {run + 1} {app} python fold: {r['rate']:,.0f} rec/s ({r['keys']} keys)",
+                                      flush=True)
+                            else:
+                                r = run_driver(settings, app, n, args.batch, args.master,
+                                               checkout if side == "baseline" else None)
+                                name = "spark, job API" if side == "api" else f"spark, {args.baseline_rev} (before the API)"
+                                results[app].setdefault(name, []).append(r["steady"])
+                                print(f"run {run + 1} {app} {name}: steady {r['steady']:,.0f} rec/s, all {r['all']:,.0f}, "
+                                      f"wall {r['wall']:,.0f} ({r['batches']} batches)", flush=True)
+                        finally:
+                            manager.down(settings)
+                            shutil.rmtree(settings.state_dir, ignore_errors=True)
+        finally:
+            if checkout is not None:
+                subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(checkout)], check=False)
+
+    print(f"\nsteady records/s (batches 2..n), {args.runs} runs, {args.batch:,} per batch, master {args.master}\n")
+    rows = []
+    for app, sides in results.items():
+        base = sides.get(f"spark, {args.baseline_rev} (before the API)") or sides.get("spark, job API")
+        for name, values in sides.items():
+            lo, med, hi = summary(values)
+            rows.append([app, f"{events[app]:,}", name, f"{lo:,.0f}", f"{med:,.0f}", f"{hi:,.0f}",
+                         f"{med / statistics.median(base):.2f}"])
+    print(table(["app", "records", "side", "min", "median", "max", "ratio (median) to the baseline, else to the job API"], rows))
+
+
+if __name__ == "__main__":
+    main()
