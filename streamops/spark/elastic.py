@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from streamops.platform.appdir import AppDir
 
@@ -90,14 +90,15 @@ REBALANCE_BATCHES = 2
 class ExecutorScaler:
     """Holds a running SparkContext to ``target`` one-core executors (see module docstring)."""
 
-    def __init__(self, spark: Any, target: int) -> None:
+    def __init__(self, spark: Any, target: int, *,
+                 cold: Callable[[set[str]], set[str]] = lambda _registered: set()) -> None:
         self.sc = spark.sparkContext
         self.jsc = self.sc._jsc.sc()
         self.jvm = self.sc._jvm
         self.target = target
         self.dying: set[str] = set()  # asked to die, still registered until the master confirms
-        #: which registered executors still warm up (``warmup``): not counted yet
-        self.cold: Callable[[set[str]], set[str]] = lambda _registered: set()
+        #: which registered executors still warm up (``ExecutorWarmup.cold``): not counted yet
+        self.cold = cold
         self.request(target)
 
     def request(self, target: int) -> None:
@@ -170,6 +171,16 @@ class ExecutorScaler:
         log.info("task locality waits %s", "relaxed" if relaxed else "restored")
 
 
+class QueryView(Protocol):
+    """The running query as the live resize needs it."""
+
+    def idle(self) -> bool:
+        """No batch runs and no input waits."""
+
+    def place_state(self, executors: list[str]) -> dict[int, str] | None:
+        """Move state stores onto these executors (a planned scale-out); None when no query runs."""
+
+
 class LiveControl:
     """The driver side of a live resize.
 
@@ -186,21 +197,16 @@ class LiveControl:
     """
 
     def __init__(self, scaler: ExecutorScaler, app_dir: AppDir, low: int, high: int,
-                 report: Callable[..., None], warmup: Any = None) -> None:
-        self.scaler = scaler
+                 report: Callable[..., None], warmup: Any = None, query: QueryView | None = None) -> None:
+        self.scaler = scaler  # built with ``cold=warmup.cold`` when there is a warm-up
         self.warmup = warmup  # an ExecutorWarmup: new executors count once warm
-        if warmup is not None:
-            scaler.cold = warmup.cold
+        #: the running query: whether it is idle, and where to move state stores on a scale-out
+        self.query = query
         self.app_dir = app_dir
         self.low, self.high = low, high
         self.report = report
         self.current = scaler.target  # the size declared to the platform
         self.rebalance = 0  # batches left with relaxed locality
-        #: set by the driver once its query runs: moves state stores onto the given executors
-        #: (``placement.StatePlacement.rebalance``); without it a scale-out relaxes locality
-        self.place_state: Callable[[list[str]], dict[int, str]] | None = None
-        #: set by the driver once its query runs: True while no batch of it runs and no input waits
-        self.query_idle: Callable[[], bool] | None = None
         # a request already there was written after this driver's launch (launch deletes the
         # file), e.g. while it was starting: apply it too
         self.seen = 0.0
@@ -234,7 +240,7 @@ class LiveControl:
                 change = {"resize_requested": req.parallelism}
         if self.warmup is not None:
             self.warmup.poll(self.scaler.registered())
-        if len(self.scaler.executors()) > self.scaler.target and self.query_idle is not None and self.query_idle():
+        if len(self.scaler.executors()) > self.scaler.target and self._idle():
             killed = self.scaler.trim(idle=True)
             if killed:
                 change = {**(change or {}), "removed_executors": killed}
@@ -242,15 +248,20 @@ class LiveControl:
 
     def _place(self, executors: list[str]) -> dict[int, str] | None:
         """Planned state moves onto new executors; None if it could not be done."""
-        if self.place_state is None:
+        if self.query is None:
             return None
         try:
-            moves = self.place_state(executors)
+            moves = self.query.place_state(executors)
+            if moves is None:  # no query runs right now
+                return None
         except Exception as exc:  # noqa: BLE001 - fall back to relaxed locality
             log.warning("state placement failed (%s); relaxing locality instead", str(exc).splitlines()[0][:300])
             return None
         log.warning("state partitions moved: %s", moves or "none")
         return moves
+
+    def _idle(self) -> bool:
+        return self.query is not None and self.query.idle()
 
     def _boundary(self) -> dict[str, Any] | None:
         change: dict[str, Any] | None = None
@@ -267,7 +278,7 @@ class LiveControl:
         executors = self.scaler.executors()
         have = len(executors)
         if (self.current < self.scaler.target and have < self.scaler.target and self.warmup is not None
-                and self.query_idle is not None and self.query_idle()
+                and self._idle()
                 and self.warmup.count_early(self.scaler.registered())):
             # an idle query: count new executors once their warm-up is queued, not once it ends
             executors = self.scaler.executors()

@@ -1,8 +1,9 @@
-"""The streaming runtime every job uses: read the input, run the job's query, commit each
-micro-batch exactly once, report a heartbeat, and stop gracefully at a batch boundary.
+"""The streaming runtime every app's driver runs: read the input, run the job's query, commit
+each micro-batch exactly once, report a heartbeat, and stop gracefully at a batch boundary.
 
-A job supplies two pure pieces — ``build(raw_df) -> DataFrame`` and
-``to_records(arrow_table, batch_id) -> list[OutRecord]`` — and calls ``run_app``.
+``streamops.spark.app`` gives it the declared job's two pure pieces (``JobQuery.build`` and
+``records``) through ``run_app``, which takes the checkpoint lock, starts the Spark session and
+hands both to an ``AppDriver``, whose constructor wires its collaborators once.
 """
 
 from __future__ import annotations
@@ -178,27 +179,27 @@ def run_app(
 ) -> int:
     """Run the app's query until stopped (SIGTERM/SIGINT: graceful, at a batch boundary).
 
-    A failed query (broker restart, lost executor beyond Spark's task retries, a commit that
-    timed out) is restarted from its checkpoint with exponential backoff; the transactional
-    committer makes the replayed batch exactly-once. ``max_restarts`` failures in a row without
-    a committed batch in between end the run with the last error.
+    Refused (``REFUSED``) before any Spark session when another driver holds the checkpoint. A
+    failed query (broker restart, lost executor beyond Spark's task retries, a commit that timed
+    out) is restarted from its checkpoint with exponential backoff; the transactional committer
+    makes the replayed batch exactly-once. ``max_restarts`` failures in a row without a committed
+    batch in between end the run with the last error.
     """
     from streamops.kafka.admin import end_offsets
+    from streamops.platform.locks import LockHeld
     from streamops.spark.session import build_session
 
     opts = options or RunOptions()
-    stop = threading.Event()
     is_standby = standby.requested()
     # one driver per checkpoint: a second one (started by hand beside the supervisor's, or by a
     # second supervisor) would run the same batches with the same transactional id. A standby
     # takes the lock once promoted (the driver it replaces has exited by then).
-    from streamops.platform.locks import LockHeld
-
     try:
         lock = None if is_standby else _lock_checkpoint(spec, settings, wait_s=0.0)
     except LockHeld as exc:
         log.error("%s", exc)
         return REFUSED
+    stop = threading.Event()
 
     def request_stop(signum, _frame):
         log.warning("signal %s: stopping %s at the next batch boundary", signum, spec.name)
@@ -217,62 +218,333 @@ def run_app(
     spark = build_session(spec, settings, master=opts.master, parallelism=opts.parallelism,
                           extra=opts.extra_conf)
     spark.sparkContext.setLogLevel("WARN")
-    reporter = ObservedReporter(settings, spec.name)
-    n = opts.parallelism or spec.parallelism.default
-    control = scaler = None
-    if elastic.supports_live(spark.sparkContext.master):
-        scaler = elastic.ExecutorScaler(spark, n)
-        warm = _live_warmup(spark, spec, settings, build, to_records, stop)
-        control = elastic.LiveControl(scaler, app_dir(settings, spec.name), spec.parallelism.min,
-                                      max(spec.parallelism.max, n), reporter.report, warmup=warm)
-    if is_standby and not _standby(spark, spec, settings, stop, scaler, build, to_records):
-        reporter.close()
-        spark.stop()
-        return 0
-    if is_standby:
-        try:
-            lock = _lock_checkpoint(spec, settings, wait_s=60.0)
-        except BaseException:
-            reporter.close()
-            spark.stop()
-            raise
-    reporter.report(status="starting", pid=os.getpid(), host=socket.gethostname(),
-                    spark_app_id=spark.sparkContext.applicationId, parallelism=n, executors=None,
-                    last_batch=None, error=None)
-    spark.streams.addListener(progress_listener(batches_path(settings, spec.name), reporter, spec.name))
-    hb = heartbeat_path(settings, spec.name)
-    failures = 0
-    final = "stopped"
+    driver = AppDriver(spark, spec, settings, build=build, to_records=to_records, options=opts, stop=stop,
+                       targets=targets)
     try:
-        while not stop.is_set():
-            committed_before = _last_batch(hb)
-            try:
-                _run_query_once(spark, spec, settings, build, to_records, hb, stop, targets, reporter, control,
-                                bounds=(opts.starting_offsets, opts.stop_at))
+        if is_standby:
+            if not driver.stand_by():
                 return 0
-            except Exception as exc:
-                if _last_batch(hb) != committed_before:
-                    failures = 0
-                failures += 1
-                if failures > opts.max_restarts:
-                    log.error("%s failed %d times in a row; giving up: %s", spec.name, failures, exc)
-                    final = "failed"
-                    reporter.report(error=str(exc)[:2000])
-                    raise
-                delay = min(opts.max_backoff, opts.backoff * 2 ** (failures - 1))
-                log.warning("%s query failed (%s); restart %d/%d from the checkpoint in %.1fs",
-                            spec.name, str(exc).splitlines()[0][:300], failures, opts.max_restarts, delay)
-                _update_heartbeat(hb, status="restarting", error=str(exc)[:2000], restarts=failures)
-                reporter.report(status="restarting", error=str(exc)[:2000])
-                stop.wait(delay)
-        return 0
+            lock = _lock_checkpoint(spec, settings, wait_s=60.0)
+        return driver.run()
     finally:
-        _update_heartbeat(hb, status="stopped")
-        reporter.report(status=final, pid=None)
-        reporter.close()
-        spark.stop()
+        driver.close()
         if lock is not None:
             lock.release()
+
+
+class ActiveQuery:
+    """The app's streaming query while it runs, as the live resize sees it (``elastic.QueryView``)."""
+
+    def __init__(self, spark, state_partitions: int) -> None:
+        self.spark = spark
+        self.state_partitions = state_partitions
+        self.query = None
+        self._placement = None
+
+    def attach(self, query) -> None:
+        from streamops.spark.placement import StatePlacement
+
+        self.query = query
+        self._placement = StatePlacement(self.spark, query, self.state_partitions)
+
+    def detach(self) -> None:
+        self.query = self._placement = None
+
+    def idle(self) -> bool:
+        return self.query is not None and _idle(self.query.status)
+
+    def place_state(self, executors: list[str]) -> dict[int, str] | None:
+        return None if self._placement is None else self._placement.rebalance(executors)
+
+
+class AppDriver:
+    """One app's driver runtime. Its collaborators are made and handed to each other here, once:
+    the app's directory (heartbeat, progress), the observed-state reporter, and on a cluster that
+    can add executors the live resize (executor scaler, executor warm-up, the control that
+    applies requests) over the running query."""
+
+    def __init__(self, spark, spec: AppSpec, settings: Settings, *, build: Callable, to_records: Callable,
+                 options: RunOptions, stop: threading.Event, targets: dict | None = None) -> None:
+        self.spark, self.spec, self.settings = spark, spec, settings
+        self.build, self.to_records = build, to_records
+        self.options, self.stop, self.targets = options, stop, targets
+        self.dir = AppDir.of(settings, spec.name)
+        self.heartbeat = self.dir.heartbeat
+        self.reporter = ObservedReporter(settings, spec.name)
+        self.parallelism = options.parallelism or spec.parallelism.default
+        self.active = ActiveQuery(spark, spec.state_partitions)
+        self.warmup: warmup.ExecutorWarmup | None = None
+        self.scaler: elastic.ExecutorScaler | None = None
+        self.control: elastic.LiveControl | None = None
+        if elastic.supports_live(spark.sparkContext.master):
+            # new executors: a pinned batch over the newest records (reads, parse), then one batch of
+            # the streaming query with its state stores pinned to the executor (the stateful path)
+            self._pinned_warmup = warmup.query_warmup(spark, settings.kafka_bootstrap, list(spec.input_topics),
+                                                      (*WARM_MODULES, spec.job), build)
+            self.warmup = warmup.ExecutorWarmup(spark, self._warm_executor)
+            self.scaler = elastic.ExecutorScaler(spark, self.parallelism, cold=self.warmup.cold)
+            self.control = elastic.LiveControl(self.scaler, self.dir, spec.parallelism.min,
+                                               max(spec.parallelism.max, self.parallelism), self.reporter.report,
+                                               warmup=self.warmup, query=self.active)
+
+    def close(self) -> None:
+        self.reporter.close()
+        self.spark.stop()
+
+    # -- the run -------------------------------------------------------------------------------
+    def run(self) -> int:
+        spec, reporter, hb = self.spec, self.reporter, self.heartbeat
+        reporter.report(status="starting", pid=os.getpid(), host=socket.gethostname(),
+                        spark_app_id=self.spark.sparkContext.applicationId, parallelism=self.parallelism,
+                        executors=None, last_batch=None, error=None)
+        self.spark.streams.addListener(progress_listener(self.dir.progress, reporter, spec.name))
+        failures = 0
+        final = "stopped"
+        opts = self.options
+        try:
+            while not self.stop.is_set():
+                committed_before = _last_batch(hb)
+                try:
+                    self._run_query_once()
+                    return 0
+                except Exception as exc:
+                    if _last_batch(hb) != committed_before:
+                        failures = 0
+                    failures += 1
+                    if failures > opts.max_restarts:
+                        log.error("%s failed %d times in a row; giving up: %s", spec.name, failures, exc)
+                        final = "failed"
+                        reporter.report(error=str(exc)[:2000])
+                        raise
+                    delay = min(opts.max_backoff, opts.backoff * 2 ** (failures - 1))
+                    log.warning("%s query failed (%s); restart %d/%d from the checkpoint in %.1fs",
+                                spec.name, str(exc).splitlines()[0][:300], failures, opts.max_restarts, delay)
+                    _update_heartbeat(hb, status="restarting", error=str(exc)[:2000], restarts=failures)
+                    reporter.report(status="restarting", error=str(exc)[:2000])
+                    self.stop.wait(delay)
+            return 0
+        finally:
+            _update_heartbeat(hb, status="stopped")
+            reporter.report(status=final, pid=None)
+
+    def _run_query_once(self) -> None:
+        """Start the query, run until stopped / caught up (returns) or failed (raises)."""
+        from streamops.checkpoints import layout
+        from streamops.spark.commit import BatchCommitter
+        from streamops.spark.kafka_io import read_kafka
+        from streamops.spark.session import checkpoint_dir
+
+        spark, spec, settings, control, reporter, hb = (self.spark, self.spec, self.settings, self.control,
+                                                        self.reporter, self.heartbeat)
+        bounds = (self.options.starting_offsets, self.options.stop_at)
+        # fences any predecessor (a crashed driver's open transaction is aborted here)
+        committer = BatchCommitter(settings.kafka_bootstrap, spec.name, spec.commits_topic)
+        ckpt = checkpoint_dir(settings, spec)  # the offsets log holds each batch's planned input end
+        started = time.time()
+
+        def sink(df, batch_id: int) -> None:
+            t0 = time.monotonic()
+            table = df.toArrow()  # always evaluate: the state store must advance even on a replay
+            t1 = time.monotonic()
+            resized = _control_step(control.boundary) if control is not None else None
+            records = self.to_records(table, batch_id)
+            t2 = time.monotonic()
+            written = committer.commit(batch_id, records, input_end=layout.batch_end_offsets(ckpt, batch_id))
+            t3 = time.monotonic()
+            write_json(hb, {
+                "app": spec.name, "pid": os.getpid(), "app_id": spark.sparkContext.applicationId,
+                "ui_url": spark.sparkContext.uiWebUrl,
+                "status": "running", "batch_id": batch_id, "replayed": written is None,
+                "records": len(records), "sink_seconds": round(t3 - t0, 3),
+                "compute_seconds": round(t1 - t0, 3), "encode_seconds": round(t2 - t1, 3),
+                "commit_seconds": round(t3 - t2, 3), **(resized or {}),
+                "heartbeat_ms": int(time.time() * 1000), "started_ms": int(started * 1000),
+            })
+            reporter.report(status="running", last_batch=batch_id, executors=self._executors(), error=None)
+
+        raw = read_kafka(
+            spark,
+            bootstrap_servers=settings.kafka_bootstrap,
+            subscribe=",".join(spec.input_topics),
+            # a bounded run, or a reset checkpoint, says where it starts until its first batch is planned
+            starting_offsets=(json.dumps(start) if (start := bounds[0] or layout.start_offsets(ckpt))
+                              and layout.last_planned_batch(ckpt) is None else spec.starting_offsets),
+            stop_at_offsets=bounds[1],
+            max_offsets_per_trigger=spec.max_offsets_per_trigger,
+            fail_on_data_loss=True,
+        )
+        warmup.use_query_pool(spark.sparkContext)  # the query's jobs go before executors' warm-ups
+        query = (
+            self.build(raw)
+            .writeStream.queryName(spec.name)
+            .outputMode("update")
+            .foreachBatch(sink)
+            .option("checkpointLocation", str(ckpt))
+            .trigger(processingTime=spec.trigger_interval)
+            .start()
+        )
+        self.active.attach(query)
+        beat = tick = time.monotonic()
+        try:
+            while query.isActive:
+                if control is not None and time.monotonic() - tick > CONTROL_TICK_S:
+                    tick = time.monotonic()
+                    change = _control_step(control.tick)
+                    if change:
+                        _update_heartbeat(hb, **change)
+                if time.monotonic() - beat > HEARTBEAT_S:  # alive even when no batch runs
+                    beat = time.monotonic()
+                    _update_heartbeat(hb, status="running")
+                    reporter.report(status="running", executors=self._executors())
+                if self.targets is not None:
+                    progress = query.lastProgress
+                    if progress and _reached(progress["sources"][0].get("endOffset"), self.targets) and \
+                            committer.last_committed >= progress["batchId"]:
+                        self.stop.set()
+                if self.stop.is_set():
+                    _stop_at_batch_boundary(query, committer, max(60.0, 10 * spec.trigger_seconds),
+                                            ckpt / "commits")
+                    return
+                time.sleep(0.2)
+            error = query.exception()
+            if error is not None:
+                raise RuntimeError(str(error))
+        finally:
+            self.active.detach()
+            if query.isActive:
+                query.stop()
+            committer.close()
+
+    def _executors(self) -> int:
+        """Executors registered with the driver (local mode: the driver itself, 1); with live
+        resizing, those not being removed."""
+        if self.control is not None:
+            with self.control.lock:
+                return len(self.control.scaler.executors())
+        sc = self.spark.sparkContext
+        if sc.master.startswith("local"):
+            return 1
+        try:
+            return max(0, sc._jsc.sc().getExecutorMemoryStatus().size() - 1)
+        except Exception:  # noqa: BLE001 - e.g. Spark Connect: unknown
+            return 0
+
+    # -- standby -------------------------------------------------------------------------------
+    def stand_by(self) -> bool:
+        """Wait, ready, for the promotion (True); False if stopped or never promoted. Nothing
+        about the app (checkpoint, ledger, heartbeat) is touched before it."""
+        spark, scaler, stop = self.spark, self.scaler, self.stop
+        last = [0.0]
+
+        def idle() -> None:  # executors the master launched beyond the target: no task runs yet
+            if scaler is not None and time.monotonic() - last[0] > 1.0:
+                last[0] = time.monotonic()
+                scaler.trim()
+
+        target = scaler.target if scaler is not None else spark.sparkContext.defaultParallelism
+        if scaler is not None:  # the executors it will run with, registered before it declares itself ready
+            deadline = time.monotonic() + 120
+            while len(scaler.executors()) < target and time.monotonic() < deadline and not stop.is_set():
+                scaler.trim()
+                time.sleep(0.5)
+            scaler.trim()
+        t0 = time.monotonic()
+        try:
+            took = self.rehearse()
+            if took:
+                log.warning("standby: rehearsed %d batches of the query in %.1f s (%s s each)", len(took),
+                            time.monotonic() - t0, took)
+            else:  # nothing to read yet: at least start the Python workers and their imports
+                warmed = standby.warm_executors(spark, (*WARM_MODULES, self.spec.job), tasks=2 * target)
+                log.warning("standby: no input to rehearse with; warmed %d Python workers in %.1f s",
+                            len({p for p, _t in warmed}), time.monotonic() - t0)
+        except Exception as exc:  # noqa: BLE001 - a cold start is slower, not wrong
+            log.warning("standby: warm-up failed (%s); going on cold", str(exc).splitlines()[0][:200])
+        log.warning("standby: SparkContext %s ready; waiting to be promoted", spark.sparkContext.applicationId)
+        promoted = standby.await_promotion(self.dir, stop.is_set, idle)
+        log.warning("standby %s", "promoted: starting the query" if promoted else "not promoted: exiting")
+        return promoted
+
+    def rehearse(self, *, per_partition: int = standby.REHEARSAL_RECORDS, batches: int = standby.REHEARSAL_BATCHES,
+                 name: str = "standby-rehearsal", on_start: Callable | None = None,
+                 timeout: float = standby.REHEARSAL_BUDGET_S, partitions: int | None = None,
+                 encode: bool = True) -> list[float]:
+        """The job's query over the newest input records, into a scratch checkpoint
+        (``apps/APP/NAME``), output dropped (see ``standby``): [] when the input is empty.
+        ``on_start(query)`` runs right after the query starts (before its first batch is planned);
+        ``partitions``: read only that many input partitions (fewer read tasks); ``encode``: run the
+        sink's encoding too (the driver side: a new driver's is cold, a running one's is not)."""
+        from streamops.kafka.admin import end_offsets
+        from streamops.spark.kafka_io import read_kafka
+
+        spark, spec, settings = self.spark, self.spec, self.settings
+        start, end, total = standby.rehearsal_range(
+            {t: end_offsets(settings.kafka_bootstrap, t) for t in spec.input_topics}, per_partition)
+        if partitions is not None:
+            total = standby.limit_partitions(start, end, partitions)
+        if total == 0:
+            return []
+
+        def start_query(checkpoint: Path, done: Callable[[int], None]):
+            def sink(df, batch_id: int) -> None:
+                table = df.toArrow()
+                if encode:
+                    self.to_records(table, batch_id)  # encoded like a real batch, sent nowhere
+                done(batch_id)
+
+            raw = read_kafka(spark, bootstrap_servers=settings.kafka_bootstrap,
+                             subscribe=",".join(spec.input_topics), starting_offsets=json.dumps(start),
+                             stop_at_offsets=end, max_offsets_per_trigger=max(1, total // batches),
+                             fail_on_data_loss=False)
+            query = (self.build(raw).writeStream.queryName(f"{spec.name}-{name}").outputMode("update")
+                     .foreachBatch(sink).option("checkpointLocation", str(checkpoint))
+                     .trigger(processingTime="0 seconds").start())
+            if on_start is not None:
+                on_start(query)
+            return query
+
+        return standby.rehearse(start_query, self.dir.scratch(name), batches=batches, timeout=timeout,
+                                should_stop=self.stop.is_set)
+
+    # -- the warm-up of executors a live scale-out adds ------------------------------------------
+    def _warm_executor(self, eid: str, pin: Callable) -> None:
+        """``ExecutorWarmup``'s work for one new executor. The streaming batch starts as soon as
+        the executor runs its pinned job: the driver plans it meanwhile and its tasks (pinned by
+        state store) are queued when the pinned job ends, so the executor never idles between the
+        two, when a task of the query would take it while it is still half warm."""
+        failed: list[BaseException] = []
+        cancelled = threading.Event()
+        streaming = threading.Thread(target=self._warm_streaming, args=(eid, failed, cancelled),
+                                     name=f"warmup-stream-{eid}", daemon=True)
+        streaming.start()
+        t0 = time.monotonic()
+        try:
+            self._pinned_warmup(eid, pin)
+        except BaseException:
+            cancelled.set()
+            raise
+        log.info("executor %s: pinned warm-up batch done in %.1f s", eid, time.monotonic() - t0)
+        streaming.join(2 * warmup.WARMUP_BUDGET_S)
+        if failed:
+            raise failed[0]
+
+    def _warm_streaming(self, eid: str, failed: list[BaseException], cancelled: threading.Event) -> None:
+        warm, sc = self.warmup, self.spark.sparkContext
+        assert warm is not None
+        try:
+            warm.wait_released(eid, warmup.WARMUP_BUDGET_S)
+            if cancelled.is_set():  # the pinned part failed before the executor was released
+                return
+            sc.setLocalProperty("spark.scheduler.pool", warmup.POOL)
+            t0 = time.monotonic()  # the reads are warm by then: one input partition is enough
+            self.rehearse(per_partition=warmup.WARMUP_RECORDS, batches=1, name=f"warmup-{eid}",
+                          timeout=warmup.WARMUP_BUDGET_S, partitions=1, encode=False,
+                          on_start=lambda q: warm.pin_state_stores(q, eid, self.spec.state_partitions))
+            log.info("executor %s: streaming warm-up batch done in %.1f s", eid, time.monotonic() - t0)
+        except BaseException as exc:  # noqa: BLE001 - reported by _warm_executor
+            failed.append(exc)
+        finally:
+            sc.setLocalProperty("spark.scheduler.pool", None)
 
 
 def _lock_checkpoint(spec: AppSpec, settings: Settings, *, wait_s: float):
@@ -288,135 +560,6 @@ def _lock_checkpoint(spec: AppSpec, settings: Settings, *, wait_s: float):
                            f"`streamops stop {spec.name}` first.")
 
 
-def _standby(spark, spec: AppSpec, settings: Settings, stop: threading.Event,
-             scaler: elastic.ExecutorScaler | None, build: Callable, to_records: Callable) -> bool:
-    """Wait, ready, for the promotion (True); False if stopped or never promoted. Nothing
-    about the app (checkpoint, ledger, heartbeat) is touched before it."""
-    last = [0.0]
-
-    def idle() -> None:  # executors the master launched beyond the target: no task runs yet
-        if scaler is not None and time.monotonic() - last[0] > 1.0:
-            last[0] = time.monotonic()
-            scaler.trim()
-
-    target = scaler.target if scaler is not None else spark.sparkContext.defaultParallelism
-    if scaler is not None:  # the executors it will run with, registered before it declares itself ready
-        deadline = time.monotonic() + 120
-        while len(scaler.executors()) < target and time.monotonic() < deadline and not stop.is_set():
-            scaler.trim()
-            time.sleep(0.5)
-        scaler.trim()
-    t0 = time.monotonic()
-    try:
-        took = _rehearse(spark, spec, settings, build, to_records, stop)
-        if took:
-            log.warning("standby: rehearsed %d batches of the query in %.1f s (%s s each)", len(took),
-                        time.monotonic() - t0, took)
-        else:  # nothing to read yet: at least start the Python workers and their imports
-            warmed = standby.warm_executors(spark, (*WARM_MODULES, spec.job), tasks=2 * target)
-            log.warning("standby: no input to rehearse with; warmed %d Python workers in %.1f s",
-                        len({p for p, _t in warmed}), time.monotonic() - t0)
-    except Exception as exc:  # noqa: BLE001 - a cold start is slower, not wrong
-        log.warning("standby: warm-up failed (%s); going on cold", str(exc).splitlines()[0][:200])
-    log.warning("standby: SparkContext %s ready; waiting to be promoted", spark.sparkContext.applicationId)
-    promoted = standby.await_promotion(app_dir(settings, spec.name), stop.is_set, idle)
-    log.warning("standby %s", "promoted: starting the query" if promoted else "not promoted: exiting")
-    return promoted
-
-
-def _rehearse(spark, spec: AppSpec, settings: Settings, build: Callable, to_records: Callable,
-              stop: threading.Event, *, per_partition: int = standby.REHEARSAL_RECORDS,
-              batches: int = standby.REHEARSAL_BATCHES, name: str = "standby-rehearsal",
-              on_start: Callable | None = None, timeout: float = standby.REHEARSAL_BUDGET_S,
-              partitions: int | None = None, encode: bool = True) -> list[float]:
-    """The job's query over the newest input records, into a scratch checkpoint
-    (``apps/APP/NAME``), output dropped (see ``standby``): [] when the input is empty.
-    ``on_start(query)`` runs right after the query starts (before its first batch is planned);
-    ``partitions``: read only that many input partitions (fewer read tasks); ``encode``: run the
-    sink's encoding too (the driver side: a new driver's is cold, a running one's is not)."""
-    from streamops.kafka.admin import end_offsets
-    from streamops.spark.kafka_io import read_kafka
-
-    start, end, total = standby.rehearsal_range(
-        {t: end_offsets(settings.kafka_bootstrap, t) for t in spec.input_topics}, per_partition)
-    if partitions is not None:
-        total = standby.limit_partitions(start, end, partitions)
-    if total == 0:
-        return []
-
-    def start_query(checkpoint: Path, done: Callable[[int], None]):
-        def sink(df, batch_id: int) -> None:
-            table = df.toArrow()
-            if encode:
-                to_records(table, batch_id)  # encoded like a real batch, sent nowhere
-            done(batch_id)
-
-        raw = read_kafka(spark, bootstrap_servers=settings.kafka_bootstrap, subscribe=",".join(spec.input_topics),
-                         starting_offsets=json.dumps(start), stop_at_offsets=end,
-                         max_offsets_per_trigger=max(1, total // batches),
-                         fail_on_data_loss=False)
-        query = (build(raw).writeStream.queryName(f"{spec.name}-{name}").outputMode("update")
-                 .foreachBatch(sink).option("checkpointLocation", str(checkpoint))
-                 .trigger(processingTime="0 seconds").start())
-        if on_start is not None:
-            on_start(query)
-        return query
-
-    return standby.rehearse(start_query, app_dir(settings, spec.name).scratch(name), batches=batches,
-                            timeout=timeout, should_stop=stop.is_set)
-
-
-def _live_warmup(spark, spec: AppSpec, settings: Settings, build: Callable, to_records: Callable,
-                 stop: threading.Event) -> warmup.ExecutorWarmup:
-    """The warm-up of executors added by a live scale-out: the read and parse paths (a pinned
-    batch over the newest records), then one batch of the job's streaming query into a scratch
-    checkpoint with its state stores pinned to the executor (the stateful path: state store,
-    RocksDB, the stateful stage's generated code)."""
-    batch_part = warmup.query_warmup(spark, settings.kafka_bootstrap, list(spec.input_topics),
-                                     (*WARM_MODULES, spec.job), build)
-    warm = warmup.ExecutorWarmup(spark, batch_part)
-
-    def streaming_part(eid: str, failed: list[BaseException], cancelled: threading.Event) -> None:
-        try:
-            warm.wait_released(eid, warmup.WARMUP_BUDGET_S)
-            if cancelled.is_set():  # the pinned part failed before the executor was released
-                return
-            spark.sparkContext.setLocalProperty("spark.scheduler.pool", warmup.POOL)
-            t0 = time.monotonic()  # the reads are warm by then: one input partition is enough
-            _rehearse(spark, spec, settings, build, to_records, stop, per_partition=warmup.WARMUP_RECORDS,
-                      batches=1, name=f"warmup-{eid}", timeout=warmup.WARMUP_BUDGET_S, partitions=1,
-                      encode=False, on_start=lambda q: warm.pin_state_stores(q, eid, spec.state_partitions))
-            log.info("executor %s: streaming warm-up batch done in %.1f s", eid, time.monotonic() - t0)
-        except BaseException as exc:  # noqa: BLE001 - reported by work()
-            failed.append(exc)
-        finally:
-            spark.sparkContext.setLocalProperty("spark.scheduler.pool", None)
-
-    def work(eid: str, pin: Callable) -> None:
-        # The streaming batch starts as soon as the executor runs its pinned job: the driver
-        # plans it meanwhile and its tasks (pinned by state store) are queued when the pinned job
-        # ends, so the executor never idles between the two, when a task of the query would
-        # take it while it is still half warm.
-        failed: list[BaseException] = []
-        cancelled = threading.Event()
-        streaming = threading.Thread(target=streaming_part, args=(eid, failed, cancelled),
-                                     name=f"warmup-stream-{eid}", daemon=True)
-        streaming.start()
-        t0 = time.monotonic()
-        try:
-            batch_part(eid, pin)
-        except BaseException:
-            cancelled.set()
-            raise
-        log.info("executor %s: pinned warm-up batch done in %.1f s", eid, time.monotonic() - t0)
-        streaming.join(2 * warmup.WARMUP_BUDGET_S)
-        if failed:
-            raise failed[0]
-
-    warm.work = work
-    return warm
-
-
 def _last_batch(hb: Path) -> int | None:
     data = read_json(hb)
     return data.get("batch_id") if isinstance(data, dict) else None
@@ -426,115 +569,6 @@ def _update_heartbeat(hb: Path, **fields) -> None:
     current = read_json(hb)
     write_json(hb, {**(current if isinstance(current, dict) else {}), **fields,
                     "heartbeat_ms": int(time.time() * 1000)})
-
-
-def _executors(spark, control: elastic.LiveControl | None = None) -> int:
-    """Executors registered with the driver (local mode: the driver itself, 1); with live
-    resizing, those not being removed."""
-    if control is not None:
-        with control.lock:
-            return len(control.scaler.executors())
-    sc = spark.sparkContext
-    if sc.master.startswith("local"):
-        return 1
-    try:
-        return max(0, sc._jsc.sc().getExecutorMemoryStatus().size() - 1)
-    except Exception:  # noqa: BLE001 - e.g. Spark Connect: unknown
-        return 0
-
-
-def _run_query_once(spark, spec: AppSpec, settings: Settings, build: Callable, to_records: Callable,
-                    hb: Path, stop: threading.Event, targets: dict | None,
-                    reporter: ObservedReporter | None = None,
-                    control: elastic.LiveControl | None = None,
-                    bounds: tuple[dict | None, dict | None] = (None, None)) -> None:
-    """Start the query, run until stopped / caught up (returns) or failed (raises)."""
-    from streamops.checkpoints import layout
-    from streamops.spark.commit import BatchCommitter
-    from streamops.spark.kafka_io import read_kafka
-    from streamops.spark.session import checkpoint_dir
-
-    # fences any predecessor (a crashed driver's open transaction is aborted here)
-    committer = BatchCommitter(settings.kafka_bootstrap, spec.name, spec.commits_topic)
-    ckpt = checkpoint_dir(settings, spec)  # the offsets log holds each batch's planned input end
-    started = time.time()
-
-    def sink(df, batch_id: int) -> None:
-        t0 = time.monotonic()
-        table = df.toArrow()  # always evaluate: the state store must advance even on a replay
-        t1 = time.monotonic()
-        resized = _control_step(control.boundary) if control is not None else None
-        records = to_records(table, batch_id)
-        t2 = time.monotonic()
-        written = committer.commit(batch_id, records, input_end=layout.batch_end_offsets(ckpt, batch_id))
-        t3 = time.monotonic()
-        write_json(hb, {
-            "app": spec.name, "pid": os.getpid(), "app_id": spark.sparkContext.applicationId,
-            "ui_url": spark.sparkContext.uiWebUrl,
-            "status": "running", "batch_id": batch_id, "replayed": written is None,
-            "records": len(records), "sink_seconds": round(t3 - t0, 3),
-            "compute_seconds": round(t1 - t0, 3), "encode_seconds": round(t2 - t1, 3),
-            "commit_seconds": round(t3 - t2, 3), **(resized or {}),
-            "heartbeat_ms": int(time.time() * 1000), "started_ms": int(started * 1000),
-        })
-        if reporter is not None:
-            reporter.report(status="running", last_batch=batch_id, executors=_executors(spark, control), error=None)
-
-    raw = read_kafka(
-        spark,
-        bootstrap_servers=settings.kafka_bootstrap,
-        subscribe=",".join(spec.input_topics),
-        # a bounded run, or a reset checkpoint, says where it starts until its first batch is planned
-        starting_offsets=(json.dumps(start) if (start := bounds[0] or layout.start_offsets(ckpt))
-                          and layout.last_planned_batch(ckpt) is None else spec.starting_offsets),
-        stop_at_offsets=bounds[1],
-        max_offsets_per_trigger=spec.max_offsets_per_trigger,
-        fail_on_data_loss=True,
-    )
-    warmup.use_query_pool(spark.sparkContext)  # the query's jobs go before executors' warm-ups
-    query = (
-        build(raw)
-        .writeStream.queryName(spec.name)
-        .outputMode("update")
-        .foreachBatch(sink)
-        .option("checkpointLocation", str(checkpoint_dir(settings, spec)))
-        .trigger(processingTime=spec.trigger_interval)
-        .start()
-    )
-    if control is not None:
-        from streamops.spark.placement import StatePlacement
-
-        control.place_state = StatePlacement(spark, query, spec.state_partitions).rebalance
-        control.query_idle = lambda: _idle(query.status)
-    beat = tick = time.monotonic()
-    try:
-        while query.isActive:
-            if control is not None and time.monotonic() - tick > CONTROL_TICK_S:
-                tick = time.monotonic()
-                change = _control_step(control.tick)
-                if change:
-                    _update_heartbeat(hb, **change)
-            if time.monotonic() - beat > HEARTBEAT_S:  # alive even when no batch runs
-                beat = time.monotonic()
-                _update_heartbeat(hb, status="running")
-                if reporter is not None:
-                    reporter.report(status="running", executors=_executors(spark, control))
-            if targets is not None:
-                progress = query.lastProgress
-                if progress and _reached(progress["sources"][0].get("endOffset"), targets) and \
-                        committer.last_committed >= progress["batchId"]:
-                    stop.set()
-            if stop.is_set():
-                _stop_at_batch_boundary(query, committer, max(60.0, 10 * spec.trigger_seconds), ckpt / "commits")
-                return
-            time.sleep(0.2)
-        error = query.exception()
-        if error is not None:
-            raise RuntimeError(str(error))
-    finally:
-        if query.isActive:
-            query.stop()
-        committer.close()
 
 
 def add_run_arguments(ap) -> None:

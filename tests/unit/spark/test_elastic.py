@@ -71,6 +71,20 @@ def test_record_parallelism_keeps_the_rest_of_launch_json(tmp_path: Path) -> Non
     assert json.loads((tmp_path / "launch.json").read_text()) == {"pid": 42, "parallelism": 3}
 
 
+class FakeQuery:
+    """The running query as LiveControl sees it (``elastic.QueryView``)."""
+
+    def __init__(self) -> None:
+        self.now_idle = False
+        self.place = None
+
+    def idle(self) -> bool:
+        return self.now_idle
+
+    def place_state(self, executors: list[str]) -> dict[int, str] | None:
+        return None if self.place is None else self.place(executors)
+
+
 def test_check_target_names_the_limit() -> None:
     assert elastic.check_target(2, 1, 4) is None
     assert "outside [1, 4]" in elastic.check_target(5, 1, 4)
@@ -80,7 +94,8 @@ def test_check_target_names_the_limit() -> None:
 def test_over_launched_executors_are_removed_at_the_first_batch_boundary(tmp_path: Path) -> None:
     reports: list[dict] = []
     scaler = FakeScaler(1, ["0", "1", "2", "3"])  # the master launched up to the cap first
-    ctl = elastic.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: reports.append(kw))
+    query = FakeQuery()
+    ctl = elastic.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: reports.append(kw), query=query)
     assert ctl.tick() is None and scaler.killed == []  # never while a batch may be running
     assert ctl.boundary() == {"removed_executors": ["3", "2", "1"]}
     assert scaler.registered == ["0"] and reports == []  # the size did not change: nothing to declare
@@ -90,7 +105,8 @@ def test_scale_out_is_declared_when_the_executors_are_there_and_rebalances_state
     (tmp_path / "launch.json").write_text(json.dumps({"pid": 1, "parallelism": 1}))
     reports: list[dict] = []
     scaler = FakeScaler(1, ["0"])
-    ctl = elastic.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: reports.append(kw))
+    query = FakeQuery()
+    ctl = elastic.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: reports.append(kw), query=query)
     elastic.write_request(AppDir(tmp_path), 2)
     assert ctl.tick() == {"resize_requested": 2}
     assert scaler.requests == [2] and reports == []
@@ -110,8 +126,9 @@ def test_scale_out_is_declared_when_the_executors_are_there_and_rebalances_state
 def test_scale_in_while_a_batch_runs_removes_executors_only_at_its_boundary(tmp_path: Path) -> None:
     reports: list[dict] = []
     scaler = FakeScaler(2, ["0", "4"])
-    ctl = elastic.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: reports.append(kw))
-    ctl.query_idle = lambda: False  # a batch runs
+    query = FakeQuery()
+    ctl = elastic.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: reports.append(kw), query=query)
+    query.now_idle = False  # a batch runs
     elastic.write_request(AppDir(tmp_path), 1)
     assert ctl.tick() == {"resize_requested": 1}
     assert scaler.registered == ["0", "4"] and reports == []  # a batch may be using both
@@ -122,7 +139,8 @@ def test_scale_in_while_a_batch_runs_removes_executors_only_at_its_boundary(tmp_
 
 def test_out_of_range_request_is_refused_and_changes_nothing(tmp_path: Path) -> None:
     scaler = FakeScaler(2, ["0", "1"])
-    ctl = elastic.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: None)
+    query = FakeQuery()
+    ctl = elastic.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: None, query=query)
     elastic.write_request(AppDir(tmp_path), 6)
     change = ctl.tick()
     assert "outside [1, 4]" in change["control_error"]
@@ -132,14 +150,16 @@ def test_out_of_range_request_is_refused_and_changes_nothing(tmp_path: Path) -> 
 def test_a_request_written_while_the_driver_was_starting_is_applied(tmp_path: Path) -> None:
     elastic.write_request(AppDir(tmp_path), 3)
     scaler = FakeScaler(2, ["0", "1"])
-    ctl = elastic.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: None)
+    query = FakeQuery()
+    ctl = elastic.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: None, query=query)
     assert ctl.tick() == {"resize_requested": 3} and scaler.requests == [3]
 
 
 @pytest.mark.parametrize("fails", [False, True])
 def test_a_scale_out_moves_planned_state_partitions_instead_of_relaxing_locality(tmp_path: Path, fails: bool) -> None:
     scaler = FakeScaler(1, ["0"])
-    ctl = elastic.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: None)
+    query = FakeQuery()
+    ctl = elastic.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: None, query=query)
     asked: list[list[str]] = []
 
     def place(executors: list[str]) -> dict[int, str]:
@@ -148,7 +168,7 @@ def test_a_scale_out_moves_planned_state_partitions_instead_of_relaxing_locality
             raise RuntimeError("py4j: no coordinator")
         return {2: "4", 3: "4"}
 
-    ctl.place_state = place
+    query.place = place
     elastic.write_request(AppDir(tmp_path), 2)
     ctl.tick()
     scaler.registered.append("4")
@@ -170,8 +190,9 @@ def test_scale_in_of_an_idle_query_removes_executors_at_once(tmp_path: Path) -> 
     """No batch runs (no input): waiting for a boundary would wait for input that may not come."""
     reports: list[dict] = []
     scaler = FakeScaler(3, ["0", "4", "5"])
-    ctl = elastic.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: reports.append(kw))
-    ctl.query_idle = lambda: True
+    query = FakeQuery()
+    ctl = elastic.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: reports.append(kw), query=query)
+    query.now_idle = True
     elastic.write_request(AppDir(tmp_path), 2)
     assert ctl.tick() == {"resize_requested": 2, "removed_executors": ["5"], "parallelism": 2, "control_error": None}
     assert scaler.trims == [True]  # the non-forcing kill: Spark refuses executors that run a task
@@ -183,8 +204,9 @@ def test_scale_in_of_an_idle_query_removes_executors_at_once(tmp_path: Path) -> 
 def test_idle_scale_in_leaves_an_executor_that_runs_a_task_for_the_boundary(tmp_path: Path) -> None:
     reports: list[dict] = []
     scaler = FakeScaler(2, ["0", "4"])
-    ctl = elastic.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: reports.append(kw))
-    ctl.query_idle = lambda: True  # a batch started between the check and the kill: "4" got a task
+    query = FakeQuery()
+    ctl = elastic.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: reports.append(kw), query=query)
+    query.now_idle = True  # a batch started between the check and the kill: "4" got a task
     scaler.busy = {"4"}
     elastic.write_request(AppDir(tmp_path), 1)
     assert ctl.tick() == {"resize_requested": 1}
@@ -195,7 +217,8 @@ def test_idle_scale_in_leaves_an_executor_that_runs_a_task_for_the_boundary(tmp_
 
 def test_no_idle_trim_before_the_query_runs(tmp_path: Path) -> None:
     scaler = FakeScaler(1, ["0", "1"])  # over-launched at start, query not started yet
-    ctl = elastic.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: None)
+    query = FakeQuery()
+    ctl = elastic.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: None, query=query)
     assert ctl.tick() is None and scaler.trims == []
 
 

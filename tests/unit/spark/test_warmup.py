@@ -14,6 +14,7 @@ import pytest
 
 from streamops.platform.appdir import AppDir
 from streamops.spark import elastic, warmup
+from tests.unit.spark.test_elastic import FakeQuery
 
 
 class FakePlugin:
@@ -109,9 +110,9 @@ def test_without_the_plugin_every_new_executor_is_warmed_but_none_held() -> None
 class WarmScaler:
     """ExecutorScaler's bookkeeping without a SparkContext."""
 
-    def __init__(self, target: int, ids: list[str]) -> None:
+    def __init__(self, target: int, ids: list[str], cold=lambda registered: set()) -> None:
         self.target, self.ids = target, list(ids)
-        self.cold = lambda registered: set()
+        self.cold = cold
         self.relaxed: list[bool] = []
 
     def request(self, target: int) -> None:
@@ -139,13 +140,14 @@ def _scale_out_control(tmp_path: Path):
     gate = threading.Event()
     instant(w, gate)
     reports: list[dict] = []
-    scaler = WarmScaler(1, ["0"])
-    ctl = elastic.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: reports.append(kw), warmup=w)
-    return plugin, w, gate, reports, scaler, ctl
+    scaler = WarmScaler(1, ["0"], cold=w.cold)
+    query = FakeQuery()
+    ctl = elastic.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: reports.append(kw), warmup=w, query=query)
+    return plugin, w, gate, reports, scaler, ctl, query
 
 
 def test_a_scale_out_is_declared_only_when_the_new_executor_is_warm(tmp_path: Path) -> None:
-    plugin, w, gate, reports, scaler, ctl = _scale_out_control(tmp_path)
+    plugin, w, gate, reports, scaler, ctl, _query = _scale_out_control(tmp_path)
     elastic.write_request(AppDir(tmp_path), 2)
     assert ctl.tick() == {"resize_requested": 2} and plugin.on
     scaler.ids.append("3")  # registered, held in the plugin's init
@@ -163,8 +165,9 @@ def test_a_scale_out_is_declared_only_when_the_new_executor_is_warm(tmp_path: Pa
 def test_a_scale_in_does_not_arm_the_hold(tmp_path: Path) -> None:
     plugin = FakePlugin()
     w = warmup.ExecutorWarmup(fake_spark(plugin), work=lambda eid, pin: None)
-    scaler = WarmScaler(2, ["0", "1"])
-    ctl = elastic.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: None, warmup=w)
+    scaler = WarmScaler(2, ["0", "1"], cold=w.cold)
+    query = FakeQuery()
+    ctl = elastic.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: None, warmup=w, query=query)
     elastic.write_request(AppDir(tmp_path), 1)
     ctl.tick()
     assert plugin.on is False
@@ -285,8 +288,8 @@ def test_queries_run_in_the_query_pool_only_with_fair_scheduling(mode: str | Non
 def test_an_idle_query_counts_a_new_executor_once_its_warm_up_is_queued(tmp_path: Path, idle: bool) -> None:
     """No batch to wait for: the new size is declared when the warm-up job is queued ahead of
     the query (released), not when it ends; while batches run it still waits until warm."""
-    plugin, w, gate, reports, scaler, ctl = _scale_out_control(tmp_path)
-    ctl.query_idle = lambda: idle
+    plugin, w, gate, reports, scaler, ctl, query = _scale_out_control(tmp_path)
+    query.now_idle = idle
     elastic.write_request(AppDir(tmp_path), 2)
     ctl.tick()
     scaler.ids.append("3")
