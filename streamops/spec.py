@@ -281,7 +281,11 @@ def import_job(spec: AppSpec, repo: Path):
 
     if str(repo) not in sys.path:
         sys.path.insert(0, str(repo))
-    return importlib.import_module(spec.job)
+    try:
+        return importlib.import_module(spec.job)
+    except ImportError as exc:
+        raise ConfigError(f"apps.{spec.name}.job: the job module {spec.job!r} cannot be imported from {repo} "
+                          f"({exc}); it is a module under jobs/ that declares a streamops.job.Job") from None
 
 
 def load_job(spec: AppSpec, repo: Path):

@@ -115,7 +115,8 @@ def restore(settings: Settings, spec: AppSpec, ledger: Ledger, savepoint_id: str
     plan = restore_plan(settings, spec, ledger, savepoint_id)
     if dry_run:
         return {**plan, "dry_run": True}
-    ops.require_supervisor(settings)
+    if plan["restart"]:  # the supervisor stops and restarts a running app; a stopped one needs none
+        ops.require_supervisor(settings)
     with ledger.operation(spec.name, "restore", {"savepoint": savepoint_id}, who=who,
                           before={"batch": plan["current_batch"], "offsets": plan["offsets"]}) as rec:
         t0 = time.time()

@@ -164,3 +164,14 @@ def test_page_stats_rejects_late_views_and_expires_closed_windows() -> None:
     assert (first["views"], first["distinct_users"], first["last_seen"]) == (2, 2, t0 + 2)
     assert out.output[f"/a@{t0 + WINDOW_MS}"]["views"] == 2
     assert lint(PageStats, rs).ok
+
+
+def test_a_job_module_that_does_not_import_is_a_config_error(tmp_path) -> None:
+    from streamops.exceptions import ConfigError
+    from streamops.spec import AppSpec, load_job
+
+    spec = AppSpec(name="app1", job="jobs.nope", input_topics=("in",), output_topic="o", changelog_topic="c",
+                   dlq_topic="d", input_partitions=6, state_partitions=4)
+    with pytest.raises(ConfigError, match=r"apps.app1.job: the job module 'jobs.nope' cannot be imported") as err:
+        load_job(spec, tmp_path)
+    assert err.value.exit_code == 2
