@@ -69,13 +69,7 @@ def launch(spec: AppSpec, settings: Settings, parallelism: int, *, standby: bool
     app_dir(settings, spec.name).control.unlink(missing_ok=True)  # asked of a previous driver
     rec = process.spawn(argv, env=env, log_path=log_path(settings, spec.name),
                         pid_path=pid_path(settings, spec.name), cwd=app_dir(settings, spec.name).root)
-    _write_launch(settings, spec.name, rec, parallelism)
     return rec
-
-
-def _write_launch(settings: Settings, app: str, rec: process.PidRecord, parallelism: int) -> None:
-    d = app_dir(settings, app)
-    d.write(d.launch, {"pid": rec.pid, "parallelism": parallelism, "launched_at": time.time()})
 
 
 def standby_ready(settings: Settings, app: str, rec: process.PidRecord) -> bool:
@@ -83,11 +77,10 @@ def standby_ready(settings: Settings, app: str, rec: process.PidRecord) -> bool:
     return standby.is_ready(app_dir(settings, app), rec.pid)
 
 
-def promote(settings: Settings, app: str, rec: process.PidRecord, parallelism: int) -> None:
+def promote(settings: Settings, app: str, rec: process.PidRecord) -> None:
     """Make a ready standby the app's driver (the previous one must be stopped already)."""
     app_dir(settings, app).control.unlink(missing_ok=True)
     standby_pid_path(settings, app).replace(pid_path(settings, app))
-    _write_launch(settings, app, rec, parallelism)
     standby.release(app_dir(settings, app))
 
 
@@ -103,14 +96,6 @@ def request_parallelism(settings: Settings, app: str, parallelism: int) -> elast
 
 def live_request(settings: Settings, app: str) -> elastic.ControlRequest | None:
     return elastic.read_request(app_dir(settings, app))
-
-
-def launched_parallelism(settings: Settings, app: str) -> int | None:
-    d = app_dir(settings, app)
-    try:
-        return int((d.read(d.launch) or {})["parallelism"])
-    except (KeyError, ValueError, TypeError):
-        return None
 
 
 def stop(settings: Settings, app: str, *, now: bool = False, timeout: float = 120.0) -> bool:

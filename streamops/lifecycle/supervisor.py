@@ -67,7 +67,9 @@ class Supervisor:
             self.ledger.report_observed(app, status="crashed", pid=None)
             self.ledger.record(app, "driver-exit", who=WHO, outcome="failed",
                                error=driver.log_tail(self.settings, app, 20)[-2000:])
-        parallelism = driver.launched_parallelism(self.settings, app) if rec else None
+        # the one channel for observed state: the supervisor reports the size it launched, the
+        # driver the size a live resize reached
+        parallelism = (self.ledger.observed(app) or {}).get("parallelism") if rec else None
         heartbeat_age = driver.heartbeat_age(self.settings, app) if rec else None
         launched = mem.get("launched_at")
         if rec is not None and heartbeat_age is not None and launched and heartbeat_age > now - launched:
@@ -113,7 +115,7 @@ class Supervisor:
         if not standby.alive:
             driver.clear_standby(self.settings, app)
             return None
-        driver.promote(self.settings, app, standby, parallelism)
+        driver.promote(self.settings, app, standby)
         return standby
 
     def _act(self, spec: AppSpec, action: Action, observed: Observed, mem: dict[str, Any], now: float) -> None:

@@ -2,7 +2,7 @@
 one way they are written.
 
 The driver, the supervisor, the CLI and the Airflow tasks meet through these files: the driver's
-pid and log, what it was launched with, a pending live resize, its heartbeat and per-batch
+pid and log, a pending live resize, its heartbeat and per-batch
 progress, a standby's readiness and go signal, the supervisor's restart count for the app, a
 reprocess's run file and the drivers' scratch checkpoints. Every JSON file is written whole and
 atomically (temp file, fsync, rename), so a reader never sees half of one and a crash never leaves
@@ -50,12 +50,6 @@ class AppDir:
     @property
     def log(self) -> Path:
         return self.root / "driver.log"
-
-    @property
-    def launch(self) -> Path:
-        """``{"pid", "parallelism", "launched_at"}``: what the driver was started with, and its size
-        after a live resize."""
-        return self.root / "launch.json"
 
     @property
     def control(self) -> Path:

@@ -53,11 +53,6 @@ def read_request(app: AppDir) -> ControlRequest | None:
         return None
 
 
-def record_parallelism(app: AppDir, parallelism: int) -> None:
-    """The driver's current size in ``launch.json`` (what the supervisor observes)."""
-    app.update(app.launch, parallelism=parallelism)
-
-
 def check_target(parallelism: int, low: int, high: int) -> str | None:
     """Why a requested size cannot be applied live, None if it can."""
     if parallelism < low or parallelism > high:
@@ -190,7 +185,7 @@ class LiveControl:
     boundary would wait for input; see ``ExecutorScaler.trim``). ``boundary`` (from the sink,
     after a batch's tasks are all done and before it commits) removes surplus executors while
     batches run, so no running task or shuffle output of the batch is lost with them. The new size
-    is declared (``launch.json``, the observed-state report) only once exactly that many
+    is declared (in the observed state it reports to the ledger) only once exactly that many
     executors are registered, so "converged" means the executors really are there; new ones
     count once warm, or, while the query is idle, once their warm-up is queued ahead of it
     (``ExecutorWarmup.count_early``).
@@ -298,7 +293,6 @@ class LiveControl:
                 self.warmup.arm(False, set())
                 if self.warmup.took:
                     change = {**(change or {}), "warmup_seconds": dict(self.warmup.took)}
-            record_parallelism(self.app_dir, self.current)
             self.report(parallelism=self.current, executors=have)
             change = {**(change or {}), "parallelism": self.current, "control_error": None}
         return change

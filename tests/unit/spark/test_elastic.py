@@ -65,12 +65,6 @@ def test_surplus_removes_the_newest_first() -> None:
     assert elastic.surplus({"0": 5, "7": 1, "9": 5}, 2) == ["7"]  # lightest first
 
 
-def test_record_parallelism_keeps_the_rest_of_launch_json(tmp_path: Path) -> None:
-    (tmp_path / "launch.json").write_text(json.dumps({"pid": 42, "parallelism": 1}))
-    elastic.record_parallelism(AppDir(tmp_path), 3)
-    assert json.loads((tmp_path / "launch.json").read_text()) == {"pid": 42, "parallelism": 3}
-
-
 class FakeQuery:
     """The running query as LiveControl sees it (``elastic.QueryView``)."""
 
@@ -102,7 +96,6 @@ def test_over_launched_executors_are_removed_at_the_first_batch_boundary(tmp_pat
 
 
 def test_scale_out_is_declared_when_the_executors_are_there_and_rebalances_state(tmp_path: Path) -> None:
-    (tmp_path / "launch.json").write_text(json.dumps({"pid": 1, "parallelism": 1}))
     reports: list[dict] = []
     scaler = FakeScaler(1, ["0"])
     query = FakeQuery()
@@ -110,12 +103,10 @@ def test_scale_out_is_declared_when_the_executors_are_there_and_rebalances_state
     elastic.write_request(AppDir(tmp_path), 2)
     assert ctl.tick() == {"resize_requested": 2}
     assert scaler.requests == [2] and reports == []
-    assert json.loads((tmp_path / "launch.json").read_text())["parallelism"] == 1
     assert ctl.tick() is None  # the same request is applied once
     scaler.registered.append("4")
     assert ctl.tick() == {"parallelism": 2, "control_error": None}
     assert reports == [{"parallelism": 2, "executors": 2}]
-    assert json.loads((tmp_path / "launch.json").read_text())["parallelism"] == 2
     # stateful tasks may leave their old executor for REBALANCE_BATCHES batches, then locality is back
     assert scaler.relaxed == [True]
     for _ in range(elastic.REBALANCE_BATCHES):

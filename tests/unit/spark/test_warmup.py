@@ -3,7 +3,6 @@ warmed and counted, and the plugin jar build."""
 
 from __future__ import annotations
 
-import json
 import shutil
 import threading
 import zipfile
@@ -134,7 +133,6 @@ class WarmScaler:
 
 def _scale_out_control(tmp_path: Path):
     """A driver at one executor ("0") with the warm-up plugin; warm-ups wait for ``gate``."""
-    (tmp_path / "launch.json").write_text(json.dumps({"pid": 1, "parallelism": 1}))
     plugin = FakePlugin()
     w = warmup.ExecutorWarmup(fake_spark(plugin), work=lambda eid, pin: None)
     gate = threading.Event()
