@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
+
 from streamops.ledger import Ledger
 from streamops.lifecycle import driver
 from streamops.platform import manager
@@ -20,7 +22,7 @@ APP = "user_activity"
 OPERATION_DAGS = ("streamops_deploy", "streamops_resize", "streamops_stop")
 
 
-def _run(s, token: str, dag_id: str, conf: dict, timeout: float = 600) -> tuple[dict, set[str]]:
+def _run(s, token: str, dag_id: str, conf: dict, timeout: float = 600, app: str = APP) -> tuple[dict, set[str]]:
     """Trigger a run, wait for it to end; returns (its task's XCom return value, task states seen)."""
     status, run = _request(s, "POST", f"/api/v2/dags/{dag_id}/dagRuns", token, {"logical_date": None, "conf": conf})
     assert status == 200, (status, run)
@@ -42,7 +44,7 @@ def _run(s, token: str, dag_id: str, conf: dict, timeout: float = 600) -> tuple[
         raise AssertionError(f"{dag_id} run {run_id}: {run['state']} (task states seen {seen})\n"
                              f"task log: {json.dumps(log)[-4000:]}\n"
                              f"supervisor: {sup.read_text()[-1500:] if sup.exists() else '(not running)'}\n"
-                             f"driver: {driver.log_tail(s, APP, 30)}")
+                             f"driver: {driver.log_tail(s, app, 30)}")
     _, xcom = _request(s, "GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/"
                                  "return_value", token)
     return xcom["value"], seen | {"run_id:" + run_id}
@@ -102,3 +104,36 @@ def test_deploy_resize_stop_through_the_rest_api_exact(platform, kafka, spark_cl
     finally:
         ledger.close()
         driver.stop(s, APP, now=True)
+
+
+@pytest.mark.parametrize(("name", "strategy"), [("page_stats", "live"), ("orders", "restart")])
+def test_declared_apps_deploy_resize_stop_through_the_dags_exact(platform, kafka, spark_cluster, airflow_platform,
+                                                                 name: str, strategy: str) -> None:
+    """The operation DAGs take any declared app: deployed on the cluster by the supervisor, resized
+    (live for one, by restart with a warm standby for the other), stopped; then check and verify."""
+    s = platform.ensure("supervisor")
+    app = AppHarness(s, s.spark_master_url, name)
+    token = _token(s)
+    assert app.cli("produce", name, "--events", "6000", "--seed", "31").returncode == 0
+    ledger = Ledger.open(s.ledger_db_url)
+    try:
+        out, seen = _run(s, token, "streamops_deploy", {"app": name, "parallelism": 1}, app=name)
+        assert out["parallelism"] == 1 and "deferred" in seen
+        first = driver.running(s, name)
+        assert app.cli("produce", name, "--events", "4000", "--seed", "32").returncode == 0
+        out, _ = _run(s, token, "streamops_resize", {"app": name, "parallelism": 2, "strategy": strategy}, app=name)
+        assert out["noop"] is False and out["parallelism"] == 2 and out["strategy"] == strategy
+        assert ledger.observed(name)["parallelism"] == 2
+        assert (driver.running(s, name).pid == first.pid) == (strategy == "live")
+        _run(s, token, "streamops_stop", {"app": name}, app=name)
+        assert driver.running(s, name) is None
+        report = app.check()
+        assert report["ok"] and report["input_records"] == 10_000, report
+        r = app.cli("verify", name, "--json", timeout=600)
+        assert r.returncode == 0 and json.loads(r.stdout)["ok"], r.stdout[-3000:]
+        kinds = [(o["kind"], o["outcome"]) for o in reversed(ledger.operations(name, limit=50))
+                 if not o["kind"].startswith(("supervisor", "driver"))]
+        assert kinds[:3] == [("deploy", "succeeded"), ("resize", "succeeded"), ("stop", "succeeded")], kinds
+    finally:
+        ledger.close()
+        driver.stop(s, name, now=True)
