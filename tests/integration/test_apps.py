@@ -80,13 +80,13 @@ def test_every_operation_on_a_declared_app_is_exact(app_factory, name: str) -> N
     # verify: clean (the CLI once), then each fault found with its category, then clean again once repaired
     r = app.cli("verify", name, "--json", timeout=600)
     assert r.returncode == 0 and json.loads(r.stdout)["ok"], r.stdout[-3000:]
-    key, state = sorted(latest_per_key(b, spec.changelog_topic, decode=job_cls.state_serde.loads).items())[0]
+    key, state = min(latest_per_key(b, spec.changelog_topic, decode=job_cls.state_serde.loads).items())
     wrong = {**state, "max_ts": (state["max_ts"] or 0) + 1}
     _produce_record(app, spec.changelog_topic, key, job_cls.state_serde.dumps(wrong))
     report = _verify(app)
     assert report["categories"] == ["changelog.different", "quality.result"], report["categories"]
     _produce_record(app, spec.changelog_topic, key, job_cls.state_serde.dumps(state))
-    okey, value = sorted(job_cls().emit(key, state).items())[0]
+    okey, value = min(job_cls().emit(key, state).items())
     _produce_record(app, spec.live_output_topic, okey, None)
     report = _verify(app)
     assert report["categories"] == ["output.missing", "quality.result"], report["categories"]
