@@ -16,7 +16,7 @@ import random
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from streamops.job import Job, Record, Reject
+from streamops.job import Job, Record, Reject, is_int, is_text, json_object
 
 HORIZON_MS = 10 * 60_000
 MAX_TS = 2**53
@@ -26,27 +26,20 @@ Event = dict[str, Any]
 State = dict[str, Any]
 
 
-def _int(value: Any, low: int, high: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
-
-
 class Orders(Job[Event, State]):
     key_name = "customer"
 
     def parse(self, record: Record) -> Event | Reject:
-        try:
-            obj = json.loads(record.value or b"")
-        except (UnicodeDecodeError, ValueError, RecursionError):
-            return Reject("invalid_json")
-        if not isinstance(obj, dict):
-            return Reject("not_an_object")
-        if not isinstance(obj.get("order_id"), str) or not obj["order_id"]:
+        obj = json_object(record.value)
+        if isinstance(obj, Reject):
+            return obj
+        if not is_text(obj.get("order_id")):
             return Reject("missing_order_id")
-        if not isinstance(obj.get("customer"), str) or not obj["customer"]:
+        if not is_text(obj.get("customer")):
             return Reject("missing_customer")
-        if not _int(obj.get("amount_cents"), 0, 10**12):
+        if not is_int(obj.get("amount_cents"), 0, 10**12):
             return Reject("bad_amount")
-        if not _int(obj.get("ts"), 0, MAX_TS):
+        if not is_int(obj.get("ts"), 0, MAX_TS):
             return Reject("bad_ts")
         return {k: obj[k] for k in ("order_id", "customer", "amount_cents", "ts")}
 

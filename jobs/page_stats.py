@@ -20,7 +20,7 @@ import random
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from streamops.job import Job, Record, Reject
+from streamops.job import Job, Record, Reject, is_int, is_text, json_object
 
 WINDOW_MS = 60_000
 GRACE_MS = 10_000
@@ -35,27 +35,20 @@ def window_start(ts: int) -> int:
     return ts - ts % WINDOW_MS
 
 
-def _int(value: Any, low: int, high: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
-
-
 class PageStats(Job[Event, State]):
     key_name = "page"
 
     def parse(self, record: Record) -> Event | Reject:
-        try:
-            obj = json.loads(record.value or b"")
-        except (UnicodeDecodeError, ValueError, RecursionError):
-            return Reject("invalid_json")
-        if not isinstance(obj, dict):
-            return Reject("not_an_object")
-        if not isinstance(obj.get("page"), str) or not obj["page"] or "@" in obj["page"]:
+        obj = json_object(record.value)
+        if isinstance(obj, Reject):
+            return obj
+        if not is_text(obj.get("page")) or "@" in obj["page"]:
             return Reject("missing_page")
-        if not isinstance(obj.get("user"), str) or not obj["user"]:
+        if not is_text(obj.get("user")):
             return Reject("missing_user")
-        if not _int(obj.get("ts"), 0, MAX_TS):
+        if not is_int(obj.get("ts"), 0, MAX_TS):
             return Reject("bad_ts")
-        if not _int(obj.get("duration_ms"), 0, 86_400_000):
+        if not is_int(obj.get("duration_ms"), 0, 86_400_000):
             return Reject("bad_duration")
         return {"page": obj["page"], "user": obj["user"], "ts": obj["ts"], "duration_ms": obj["duration_ms"]}
 

@@ -92,6 +92,27 @@ class JsonSerde:
         return json.loads(data)
 
 
+# -- parsing helpers ---------------------------------------------------------------------------------
+def json_object(value: bytes | None) -> dict[str, Any] | Reject:
+    """A record value that must be one JSON object: the object, or ``Reject("invalid_json")`` /
+    ``Reject("not_an_object")`` (what most ``parse`` methods check first)."""
+    try:
+        obj = json.loads(value or b"")
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return Reject("invalid_json")
+    return obj if isinstance(obj, dict) else Reject("not_an_object")
+
+
+def is_int(value: Any, low: int, high: int) -> bool:
+    """An integer (not a bool, not a float) within [low, high]."""
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def is_text(value: Any) -> bool:
+    """A non-empty string."""
+    return isinstance(value, str) and value != ""
+
+
 # -- native grouped aggregation ------------------------------------------------------------------
 SparkType = Literal["long", "double"]
 

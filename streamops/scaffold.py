@@ -26,7 +26,7 @@ import random
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from streamops.job import Job, Record, Reject
+from streamops.job import Job, Record, Reject, is_int, is_text, json_object
 
 Event = dict[str, Any]
 State = dict[str, Any]  # {{"events": int, "total": float, "last_ts": int}}
@@ -36,16 +36,15 @@ class {cls}(Job[Event, State]):
     key_name = "key"
 
     def parse(self, record: Record) -> Event | Reject:
-        try:
-            obj = json.loads(record.value or b"")
-        except (UnicodeDecodeError, ValueError):
-            return Reject("invalid_json")
-        if not isinstance(obj, dict) or not isinstance(obj.get("key"), str) or not obj["key"]:
+        obj = json_object(record.value)  # the object, or Reject("invalid_json" / "not_an_object")
+        if isinstance(obj, Reject):
+            return obj
+        if not is_text(obj.get("key")):
             return Reject("missing_key")
         amount = obj.get("amount")
         if isinstance(amount, bool) or not isinstance(amount, (int, float)) or amount != amount:
             return Reject("bad_amount")
-        if not isinstance(obj.get("ts"), int) or isinstance(obj["ts"], bool):
+        if not is_int(obj.get("ts"), 0, 2**63 - 1):
             return Reject("bad_ts")
         return {{"key": obj["key"], "amount": amount, "ts": obj["ts"]}}
 

@@ -13,7 +13,7 @@ same state as expiring after every batch.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,24 +46,13 @@ def fold_input(job_cls: type[Job], records: Iterable[Record]) -> Expected:
     if job_cls.is_aggregate():
         fields = job_cls.aggregate or {}
         acc: dict[str, dict] = {}
-        for r in records:
-            out.records += 1
-            parsed = job.parse(r)
-            if isinstance(parsed, Reject):
-                out.rejected[(r.topic, r.partition, r.offset)] = parsed.reason
-                continue
-            k = job.key(parsed)
-            acc[k] = fold_fields(fields, acc.get(k), [job.contribute(parsed)])
+        for _where, k, event in _parsed(job, records, out):
+            acc[k] = fold_fields(fields, acc.get(k), [job.contribute(event)])
         finals = acc
     else:
         events: dict[str, list[tuple[Coords, Any]]] = {}
-        for r in records:
-            out.records += 1
-            parsed = job.parse(r)
-            if isinstance(parsed, Reject):
-                out.rejected[(r.topic, r.partition, r.offset)] = parsed.reason
-                continue
-            events.setdefault(job.key(parsed), []).append(((r.topic, r.partition, r.offset), parsed))
+        for where, k, event in _parsed(job, records, out):
+            events.setdefault(k, []).append((where, event))
         finals = {}
         for k, evs in events.items():
             evs.sort(key=lambda ce: ce[0])
@@ -85,6 +74,17 @@ def fold_input(job_cls: type[Job], records: Iterable[Record]) -> Expected:
         if kept is not None:
             out.states[k] = normalized(job_cls, kept)
     return out
+
+
+def _parsed(job: Job, records: Iterable[Record], out: Expected) -> Iterator[tuple[Coords, str, Any]]:
+    """(where, key, event) of each record ``parse`` accepts; rejections and the count go to ``out``."""
+    for r in records:
+        out.records += 1
+        parsed = job.parse(r)
+        if isinstance(parsed, Reject):
+            out.rejected[(r.topic, r.partition, r.offset)] = parsed.reason
+        else:
+            yield (r.topic, r.partition, r.offset), job.key(parsed), parsed
 
 
 def record_of(message) -> Record:
