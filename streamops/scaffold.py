@@ -22,6 +22,7 @@ docs/writing-a-job.md explains each piece.
 from __future__ import annotations
 
 import json
+import math
 import random
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -42,7 +43,7 @@ class {cls}(Job[Event, State]):
         if not is_text(obj.get("key")):
             return Reject("missing_key")
         amount = obj.get("amount")
-        if isinstance(amount, bool) or not isinstance(amount, (int, float)) or amount != amount:
+        if isinstance(amount, bool) or not isinstance(amount, (int, float)) or not math.isfinite(amount):
             return Reject("bad_amount")
         if not is_int(obj.get("ts"), 0, 2**63 - 1):
             return Reject("bad_ts")
