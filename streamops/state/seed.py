@@ -17,12 +17,13 @@ SST files it names) with the operator's exact key/value schema.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +51,6 @@ def seed_session(settings: Settings, *, name: str = "streamops-seed"):
     """A local SparkSession whose state stores upload a snapshot right after each commit."""
     from pyspark.sql import SparkSession
 
-    from streamops.spark.session import ROCKSDB_PROVIDER
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", settings.host)
@@ -58,10 +58,7 @@ def seed_session(settings: Settings, *, name: str = "streamops-seed"):
              .config("spark.ui.enabled", "false")
              .config("spark.ui.showConsoleProgress", "false")
              .config("spark.driver.memory", "2g")
-             .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
-             .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
-             .config("spark.sql.streaming.stateStore.minDeltasForSnapshot", "1")
-             .config("spark.sql.streaming.stateStore.maintenanceInterval", "200ms")
+             .config(map=seeding_conf())
              .config("spark.sql.adaptive.enabled", "false")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
@@ -119,6 +116,39 @@ def seed_checkpoint(spark, query, input_folder: Path, dest: Path, *, state_parti
     snapshot zip of version 1 (waits until Spark has uploaded all of them)."""
     if dest.exists():
         raise SeedError(f"{dest} exists: refusing to seed into it")
+    with _seeding_conf(spark):
+        return _seed(spark, query, input_folder, dest, state_partitions=state_partitions, timeout=timeout,
+                     progress=progress)
+
+
+def seeding_conf() -> dict[str, str]:
+    """What a seed query needs of its session: RocksDB state with a snapshot right after each commit."""
+    from streamops.spark.session import ROCKSDB_PROVIDER
+
+    return {"spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
+            "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+            "spark.sql.streaming.stateStore.minDeltasForSnapshot": "1",
+            "spark.sql.streaming.stateStore.maintenanceInterval": "200ms"}
+
+
+@contextlib.contextmanager
+def _seeding_conf(spark) -> Iterator[None]:
+    """``seeding_conf`` on a session that may be shared (``app lint``, tests), put back after."""
+    saved = {k: spark.conf.get(k, None) for k in seeding_conf()}
+    for k, v in seeding_conf().items():
+        spark.conf.set(k, v)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, v)
+
+
+def _seed(spark, query, input_folder: Path, dest: Path, *, state_partitions: int, timeout: float,
+          progress: Callable[[str], None]) -> dict[int, Path]:
     spark.conf.set("spark.sql.shuffle.partitions", str(state_partitions))
     rows = spark.readStream.schema(query.seed_ddl()).parquet(str(input_folder))
     stream = (query.state_op(rows).writeStream.queryName(f"streamops-seed-{dest.name}")
