@@ -114,7 +114,8 @@ def main() -> None:
     ap.add_argument("--events", default=DEFAULT_EVENTS, help="APP=N,... (also chooses the apps)")
     ap.add_argument("--baseline-rev", default="e0689f7",
                     help="the revision user_activity is compared with (before the job API); '' to skip")
-    ap.add_argument("--batch", type=int, default=250_000, help="records per micro-batch")
+    ap.add_argument("--batch", type=int, default=250_000,
+                    help="records per micro-batch (at most a fifth of an app's records: several batches)")
     ap.add_argument("--master", default="local[2]")
     args = ap.parse_args()
     events = {k: int(v) for k, v in (kv.split("=") for kv in args.events.split(","))}
@@ -139,7 +140,7 @@ def main() -> None:
                                 print(f"run {run + 1} {app} python fold: {r['rate']:,.0f} rec/s ({r['keys']} keys)",
                                       flush=True)
                             else:
-                                r = run_driver(settings, app, n, args.batch, args.master,
+                                r = run_driver(settings, app, n, min(args.batch, n // 5), args.master,
                                                checkout if side == "baseline" else None)
                                 name = "spark, job API" if side == "api" else f"spark, {args.baseline_rev} (before the API)"
                                 results[app].setdefault(name, []).append(r["steady"])

@@ -85,8 +85,12 @@ class JsonSerde:
     """Canonical JSON: sorted keys, no spaces, ASCII. Tuples read back as lists and sets are not
     JSON; keep such state in lists (``streamops app lint`` catches a state that does not round-trip)."""
 
+    # one encoder for every call: ``json.dumps`` with options builds a new one each time, which
+    # costs as much as encoding a small state
+    _encode = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False).encode
+
     def dumps(self, value: Any) -> bytes:
-        return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False).encode("ascii")
+        return self._encode(value).encode("ascii")
 
     def loads(self, data: bytes) -> Any:
         return json.loads(data)
