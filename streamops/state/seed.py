@@ -134,7 +134,7 @@ def seeding_conf() -> dict[str, str]:
 @contextlib.contextmanager
 def _seeding_conf(spark) -> Iterator[None]:
     """``seeding_conf`` on a session that may be shared (``app lint``, tests), put back after."""
-    saved = {k: spark.conf.get(k, None) for k in seeding_conf()}
+    saved = {k: spark.conf.get(k, None) for k in (*seeding_conf(), "spark.sql.shuffle.partitions")}
     for k, v in seeding_conf().items():
         spark.conf.set(k, v)
     try:

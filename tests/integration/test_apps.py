@@ -51,6 +51,21 @@ def _verify(app) -> dict:
     return verify(load_live_spec(app.settings, app.app), app.settings, spark=app.spark, html=False).to_dict()
 
 
+def _maintenance(app, operation: str, **kwargs) -> dict:
+    """What `streamops rebuild-state` / `compact` run, in this process on the session's Spark
+    (their CLI forms are test_maintenance's)."""
+    from streamops.ledger import Ledger
+    from streamops.ledger.outputs import load_live_spec
+    from streamops.lifecycle import maintenance
+
+    ledger = Ledger.open(app.settings.ledger_db_url)
+    try:
+        return getattr(maintenance, operation)(app.settings, load_live_spec(app.settings, app.app), ledger,
+                                               spark=app.spark, **kwargs)
+    finally:
+        ledger.close()
+
+
 def _produce_record(app, topic: str, key: str, value: bytes | None) -> None:
     from confluent_kafka import Producer
 
@@ -130,14 +145,13 @@ def test_every_operation_on_a_declared_app_is_exact(app_factory, name: str) -> N
     _exact(app, total)
 
     # rebuild-state from the changelog (the serialized state) into 2 state partitions, then go on
-    rebuilt = _json(app.cli("rebuild-state", name, "--from-changelog", "--state-partitions", "2", "--json",
-                            timeout=600))
+    rebuilt = _maintenance(app, "rebuild_state", state_partitions=2)
     assert rebuilt["state_partitions_after"] == 2 and rebuilt["query_sources"] == 1
     assert sorted(p for _o, p in cc.partitions(app.checkpoint)) == [0, 1]
     _exact(app, total)  # the rebuilt checkpoint runs on below (compacted, then after the promote)
 
     # compaction seeds a snapshot through the same serde and installs it
-    comp = _json(app.cli("compact", name, "--json", timeout=600))
+    comp = _maintenance(app, "compact")
     assert comp["installed"], comp
     _exact(app, total)
 

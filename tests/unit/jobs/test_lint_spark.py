@@ -10,7 +10,7 @@ from streamops.state.lint import lint, sample_records
 
 def test_an_update_app_passes_lint_with_spark(local_spark) -> None:
     """(The aggregate path's Spark check is the next test's, which fails only where it should.)"""
-    for job_cls, n in ((PageStats, 600),):
+    for job_cls, n in ((PageStats, 300),):
         records = sample_records(job_cls, "in", 4, job_cls().generate(n, 3))
         report = lint(job_cls, records, spark=local_spark)
         assert report.ok, [c for c in report.checks if not c.ok]
@@ -35,7 +35,7 @@ class WrongFastPath(UserActivity):
 
 
 def test_a_fast_path_that_disagrees_with_parse_fails_lint(local_spark) -> None:
-    records = sample_records(WrongFastPath, "in", 4, WrongFastPath().generate(600, 4))
+    records = sample_records(WrongFastPath, "in", 4, WrongFastPath().generate(400, 4))
     report = lint(WrongFastPath, records, spark=local_spark)
     failed = {c.name: c.detail for c in report.checks if not c.ok}
     assert list(failed) == ["spark equals the python fold"], report.checks
