@@ -144,16 +144,17 @@ def test_every_operation_on_a_declared_app_is_exact(app_factory, name: str) -> N
     app.run_to_end()
     _exact(app, total)
 
+    # compaction (of the checkpoint the undo restored and the app ran on) seeds a snapshot through
+    # the same serde and installs it
+    comp = _maintenance(app, "compact")
+    assert comp["installed"], comp
+    _exact(app, total)
+
     # rebuild-state from the changelog (the serialized state) into 2 state partitions, then go on
     rebuilt = _maintenance(app, "rebuild_state", state_partitions=2)
     assert rebuilt["state_partitions_after"] == 2 and rebuilt["query_sources"] == 1
     assert sorted(p for _o, p in cc.partitions(app.checkpoint)) == [0, 1]
-    _exact(app, total)  # the rebuilt checkpoint runs on below (compacted, then after the promote)
-
-    # compaction seeds a snapshot through the same serde and installs it
-    comp = _maintenance(app, "compact")
-    assert comp["installed"], comp
-    _exact(app, total)
+    _exact(app, total)  # the rebuilt checkpoint runs on below, after the promote
 
     # reprocess everything into v2 beside the live output: v2 is the fold of the input; promote it
     rep = _json(app.cli("reprocess", name, "--from", "earliest", "--to", "latest", "--output-version", "v2",
