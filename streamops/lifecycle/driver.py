@@ -48,8 +48,7 @@ def driver_env(settings: Settings) -> dict[str, str]:
 
 
 def running(settings: Settings, app: str) -> process.PidRecord | None:
-    rec = process.read_pid(pid_path(settings, app))
-    return rec if rec is not None and rec.alive else None
+    return app_dir(settings, app).driver()
 
 
 def standby_pid_path(settings: Settings, app: str) -> Path:

@@ -98,12 +98,6 @@ class AppDir:
     def write(self, path: Path, payload: dict[str, Any]) -> None:
         write_json(path, payload)
 
-    def update(self, path: Path, **fields: Any) -> dict[str, Any]:
-        """Merge ``fields`` into the JSON object at ``path`` (one writer per file: no lock)."""
-        merged = {**(self.read(path) or {}), **fields}
-        write_json(path, merged)
-        return merged
-
     # the processes its pid files name ---------------------------------------------------------
     def driver(self) -> process.PidRecord | None:
         rec = process.read_pid(self.pid)

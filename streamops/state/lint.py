@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from streamops.job import Job, JobDeclarationError, JsonSerde, Record, Reject, validate_job
-from streamops.state.oracle import Expected, fold_input, normalized
+from streamops.state.oracle import Expected, events_by_key, fold_input, fold_key, normalized
 
 SAMPLES = 3
 _JSON = JsonSerde()
@@ -147,56 +147,36 @@ def _serde(job_cls: type[Job], records: list[Record]) -> str:
 
 def _fold_raw(job_cls: type[Job], records: list[Record]) -> dict[str, Any]:
     """Final states before expire and before the serde (what ``update`` itself returns)."""
-    job = job_cls()
     if job_cls.is_aggregate():
         return fold_input(job_cls, records).states
-    events: dict[str, list] = {}
-    for r in records:
-        parsed = job.parse(r)
-        if not isinstance(parsed, Reject):
-            events.setdefault(job.key(parsed), []).append(((r.topic, r.partition, r.offset), parsed))
-    out = {}
-    for k, evs in events.items():
-        evs.sort(key=lambda e: e[0])
-        out[k] = _fold_key(job, k, [e for _w, e in evs], job_cls.has_screen(), split=None)
-    return out
+    job, screens = job_cls(), job_cls.has_screen()
+    return {k: fold_key(job, k, evs, screens=screens) for k, evs in events_by_key(job, records).items()}
 
 
-def _fold_key(job: Job, key: str, events: list, screens: bool, split: int | None, expire: bool = False) -> Any:
-    batches = [events] if split is None else [events[:split], events[split:]]
-    state = job.initial(key)
-    for batch in batches:
-        if screens:
-            for e in batch:
-                if job.screen(key, state, e) is None:
-                    state = job.update(key, state, [e])
-        elif batch:
-            state = job.update(key, state, batch)
-        if expire and split is not None and batch is batches[0]:
-            kept = job.expire(key, state)
-            state = job.initial(key) if kept is None else kept
-    return state
+def _fold_split(job: Job, key: str, events: list, screens: bool, split: int, expire: bool = False) -> Any:
+    """The key's events as two batches, expiring between them if ``expire`` (as Spark may)."""
+    state = fold_key(job, key, events[:split], screens=screens)
+    if expire:
+        kept = job.expire(key, state)
+        state = job.initial(key) if kept is None else kept
+    return fold_key(job, key, events[split:], screens=screens, state=state)
 
 
 def _split(job_cls: type[Job], records: list[Record]) -> str:
     if job_cls.is_aggregate():
         return "native aggregation: Spark merges the fields"
     job = job_cls()
-    events: dict[str, list] = {}
-    for r in sorted(records, key=lambda r: (r.topic, r.partition, r.offset)):
-        parsed = job.parse(r)
-        if not isinstance(parsed, Reject):
-            events.setdefault(job.key(parsed), []).append(parsed)
+    events = events_by_key(job, records)
     screens, expires = job_cls.has_screen(), job_cls.has_expire()
     for k, evs in events.items():
-        whole = _fold_key(job, k, evs, screens, None)
+        whole = fold_key(job, k, evs, screens=screens)
         for split in {len(evs) // 3, len(evs) // 2, len(evs) - 1} - {0}:
-            if _fold_key(job, k, evs, screens, split) != whole:
+            if _fold_split(job, k, evs, screens, split) != whole:
                 raise _Failed(f"key {k!r}: update over {len(evs)} events in one call differs from the same events "
                               f"in two calls split at {split}: update must not depend on how Spark cuts batches")
             if expires:
                 end = job.expire(k, whole)
-                cut = job.expire(k, _fold_key(job, k, evs, screens, split, expire=True))
+                cut = job.expire(k, _fold_split(job, k, evs, screens, split, expire=True))
                 if normalized(job_cls, end) != normalized(job_cls, cut):
                     raise _Failed(f"key {k!r}: expiring after event {split} changed the final state: expire may drop "
                                   f"only what no later event changes (screen must reject events for it)")

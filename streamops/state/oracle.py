@@ -50,23 +50,9 @@ def fold_input(job_cls: type[Job], records: Iterable[Record]) -> Expected:
             acc[k] = fold_fields(fields, acc.get(k), [job.contribute(event)])
         finals = acc
     else:
-        events: dict[str, list[tuple[Coords, Any]]] = {}
-        for where, k, event in _parsed(job, records, out):
-            events.setdefault(k, []).append((where, event))
-        finals = {}
-        for k, evs in events.items():
-            evs.sort(key=lambda ce: ce[0])
-            state = job.initial(k)
-            if job_cls.has_screen():
-                for where, ev in evs:
-                    reason = job.screen(k, state, ev)
-                    if reason is not None:
-                        out.rejected[where] = reason
-                    else:
-                        state = job.update(k, state, [ev])
-            else:
-                state = job.update(k, state, [ev for _w, ev in evs])
-            finals[k] = state
+        screens = job_cls.has_screen()
+        finals = {k: fold_key(job, k, evs, screens=screens, rejected=out.rejected)
+                  for k, evs in events_by_key(job, records, out).items()}
     for k, state in finals.items():
         for okey, value in job.emit(k, state).items():
             out.output[okey] = _JSON.loads(_JSON.dumps(value))
@@ -74,6 +60,34 @@ def fold_input(job_cls: type[Job], records: Iterable[Record]) -> Expected:
         if kept is not None:
             out.states[k] = normalized(job_cls, kept)
     return out
+
+
+def events_by_key(job: Job, records: Iterable[Record], out: Expected | None = None
+                  ) -> dict[str, list[tuple[Coords, Any]]]:
+    """Each key's accepted events with where they came from, in input order (as Spark folds them)."""
+    events: dict[str, list[tuple[Coords, Any]]] = {}
+    for where, k, event in _parsed(job, records, Expected() if out is None else out):
+        events.setdefault(k, []).append((where, event))
+    for evs in events.values():
+        evs.sort(key=lambda ce: ce[0])
+    return events
+
+
+def fold_key(job: Job, key: str, events: list[tuple[Coords, Any]], *, screens: bool, state: Any = None,
+             rejected: dict[Coords, str] | None = None) -> Any:
+    """One key's events folded into ``state`` (default: the initial state): through ``screen`` one
+    at a time (its rejections into ``rejected``), else in one ``update`` call."""
+    state = job.initial(key) if state is None else state
+    if screens:
+        for where, ev in events:
+            reason = job.screen(key, state, ev)
+            if reason is None:
+                state = job.update(key, state, [ev])
+            elif rejected is not None:
+                rejected[where] = reason
+    elif events:
+        state = job.update(key, state, [ev for _w, ev in events])
+    return state
 
 
 def _parsed(job: Job, records: Iterable[Record], out: Expected) -> Iterator[tuple[Coords, str, Any]]:
