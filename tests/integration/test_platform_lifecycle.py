@@ -18,7 +18,7 @@ CLI = [sys.executable, "-m", "streamops.cli", "platform"]
 
 def _run(s: Settings, *args: str, env: dict[str, str] | None = None, timeout: float = 400):
     full_env = {**os.environ, **s.env(), **(env or {})}
-    return subprocess.run([*CLI, *args], env=full_env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([*CLI, *args], check=False, env=full_env, capture_output=True, text=True, timeout=timeout)
 
 
 def test_up_status_down_round_trip(platform_factory) -> None:

@@ -1,9 +1,10 @@
 """``streamops reset`` on a real broker + Spark: the dry run changes nothing, reset to earliest
 reprocesses everything exactly once, undo puts checkpoint, offsets and topics back exactly, and a
-reset to a datetime into a new output version folds exactly the events from that time on.
+reset to a datetime into a new output version folds exactly the events from that time on (one
+app through all of it: each new app costs a broker, a first run and a check).
 
 The job runs on an in-process Spark (real Spark and RocksDB state files): what is under test is
-the checkpoint and the topics. A running app's reset is refused in test_savepoints.py, which has
+the checkpoint and the topics. A running app's reset is refused in test_maintenance.py, which has
 one running already.
 """
 
@@ -52,7 +53,7 @@ def _exact(app) -> dict:
     return report
 
 
-def test_dry_run_changes_nothing_then_reset_to_earliest_and_undo_exact(app_factory) -> None:
+def test_dry_run_reset_to_earliest_undo_then_reset_to_datetime_into_v2_exact(app_factory) -> None:
     app = app_factory("ua-reset", master="local[2]")
     app.produce(6_000, users=800, seed=71)
     app.run_to_end("--max-offsets-per-trigger", "2500")
@@ -81,6 +82,9 @@ def test_dry_run_changes_nothing_then_reset_to_earliest_and_undo_exact(app_facto
                                                   "user_activity-profiles-changelog").values())
     marker = last_marker(app.settings.kafka_bootstrap, f"_streamops-{APP}-commits", APP)
     assert marker["rewind"] and marker["batch_id"] == -1
+    time.sleep(1.5)
+    since = datetime.now(UTC).isoformat()  # the time the reset to a datetime below goes back to
+    time.sleep(1.5)
     app.produce(1_000, users=900, seed=72)  # and new events after the reset
     app.run_to_end("--max-offsets-per-trigger", "2500")
     after = _exact(app)  # state, changelog, output, DLQ (each invalid record once) == fold over all 7000
@@ -125,32 +129,21 @@ def test_dry_run_changes_nothing_then_reset_to_earliest_and_undo_exact(app_facto
     assert r.returncode == 2 and "unknown app" in r.stderr
     assert _world(app) == world
 
-
-def test_reset_to_datetime_into_a_new_output_version_folds_from_that_time(app_factory) -> None:
-    app = app_factory("ua-reset-time", master="local[2]")
-    app.produce(4_000, users=500, seed=81)
-    time.sleep(1.5)
-    since = datetime.now(UTC)
-    time.sleep(1.5)
-    app.produce(3_000, users=700, seed=82)
-    app.run_to_end()
-    _exact(app)
+    # reset to a datetime into a new output version: state, changelog and v2 == the fold over the
+    # events with a timestamp >= T (the 1000 newer ones); the old output stays as it was
     base = latest_per_key(app.settings.kafka_bootstrap, "user-profiles")
-
-    at = since.isoformat()
-    plan = _json(app.cli("reset", APP, "--to-datetime", at, "--output-version", "v2", "--dry-run", "--json"))
+    plan = _json(app.cli("reset", APP, "--to-datetime", since, "--output-version", "v2", "--dry-run", "--json"))
     assert plan["output_topic_after"] == "user-profiles.v2" and plan["output_topic_before"] == "user-profiles"
     end = layout.committed_offsets(app.checkpoint)["user-events"]
     first_new = {o["partition"]: o["target"] for o in plan["offsets"]}
-    assert sum(end.values()) - sum(first_new.values()) == 3_000 == plan["records_to_reprocess"]
-    out = _json(app.cli("reset", APP, "--to-datetime", at, "--output-version", "v2", "--json"))
+    assert sum(end.values()) - sum(first_new.values()) == 1_000 == plan["records_to_reprocess"]
+    out = _json(app.cli("reset", APP, "--to-datetime", since, "--output-version", "v2", "--json"))
     assert "output" not in out["saved"]  # the old output is not touched, so nothing to save for it
     app.run_to_end()
-    # state, changelog and v2 == the fold over the events with a timestamp >= T (the 3000 newer ones)
-    r = app.cli("check", APP, "--json", "--since", at, timeout=600)  # the CLI path of check, once
+    r = app.cli("check", APP, "--json", "--since", since, timeout=600)  # the CLI path of check, once
     report = json.loads(r.stdout)
     assert r.returncode == 0 and report["ok"], json.dumps(report["views"], indent=1)[:3000]
-    assert report["input_records"] == 3_000
+    assert report["input_records"] == 1_000
     v2 = latest_per_key(app.settings.kafka_bootstrap, "user-profiles.v2")
     assert len(v2) == {v["view"]: v for v in report["views"]}["state"]["expected"]
     assert latest_per_key(app.settings.kafka_bootstrap, "user-profiles") == base  # blue stays as it was

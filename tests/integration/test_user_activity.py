@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from streamops.checkpoints import layout
 from jobs.demo.generator import generate_records
+from streamops.checkpoints import layout
 from streamops.platform import manager
 
 # The driver runs on an in-process Spark (real Spark, real RocksDB state, the same commit protocol):

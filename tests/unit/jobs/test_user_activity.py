@@ -8,12 +8,12 @@ import json
 import pytest
 
 from jobs import user_activity as job
-from streamops.job import Record
-from streamops.spark.job_query import H_BATCH_ID, JobQuery, Topics, parse_aggregate, state_of
-from streamops.state.oracle import fold_input
 from jobs.demo import contract as c
 from jobs.demo.fold import fold, profile_json, validate
 from jobs.demo.generator import generate_records
+from streamops.job import Record
+from streamops.spark.job_query import H_BATCH_ID, JobQuery, Topics, parse_aggregate, state_of
+from streamops.state.oracle import fold_input
 
 KAFKA_DDL = ("key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
              "timestampType int, headers array<struct<key:string,value:binary>>")
