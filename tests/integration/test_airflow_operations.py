@@ -13,8 +13,10 @@ import time
 import pytest
 
 from streamops.ledger import Ledger
+from streamops.ledger.outputs import load_live_spec
 from streamops.lifecycle import driver
 from streamops.platform import manager
+from streamops.state.verify import verify
 from tests.fixtures.apps import AppHarness
 from tests.integration.test_airflow_api import _request, _token
 
@@ -108,11 +110,12 @@ def test_deploy_resize_stop_through_the_rest_api_exact(platform, kafka, spark_cl
 
 @pytest.mark.parametrize(("name", "strategy"), [("page_stats", "live"), ("orders", "restart")])
 def test_declared_apps_deploy_resize_stop_through_the_dags_exact(platform, kafka, spark_cluster, airflow_platform,
-                                                                 name: str, strategy: str) -> None:
+                                                                 spark, name: str, strategy: str) -> None:
     """The operation DAGs take any declared app: deployed on the cluster by the supervisor, resized
     (live for one, by restart with a warm standby for the other), stopped; then check and verify."""
     s = platform.ensure("supervisor")
     app = AppHarness(s, s.spark_master_url, name)
+    app.spark = spark  # check and verify in this process (a JVM start saved each)
     token = _token(s)
     assert app.cli("produce", name, "--events", "6000", "--seed", "31").returncode == 0
     ledger = Ledger.open(s.ledger_db_url)
@@ -129,8 +132,8 @@ def test_declared_apps_deploy_resize_stop_through_the_dags_exact(platform, kafka
         assert driver.running(s, name) is None
         report = app.check()
         assert report["ok"] and report["input_records"] == 10_000, report
-        r = app.cli("verify", name, "--json", timeout=600)
-        assert r.returncode == 0 and json.loads(r.stdout)["ok"], r.stdout[-3000:]
+        verified = verify(load_live_spec(s, name), s, spark=spark, html=False)  # what `streamops verify` runs
+        assert verified.ok, verified.to_dict()
         kinds = [(o["kind"], o["outcome"]) for o in reversed(ledger.operations(name, limit=50))
                  if not o["kind"].startswith(("supervisor", "driver"))]
         assert kinds[:3] == [("deploy", "succeeded"), ("resize", "succeeded"), ("stop", "succeeded")], kinds
