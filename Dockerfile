@@ -68,10 +68,13 @@ WORKDIR /opt/streamops
 # ---- Python dependencies (hash-locked), then the project itself -------------------------
 # Copy only the lock + metadata first so the dependency layer is cached across code edits.
 COPY requirements.lock pyproject.toml ./
-RUN uv pip install --system --require-hashes -r requirements.lock
+# --compile-bytecode: PYTHONDONTWRITEBYTECODE (above) stops Python writing .pyc at run time, so
+# without it every driver, Spark Python worker and Airflow task compiles its imports from source
+# (about 4 s per driver start, docs/benchmarks.md)
+RUN uv pip install --system --compile-bytecode --require-hashes -r requirements.lock
 
 COPY . .
-RUN uv pip install --system --no-deps . \
+RUN uv pip install --system --compile-bytecode --no-deps . \
     && python -c "import streamops, pyspark, airflow; print('streamops', streamops.__version__, 'pyspark', pyspark.__version__, 'airflow', airflow.__version__)"
 
 # ---- Spark's Kafka connector (build-time download into pyspark/jars) --------------------
