@@ -55,10 +55,12 @@ def may_replace_checkpoint(settings: Settings, spec: AppSpec, *, running: bool, 
 
 
 def rewind_marker(settings: Settings, spec: AppSpec, batch_id: int) -> dict[str, Any]:
-    """The app's batch marker now says ``batch_id`` (``BatchCommitter.rewind``; fences a driver)."""
+    """The app's batch marker now says ``batch_id`` of the checkpoint in place (``BatchCommitter.rewind``;
+    fences a driver)."""
     from streamops.spark.commit import BatchCommitter
 
-    committer = BatchCommitter(settings.kafka_bootstrap, spec.name, spec.commits_topic)
+    committer = BatchCommitter(settings.kafka_bootstrap, spec.name, spec.commits_topic,
+                               checkpoint=checkpoint_dir(settings, spec))
     try:
         return committer.rewind(batch_id)
     finally:

@@ -14,7 +14,9 @@ from streamops.settings import Settings
 
 
 def main(argv: list[str] | None = None) -> int:
+    from streamops.checkpoints import lineage
     from streamops.checkpoints.compat import IncompatibleCheckpointError, gate, shape_of
+    from streamops.spark.commit import MarkerReadError, last_marker
     from streamops.spark.job_query import JobQuery
     from streamops.spark.runner import add_run_arguments, run_app, run_setup
     from streamops.spark.session import checkpoint_dir
@@ -27,9 +29,12 @@ def main(argv: list[str] | None = None) -> int:
     settings = Settings.from_env()
     spec, options = run_setup(settings, args.app, args)  # the live output version, overrides, reprocess
     query = JobQuery.for_spec(spec, settings.repo)
-    try:  # before any Spark session: a job that no longer fits its checkpoint starts nothing
-        gate(spec.name, checkpoint_dir(settings, spec), shape_of(query))
-    except IncompatibleCheckpointError as exc:
+    ckpt = checkpoint_dir(settings, spec)
+    try:  # before any Spark session: a job that no longer fits its checkpoint starts nothing, nor
+        # one whose last committed batches Kafka has from another checkpoint (or has lost)
+        gate(spec.name, ckpt, shape_of(query))
+        lineage.check(spec.name, ckpt, lambda: last_marker(settings.kafka_bootstrap, spec.commits_topic, spec.name))
+    except (IncompatibleCheckpointError, lineage.CheckpointMismatchError, MarkerReadError) as exc:
         logging.getLogger("streamops.runtime").error("%s", exc)
         return exc.exit_code
     return run_app(spec, settings, build=query.build, to_records=query.records, options=options)

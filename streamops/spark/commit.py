@@ -9,6 +9,9 @@ half-written batch), reads the last committed marker, and skips batches it alrea
 while still letting Spark recompute them so the state store advances. Readers use
 ``isolation.level=read_committed``.
 
+Each marker names the checkpoint it counts batches of (``checkpoint_id``, Spark's query id); a
+driver does not start on a checkpoint the last marker is not about (``checkpoints.lineage``).
+
 The latest marker wins (markers of one app share a key, so one partition, in order). A restore
 to a savepoint writes a *rewind* marker (``rewind``) so the batches after the savepoint are
 written again: upserts (profiles, changelog) are idempotent per key; records tied to one input
@@ -22,8 +25,12 @@ import json
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from streamops.checkpoints import lineage
+from streamops.exceptions import StreamopsError
 
 Header = tuple[str, bytes]
 #: how the committer spreads keys over the output, changelog and DLQ partitions; anything that
@@ -37,6 +44,14 @@ class OutRecord:
     key: bytes | None
     value: bytes | None
     headers: Sequence[Header] = ()
+
+
+class MarkerReadError(StreamopsError):
+    """The app's last batch marker could not be read to the end of its commits topic.
+
+    Operator action: check that the broker is up and reachable (`streamops platform status`), then
+    start the app again; nothing was written.
+    """
 
 
 H_SOURCE_TOPIC = "streamops.source.topic"
@@ -85,7 +100,7 @@ def last_marker(bootstrap: str, commits_topic: str, app: str, *, config: dict | 
     try:
         md = c.list_topics(commits_topic, timeout=timeout).topics.get(commits_topic)
         if md is None or md.error is not None or not md.partitions:
-            return -1
+            return None  # no commits topic yet: nothing was ever committed
         last = None
         for p in md.partitions:
             low, high = c.get_watermark_offsets(TopicPartition(commits_topic, p), timeout=timeout)
@@ -94,9 +109,12 @@ def last_marker(bootstrap: str, commits_topic: str, app: str, *, config: dict | 
             # markers are tiny and one per batch; the tail holds the latest (plus control records)
             c.assign([TopicPartition(commits_topic, p, max(low, high - 200))])
             deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline:
+            done = False
+            while not done:
+                if time.monotonic() > deadline:  # a partial read could miss the latest marker: never guess
+                    raise MarkerReadError(f"{app}: could not read {commits_topic} partition {p} up to its end "
+                                          f"(offset {high}) in {timeout:.0f} s; is the broker reachable?")
                 msgs = c.consume(1000, timeout=1.0)
-                done = False
                 for m in msgs:
                     if m.error():
                         if m.error().code() == KafkaError._PARTITION_EOF:
@@ -105,8 +123,6 @@ def last_marker(bootstrap: str, commits_topic: str, app: str, *, config: dict | 
                         raise KafkaException(m.error())
                     if m.key() == app.encode():
                         last = json.loads(m.value())  # in offset order: the latest wins
-                if done:
-                    break
             c.unassign()
         return last
     finally:
@@ -116,9 +132,12 @@ def last_marker(bootstrap: str, commits_topic: str, app: str, *, config: dict | 
 class BatchCommitter:
     """Commits each micro-batch's records exactly once (see module docstring)."""
 
-    def __init__(self, bootstrap: str, app: str, commits_topic: str, *,
+    def __init__(self, bootstrap: str, app: str, commits_topic: str, *, checkpoint: Path | None = None,
                  producer_config: dict | None = None, timeout: float = 60.0) -> None:
+        """``checkpoint``: the one the committed batches belong to; its id goes into each marker."""
         self.app = app
+        self.checkpoint = checkpoint
+        self._checkpoint_id: str | None = None
         self.commits_topic = commits_topic
         self.timeout = timeout
         self.producer = Producer({
@@ -158,7 +177,8 @@ class BatchCommitter:
             # input_end: the input this batch's state (and so the changelog) reflects; rebuild-state
             # starts a checkpoint rebuilt from the changelog there
             marker = {"batch_id": batch_id, "records": n, "committed_at_ms": int(time.time() * 1000),
-                      "emitted_until": emitted, "input_end": input_end or {}}
+                      "emitted_until": emitted, "input_end": input_end or {},
+                      "checkpoint_id": self.checkpoint_id()}
             self._produce(self.commits_topic, self.app.encode(), json.dumps(marker).encode(), [])
             self.producer.commit_transaction(self.timeout)
         except BaseException:
@@ -171,11 +191,18 @@ class BatchCommitter:
         self.emitted_until = emitted
         return n
 
+    def checkpoint_id(self) -> str | None:
+        """The checkpoint's id, once Spark has written it (at the query's first start)."""
+        if self._checkpoint_id is None and self.checkpoint is not None:
+            self._checkpoint_id = lineage.checkpoint_id(self.checkpoint)
+        return self._checkpoint_id
+
     def rewind(self, batch_id: int) -> dict:
-        """Mark ``batch_id`` as the last committed one (a restore to a savepoint at that batch);
-        fences any running instance. What was emitted before stays recorded in the marker."""
+        """Mark ``batch_id`` of ``checkpoint`` as the last committed one (a restore to a savepoint
+        at that batch); fences any running instance. What was emitted before stays recorded."""
         marker = {"batch_id": batch_id, "records": 0, "committed_at_ms": int(time.time() * 1000),
-                  "emitted_until": self.emitted_until, "rewind": True, "rewound_from": self.last_committed}
+                  "emitted_until": self.emitted_until, "rewind": True, "rewound_from": self.last_committed,
+                  "checkpoint_id": self.checkpoint_id()}
         self.producer.begin_transaction()
         try:
             self._produce(self.commits_topic, self.app.encode(), json.dumps(marker).encode(), [])

@@ -338,8 +338,8 @@ class AppDriver:
                                                         self.reporter, self.heartbeat)
         bounds = (self.options.starting_offsets, self.options.stop_at)
         # fences any predecessor (a crashed driver's open transaction is aborted here)
-        committer = BatchCommitter(settings.kafka_bootstrap, spec.name, spec.commits_topic)
         ckpt = checkpoint_dir(settings, spec)  # the offsets log holds each batch's planned input end
+        committer = BatchCommitter(settings.kafka_bootstrap, spec.name, spec.commits_topic, checkpoint=ckpt)
         started = time.time()
 
         def sink(df, batch_id: int) -> None:

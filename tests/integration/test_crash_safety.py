@@ -1,0 +1,110 @@
+"""Failures around an app, not inside it: the platform never lets a driver skip output silently.
+
+A checkpoint deleted by hand (or left half-replaced by an interrupted operation), and batch
+markers a broker lost, used to make the next driver recompute batches and write nothing for them,
+with lag 0. Now the driver and deploy refuse, naming the repair, and the repair is exact.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from streamops.checkpoints import layout, lineage
+from streamops.kafka.admin import end_offsets
+from streamops.lifecycle.replace import rewind_marker
+from streamops.platform import manager
+from streamops.spec import default_spec_path, get_app, load_specs
+
+APP = "user_activity"
+LOCAL = "local[2]"
+
+
+def _driver(app) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "streamops.spark.app", "--app", APP, "--master", LOCAL,
+                           "--exit-at-end"], check=False, env=app.env, capture_output=True, text=True, timeout=300,
+                          cwd=app.settings.state_dir)
+
+
+def _sinks(app) -> dict:
+    b = app.settings.kafka_bootstrap
+    return {t: end_offsets(b, t) for t in ("user-profiles", "user_activity-profiles-changelog", "user-events.dlq")}
+
+
+def _exact(app, records: int) -> None:
+    report = app.check()
+    assert report["ok"] and report["input_records"] == records, json.dumps(report["views"], indent=1)[:3000]
+
+
+def test_a_deleted_checkpoint_or_lost_batches_are_refused_then_repaired_exact(app_factory) -> None:
+    app = app_factory("ua-lineage", master=LOCAL)
+    spec = get_app(load_specs(default_spec_path(app.settings.repo)), APP)
+    app.produce(4_000, users=500, seed=11)
+    app.run_to_end("--max-offsets-per-trigger", "1000")
+    _exact(app, 4_000)
+    batch = app.committed_batch()
+
+    # the broker lost the transactions of the last two batches (here: the marker is set back by hand)
+    rewind_marker(app.settings, spec, batch - 2)
+    r = _driver(app)
+    assert r.returncode == 2, r.stderr[-3000:]
+    assert f"lost the transactions of batches {batch - 1}..{batch}" in r.stderr
+    rewind_marker(app.settings, spec, batch)
+
+    # the usual Spark habit: the checkpoint of a stopped app deleted by hand, then more input
+    shutil.rmtree(app.checkpoint)
+    app.produce(1_000, users=500, seed=12)
+    before = _sinks(app)
+    r = _driver(app)
+    assert r.returncode == 2, r.stderr[-3000:]
+    assert "missing or new" in r.stderr and f"batches 0..{batch} again and write nothing" in r.stderr
+    assert f"streamops reset {APP} --to-earliest" in r.stderr
+    assert not (app.checkpoint / "commits").exists() and _sinks(app) == before  # refused before Spark started
+
+    manager.up(app.settings, only=["supervisor"])
+    try:
+        r = app.cli("deploy", APP, "--json")
+        assert r.returncode == 2 and "missing or new" in json.loads(r.stdout)["error"], r.stdout + r.stderr
+    finally:
+        manager.down(app.settings, only=["supervisor"])
+
+    # the repair it names: everything computed again, exactly once, from a new checkpoint
+    r = app.cli("reset", APP, "--to-earliest", "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    app.run_to_end("--max-offsets-per-trigger", "2500")
+    _exact(app, 5_000)
+    from streamops.spark.commit import last_marker
+
+    marker = last_marker(app.settings.kafka_bootstrap, spec.commits_topic, APP)
+    assert marker["checkpoint_id"] == lineage.checkpoint_id(app.checkpoint) is not None
+    assert marker["batch_id"] == layout.last_committed_batch(app.checkpoint)
+
+
+def test_marker_reads_never_guess(kafka: str, monkeypatch) -> None:
+    from streamops.kafka.admin import TopicSpec, ensure_topics
+    from streamops.spark import commit
+
+    # no commits topic yet: no marker (it was -1, where callers expect a dict or None)
+    assert commit.last_marker(kafka, "_streamops-never-deployed-commits", "never-deployed") is None
+    assert commit.last_committed_batch(kafka, "_streamops-never-deployed-commits", "never-deployed") == -1
+
+    topic = "_streamops-lineage-probe-commits"
+    ensure_topics(kafka, [TopicSpec(name=topic, partitions=1)])
+    committer = commit.BatchCommitter(kafka, "lineage-probe", topic)
+    try:
+        assert committer.commit(0, []) == 0
+    finally:
+        committer.close()
+    assert commit.last_marker(kafka, topic, "lineage-probe")["batch_id"] == 0
+
+    # a read that cannot reach the end of the topic in time is an error, not the markers read so far
+    ticks = iter(range(0, 10**6, 100))
+    monkeypatch.setattr(commit, "time", SimpleNamespace(monotonic=lambda: float(next(ticks)), time=time.time))
+    with pytest.raises(commit.MarkerReadError, match="could not read _streamops-lineage-probe-commits"):
+        commit.last_marker(kafka, topic, "lineage-probe", timeout=5)
