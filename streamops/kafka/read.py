@@ -127,18 +127,20 @@ def latest_per_key(
     *,
     end: Mapping[int, int] | None = None,
     config: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+    raw_keys: bool = False,
+) -> dict[Any, Any]:
     """The last value of every key (a compacted topic's view); a tombstone deletes its key.
 
-    Keys are decoded as UTF-8 (undecodable bytes are backslash-escaped); records without a key
+    Keys are decoded as UTF-8 (undecodable bytes are backslash-escaped), or kept as bytes with
+    ``raw_keys`` (what is written back must have exactly the keys it had); records without a key
     are skipped; ``decode`` runs once per surviving key, on the latest value only.
     """
-    latest: dict[str, bytes] = {}
+    latest: dict[Any, bytes] = {}
     for m in read_topic(bootstrap, topic, end=end, config=config):
         key = m.key()
         if key is None:
             continue
-        k = key.decode("utf-8", "backslashreplace")
+        k = key if raw_keys else key.decode("utf-8", "backslashreplace")
         value = m.value()
         if value is None:
             latest.pop(k, None)

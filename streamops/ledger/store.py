@@ -10,7 +10,9 @@ app forever.
 from __future__ import annotations
 
 import getpass
+import logging
 import os
+import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -27,6 +29,7 @@ from streamops.ledger import schema as t
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 DEFAULT_LEASE_S = 600.0
+log = logging.getLogger(__name__)
 
 
 class OperationInProgress(StreamopsError):
@@ -169,11 +172,15 @@ class Ledger:
         """``with ledger.operation(...) as rec: ...; rec.after = {...}`` — failed if the body raises."""
         op = self.begin(app, kind, params, who=who, before=before, ttl_s=ttl_s)
         rec = OperationRecord(op)
+        keeper = _LeaseKeeper(self, op, ttl_s)  # held as long as the body runs, however long
+        keeper.start()
         try:
             yield rec
         except BaseException as exc:
+            keeper.halt()
             self.finish(op, "failed", error=f"{type(exc).__name__}: {exc}"[:4000], after=rec.after)
             raise
+        keeper.halt()
         self.finish(op, "succeeded", after=rec.after)
 
     def record(self, app: str, kind: str, params: Mapping[str, Any] | None = None, *, who: str,
@@ -277,6 +284,28 @@ class Ledger:
                         conn.execute(insert(table).values(app=app, **values))
                 except IntegrityError:  # inserted concurrently: update it instead
                     conn.execute(update(table).where(table.c.app == app).values(**values))
+
+
+class _LeaseKeeper(threading.Thread):
+    """Renews an operation's lease every third of its time to live until halted: a reprocess, a
+    compaction or a savepoint copy may outlast any fixed lease, and a second request must be
+    refused while it runs, not run beside it. If the holder dies, renewals stop with it."""
+
+    def __init__(self, ledger: Ledger, op: Operation, ttl_s: float) -> None:
+        super().__init__(name=f"lease-{op.app}-{op.id}", daemon=True)
+        self.ledger, self.op, self.ttl_s = ledger, op, ttl_s
+        self._halt = threading.Event()
+
+    def run(self) -> None:
+        while not self._halt.wait(self.ttl_s / 3):
+            try:
+                self.ledger.renew(self.op, ttl_s=self.ttl_s)
+            except Exception as exc:  # noqa: BLE001 - the next tick tries again; the lease is still valid
+                log.warning("%s: could not renew the lease of operation #%d: %s", self.op.app, self.op.id, exc)
+
+    def halt(self) -> None:
+        self._halt.set()
+        self.join()
 
 
 @dataclass

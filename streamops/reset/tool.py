@@ -227,21 +227,26 @@ def _recreate_changelog(settings: Settings, spec: AppSpec) -> None:
 def _save_topics(settings: Settings, spec: AppSpec, folder: Path, *, output: str | None,
                  progress: Callable[[str], None]) -> dict[str, Any]:
     """The changelog's (and output's) latest value per key, as parquet, for an undo."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from streamops.kafka.read import latest_per_key
-
     saved: dict[str, Any] = {}
     for role, topic in (("changelog", spec.changelog_topic), ("output", output)):
         if topic is None:
             continue
         progress(f"{spec.name}: saving the latest value per key of {topic} ...")
-        latest = latest_per_key(settings.kafka_bootstrap, topic, decode=lambda v: v)
-        pq.write_table(pa.table({"key": pa.array([k.encode() for k in latest], pa.binary()),
-                                 "value": pa.array(list(latest.values()), pa.binary())}), folder / SAVED[role])
-        saved[role] = {"topic": topic, "keys": len(latest)}
+        saved[role] = {"topic": topic, "keys": save_latest(settings.kafka_bootstrap, topic, folder / SAVED[role])}
     return saved
+
+
+def save_latest(bootstrap: str, topic: str, path: Path) -> int:
+    """``topic``'s latest value per key into a parquet file, keys as the bytes they are."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from streamops.kafka.read import latest_per_key
+
+    latest = latest_per_key(bootstrap, topic, decode=lambda v: v, raw_keys=True)
+    pq.write_table(pa.table({"key": pa.array(list(latest), pa.binary()),
+                             "value": pa.array(list(latest.values()), pa.binary())}), path)
+    return len(latest)
 
 
 # -- undo ------------------------------------------------------------------------------------------
@@ -317,11 +322,11 @@ def undo(settings: Settings, spec: AppSpec, ledger: Ledger, op_id: int, *, dry_r
             swap.install(aside / "restoring")
         progress(f"{spec.name}: recreating {spec.changelog_topic} from the saved copy ...")
         _recreate_changelog(settings, spec)
-        written = {"changelog": _write_back(settings, spec, Path(plan["aside"]) / SAVED["changelog"],
+        written = {"changelog": write_back(settings, Path(plan["aside"]) / SAVED["changelog"],
                                             spec.changelog_topic, tombstones=False)}
         if "output" in plan["saved"]:
             topic = plan["saved"]["output"]["topic"]
-            written["output"] = _write_back(settings, spec, Path(plan["aside"]) / SAVED["output"], topic,
+            written["output"] = write_back(settings, Path(plan["aside"]) / SAVED["output"], topic,
                                             tombstones=True)
         ledger.set_output_version(spec.name, plan["output_version_after"], who=who, op=rec.op)
         batch = layout.last_committed_batch(ckpt)
@@ -333,7 +338,7 @@ def undo(settings: Settings, spec: AppSpec, ledger: Ledger, op_id: int, *, dry_r
             "seconds": round(time.monotonic() - t0, 1)}
 
 
-def _write_back(settings: Settings, spec: AppSpec, path: Path, topic: str, *, tombstones: bool) -> dict[str, int]:
+def write_back(settings: Settings, path: Path, topic: str, *, tombstones: bool) -> dict[str, int]:
     """Append the saved latest values to ``topic`` (and tombstones for keys it gained since)."""
     import pyarrow.parquet as pq
 
@@ -346,8 +351,8 @@ def _write_back(settings: Settings, spec: AppSpec, path: Path, topic: str, *, to
     keys, values = table.column("key").to_pylist(), table.column("value").to_pylist()
     extra: list[bytes] = []
     if tombstones:
-        have = {k.decode() for k in keys}
-        extra = [k.encode() for k in latest_per_key(settings.kafka_bootstrap, topic, decode=lambda v: v)
+        have = set(keys)
+        extra = [k for k in latest_per_key(settings.kafka_bootstrap, topic, decode=lambda v: v, raw_keys=True)
                  if k not in have]
     n = len(partitions(settings.kafka_bootstrap, topic))
     # the app's partitioner: a key's write-back must land in the partition its other records are in

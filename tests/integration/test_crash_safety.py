@@ -108,3 +108,30 @@ def test_marker_reads_never_guess(kafka: str, monkeypatch) -> None:
     monkeypatch.setattr(commit, "time", SimpleNamespace(monotonic=lambda: float(next(ticks)), time=time.time))
     with pytest.raises(commit.MarkerReadError, match="could not read _streamops-lineage-probe-commits"):
         commit.last_marker(kafka, topic, "lineage-probe", timeout=5)
+
+
+def test_reset_undo_writes_back_keys_byte_for_byte(platform, tmp_path) -> None:
+    """What reset saves and its undo writes back: a key that is not UTF-8 comes back unchanged (it
+    was decoded with backslash escapes and re-encoded, so it came back as another key)."""
+    from confluent_kafka import Producer
+
+    from streamops.kafka.admin import TopicSpec, recreate_topic
+    from streamops.kafka.read import latest_per_key
+    from streamops.reset.tool import save_latest, write_back
+
+    s = platform.ensure("kafka")
+    topic = TopicSpec(name="crash-safety-raw-keys", partitions=2)
+    recreate_topic(s.kafka_bootstrap, topic)
+    keys = {b"\xff\xfebinary": b"1", "caf\u00e9".encode(): b"2", b"plain": b"3"}
+    p = Producer({"bootstrap.servers": s.kafka_bootstrap})
+    for k, v in keys.items():
+        p.produce(topic.name, key=k, value=v)
+    assert p.flush(30) == 0
+    assert save_latest(s.kafka_bootstrap, topic.name, tmp_path / "saved.parquet") == 3
+
+    recreate_topic(s.kafka_bootstrap, topic)  # what the reset does to the changelog
+    p.produce(topic.name, key=b"gained\x80", value=b"4")  # a key written after the reset
+    assert p.flush(30) == 0
+    out = write_back(s, tmp_path / "saved.parquet", topic.name, tombstones=True)
+    assert out == {"keys": 3, "tombstones": 1}
+    assert latest_per_key(s.kafka_bootstrap, topic.name, decode=lambda v: v, raw_keys=True) == keys

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing as mp
+import time
 from datetime import timedelta
 
 import pytest
@@ -146,3 +147,13 @@ def test_requested_by(monkeypatch) -> None:
     assert requested_by() == "airflow:streamops_resize/manual__2026"
     monkeypatch.delenv("AIRFLOW_CTX_DAG_RUN_ID")
     assert requested_by().startswith("cli:")
+
+
+def test_a_long_operation_keeps_its_lease_for_as_long_as_it_runs(ledger) -> None:
+    with ledger.operation("app", "reprocess", who="test:long", ttl_s=1.5):
+        time.sleep(4.0)  # more than twice the lease's time to live
+        with pytest.raises(OperationInProgress, match="operation reprocess"):
+            ledger.begin("app", "reset", who="test:second")
+    assert ledger.lease("app") is None  # released at the end
+    op = ledger.begin("app", "reset", who="test:after")
+    ledger.finish(op, "succeeded")
