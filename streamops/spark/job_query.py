@@ -24,11 +24,14 @@ import math
 import pickle
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from streamops.job import Job, JsonSerde, Record, Reject
+
+if TYPE_CHECKING:
+    from streamops.spark.commit import OutRecord
 
 H_REASON = "streamops.dlq.reason"
 H_BATCH_ID = "streamops.batch_id"
@@ -61,6 +64,28 @@ def dlq_headers(reason: str, topic: str, partition: int, offset: int, batch_id: 
     return ((H_REASON, reason.encode()), (H_SOURCE_TOPIC, topic.encode()),
             (H_SOURCE_PARTITION, str(partition).encode()), (H_SOURCE_OFFSET, str(offset).encode()),
             (H_BATCH_ID, str(batch_id).encode()))
+
+
+#: a rejected record's DLQ copy keeps at most this much of its key and value: the copy must fit in
+#: one Kafka message (brokers and producers refuse ~1 MB by default), or the batch's transaction
+#: fails and the batch replays for ever
+DLQ_MAX_BYTES = 256 * 1024
+H_TRUNCATED = "streamops.dlq.truncated"
+
+
+def dlq_record(topic: str, raw_key: bytes | None, raw_value: bytes | None, reason: str, src_topic: str,
+               src_partition: int, src_offset: int, batch_id: int) -> OutRecord:
+    """A rejected record's DLQ copy; an oversized key or value is cut to ``DLQ_MAX_BYTES`` and
+    its original sizes go in a header (the source coordinates find the whole record)."""
+    from streamops.spark.commit import OutRecord
+
+    headers = dlq_headers(reason, src_topic, src_partition, src_offset, batch_id)
+    sizes = [len(raw_key or b""), len(raw_value or b"")]
+    if max(sizes) > DLQ_MAX_BYTES:
+        raw_key = None if raw_key is None else raw_key[:DLQ_MAX_BYTES]
+        raw_value = None if raw_value is None else raw_value[:DLQ_MAX_BYTES]
+        headers = (*headers, (H_TRUNCATED, json.dumps({"key_bytes": sizes[0], "value_bytes": sizes[1]}).encode()))
+    return OutRecord(topic, raw_key, raw_value, headers)
 
 
 def dlq_entry(headers: list | None) -> tuple[tuple[str, int, int], str]:
@@ -193,8 +218,8 @@ class JobQuery:
         for row in table.to_pylist():
             kind = row["kind"]
             if kind == "dlq":
-                out.append(OutRecord(t.dlq, row["raw_key"], row["raw_value"], dlq_headers(
-                    row["reason"], row["src_topic"], row["src_partition"], row["src_offset"], batch_id)))
+                out.append(dlq_record(t.dlq, row["raw_key"], row["raw_value"], row["reason"], row["src_topic"],
+                                      row["src_partition"], row["src_offset"], batch_id))
             elif kind == "out":
                 out.append(OutRecord(t.output, row["key"].encode(), row["value"], bid))
             elif kind == "changelog":
@@ -228,8 +253,8 @@ class JobQuery:
                 out.append(OutRecord(output, kb if okey == key else okey.encode(), dumps(value), bid))
         dlq = table.filter(pc.equal(kinds, "dlq"))
         for row in dlq.select(["raw_key", "raw_value", "reason", "src_topic", "src_partition", "src_offset"]).to_pylist():
-            out.append(OutRecord(t.dlq, row["raw_key"], row["raw_value"], dlq_headers(
-                row["reason"], row["src_topic"], row["src_partition"], row["src_offset"], batch_id)))
+            out.append(dlq_record(t.dlq, row["raw_key"], row["raw_value"], row["reason"], row["src_topic"],
+                                  row["src_partition"], row["src_offset"], batch_id))
         return out
 
 

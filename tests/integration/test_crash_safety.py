@@ -2,7 +2,8 @@
 
 A checkpoint deleted by hand (or left half-replaced by an interrupted operation), and batch
 markers a broker lost, used to make the next driver recompute batches and write nothing for them,
-with lag 0. Now the driver and deploy refuse, naming the repair, and the repair is exact.
+with lag 0. Now the driver and deploy refuse, naming the repair, and the repair is exact. A
+record too big for its DLQ copy used to fail its batch for ever; now the copy is cut.
 """
 
 from __future__ import annotations
@@ -15,11 +16,14 @@ import time
 from types import SimpleNamespace
 
 import pytest
+from confluent_kafka import Producer
 
 from streamops.checkpoints import layout, lineage
-from streamops.kafka.admin import end_offsets
+from streamops.kafka.admin import TopicSpec, end_offsets, ensure_topics
+from streamops.kafka.read import read_topic
 from streamops.lifecycle.replace import rewind_marker
 from streamops.platform import manager
+from streamops.spark.job_query import DLQ_MAX_BYTES, H_TRUNCATED
 from streamops.spec import default_spec_path, get_app, load_specs
 
 APP = "user_activity"
@@ -42,12 +46,22 @@ def _exact(app, records: int) -> None:
     assert report["ok"] and report["input_records"] == records, json.dumps(report["views"], indent=1)[:3000]
 
 
-def test_a_deleted_checkpoint_or_lost_batches_are_refused_then_repaired_exact(app_factory) -> None:
+def test_poison_records_a_deleted_checkpoint_or_lost_batches_never_lose_output(app_factory) -> None:
     app = app_factory("ua-lineage", master=LOCAL)
     spec = get_app(load_specs(default_spec_path(app.settings.repo)), APP)
+    ensure_topics(app.settings.kafka_bootstrap, [TopicSpec(name="user-events", partitions=6,
+                                                           config={"max.message.bytes": "4000000"})])
     app.produce(4_000, users=500, seed=11)
-    app.run_to_end("--max-offsets-per-trigger", "1000")
-    _exact(app, 4_000)
+    # a poison record: 2 MB of invalid JSON, whose whole DLQ copy no Kafka message could hold
+    big = Producer({"bootstrap.servers": app.settings.kafka_bootstrap, "message.max.bytes": 4_000_000})
+    big.produce("user-events", key=b"u-big", value=b"{" + b"x" * 2_000_000)
+    assert big.flush(30) == 0
+    app.run_to_end("--max-offsets-per-trigger", "1000")  # the app moves on past it
+    _exact(app, 4_001)
+    (copy,) = [m for m in read_topic(app.settings.kafka_bootstrap, "user-events.dlq") if m.key() == b"u-big"]
+    headers = dict(copy.headers())
+    assert len(copy.value()) == DLQ_MAX_BYTES and copy.value() == (b"{" + b"x" * 2_000_000)[:DLQ_MAX_BYTES]
+    assert json.loads(headers[H_TRUNCATED]) == {"key_bytes": 5, "value_bytes": 2_000_001}
     batch = app.committed_batch()
 
     # the broker lost the transactions of the last two batches (here: the marker is set back by hand)
@@ -78,7 +92,7 @@ def test_a_deleted_checkpoint_or_lost_batches_are_refused_then_repaired_exact(ap
     r = app.cli("reset", APP, "--to-earliest", "--json")
     assert r.returncode == 0, r.stdout + r.stderr
     app.run_to_end("--max-offsets-per-trigger", "2500")
-    _exact(app, 5_000)
+    _exact(app, 5_001)
     from streamops.spark.commit import last_marker
 
     marker = last_marker(app.settings.kafka_bootstrap, spec.commits_topic, APP)
