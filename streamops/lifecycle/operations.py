@@ -128,18 +128,11 @@ def request_deploy(settings: Settings, spec: AppSpec, ledger: Ledger, *, paralle
 
 
 def check_compatible(settings: Settings, spec: AppSpec) -> None:
-    """The pre-flight gates: the job fits its checkpoint (``checkpoints.compat``) and the last
-    committed batch marker is about that checkpoint (``checkpoints.lineage``). Refused before
-    anything is desired or started."""
-    from streamops.checkpoints import lineage
-    from streamops.checkpoints.compat import gate, shape_of
-    from streamops.spark.commit import last_marker
+    """The driver's pre-flight checks (``spark.app.preflight``), before anything is desired or started."""
+    from streamops.spark.app import preflight
     from streamops.spark.job_query import JobQuery
-    from streamops.spark.session import checkpoint_dir
 
-    ckpt = checkpoint_dir(settings, spec)
-    gate(spec.name, ckpt, shape_of(JobQuery.for_spec(spec, settings.repo)))
-    lineage.check(spec.name, ckpt, lambda: last_marker(settings.kafka_bootstrap, spec.commits_topic, spec.name))
+    preflight(settings, spec, JobQuery.for_spec(spec, settings.repo))
 
 
 def check_strategy(settings: Settings, spec: AppSpec, strategy: str) -> str:

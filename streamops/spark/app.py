@@ -13,13 +13,26 @@ import sys
 from streamops.settings import Settings
 
 
-def main(argv: list[str] | None = None) -> int:
+def preflight(settings: Settings, spec, query) -> None:
+    """Before any Spark session (every driver start) and before deploy changes anything: the job
+    must fit its checkpoint (``checkpoints.compat``), and the last committed batch marker must be
+    about that checkpoint (``checkpoints.lineage``)."""
     from streamops.checkpoints import lineage
-    from streamops.checkpoints.compat import IncompatibleCheckpointError, gate, shape_of
-    from streamops.spark.commit import MarkerReadError, last_marker
+    from streamops.checkpoints.compat import gate, shape_of
+    from streamops.spark.commit import last_marker
+    from streamops.spark.session import checkpoint_dir
+
+    ckpt = checkpoint_dir(settings, spec)
+    gate(spec.name, ckpt, shape_of(query))
+    lineage.check(spec.name, ckpt, lambda: last_marker(settings.kafka_bootstrap, spec.commits_topic, spec.name))
+
+
+def main(argv: list[str] | None = None) -> int:
+    from streamops.checkpoints.compat import IncompatibleCheckpointError
+    from streamops.checkpoints.lineage import CheckpointMismatchError
+    from streamops.spark.commit import MarkerReadError
     from streamops.spark.job_query import JobQuery
     from streamops.spark.runner import add_run_arguments, run_app, run_setup
-    from streamops.spark.session import checkpoint_dir
 
     ap = argparse.ArgumentParser(prog="python -m streamops.spark.app", description=__doc__.splitlines()[0])
     ap.add_argument("--app", required=True, help="the spec entry to run")
@@ -29,12 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     settings = Settings.from_env()
     spec, options = run_setup(settings, args.app, args)  # the live output version, overrides, reprocess
     query = JobQuery.for_spec(spec, settings.repo)
-    ckpt = checkpoint_dir(settings, spec)
-    try:  # before any Spark session: a job that no longer fits its checkpoint starts nothing, nor
-        # one whose last committed batches Kafka has from another checkpoint (or has lost)
-        gate(spec.name, ckpt, shape_of(query))
-        lineage.check(spec.name, ckpt, lambda: last_marker(settings.kafka_bootstrap, spec.commits_topic, spec.name))
-    except (IncompatibleCheckpointError, lineage.CheckpointMismatchError, MarkerReadError) as exc:
+    try:
+        preflight(settings, spec, query)
+    except (IncompatibleCheckpointError, CheckpointMismatchError, MarkerReadError) as exc:
         logging.getLogger("streamops.runtime").error("%s", exc)
         return exc.exit_code
     return run_app(spec, settings, build=query.build, to_records=query.records, options=options)

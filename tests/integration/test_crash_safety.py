@@ -23,6 +23,7 @@ from streamops.kafka.admin import TopicSpec, end_offsets, ensure_topics
 from streamops.kafka.read import read_topic
 from streamops.lifecycle.replace import rewind_marker
 from streamops.platform import manager
+from streamops.spark.commit import last_marker
 from streamops.spark.job_query import DLQ_MAX_BYTES, H_TRUNCATED
 from streamops.spec import default_spec_path, get_app, load_specs
 
@@ -93,8 +94,6 @@ def test_poison_records_a_deleted_checkpoint_or_lost_batches_never_lose_output(a
     assert r.returncode == 0, r.stdout + r.stderr
     app.run_to_end("--max-offsets-per-trigger", "2500")
     _exact(app, 5_001)
-    from streamops.spark.commit import last_marker
-
     marker = last_marker(app.settings.kafka_bootstrap, spec.commits_topic, APP)
     assert marker["checkpoint_id"] == lineage.checkpoint_id(app.checkpoint) is not None
     assert marker["batch_id"] == layout.last_committed_batch(app.checkpoint)
