@@ -78,3 +78,13 @@ def start_offsets(checkpoint: Path) -> dict[str, dict[str, int]] | None:
 
 def write_start_offsets(checkpoint: Path, offsets: dict[str, dict[str, int]]) -> None:
     write_json(checkpoint / START_FILE, {t: {str(p): int(o) for p, o in ps.items()} for t, ps in offsets.items()})
+
+
+def next_offsets(checkpoint: Path) -> dict[tuple[str, int], int]:
+    """Where the checkpoint reads next, per (topic, partition): the last committed batch's end,
+    else where a reset made it start (empty: where the spec says)."""
+    committed = committed_offsets(checkpoint)
+    if committed:
+        return {(t, int(p)): int(o) for t, ps in committed.items() for p, o in ps.items()}
+    start = start_offsets(checkpoint) or {}
+    return {(t, int(p)): int(o) for t, ps in start.items() for p, o in ps.items()}

@@ -1,5 +1,6 @@
-"""``streamops reset|reprocess|promote APP``: the application reset tool (offsets, state, changelog;
---dry-run, --undo), bounded backfills into a versioned output, and switching the live output."""
+"""``streamops reset|undo|reprocess|promote APP``: the application reset tool (offsets, state, changelog;
+--dry-run), undoing an operation from its journal, bounded backfills into a versioned output, and
+switching the live output."""
 
 from __future__ import annotations
 
@@ -44,16 +45,7 @@ def cmd_reset(args: argparse.Namespace) -> int:
             if args.state != "wipe" or args.force or args.output_version:
                 raise UsageError("--undo takes no --state, --force or --output-version: it puts back what the "
                                  "reset replaced")
-            out = tool.undo(settings, spec, ledger, args.undo, dry_run=args.dry_run, stop_first=args.stop_first,
-                            timeout=args.timeout, progress=progress_printer(args))
-            lines = [(f"{spec.name}: {'would undo' if out['dry_run'] else 'undid'} reset #{out['undo']} "
-                     f"({json.dumps(out['reset'])}): batch {out['current_batch']} -> {out['restore_batch']}")]
-            lines += [f"  {o['topic']}[{o['partition']}] {o['current']} -> {o['restore_to']}" for o in out["offsets"]]
-            lines += [f"  - {a}" for a in out["actions"]]
-            if not out["dry_run"]:
-                lines.append(f"  done in {out['seconds']} s (operation #{out['operation_id']})")
-            emit(args, out, "\n".join(lines))
-            return 0
+            return _undo(args, settings, spec, ledger, args.undo)
         target = make_target(to_earliest=args.to_earliest, to_latest=args.to_latest, to_datetime=args.to_datetime,
                              by_duration=args.by_duration, shift_by=args.shift_by,
                              to_offsets=_offsets_file(args.to_offsets) if args.to_offsets else None)
@@ -71,10 +63,39 @@ def cmd_reset(args: argparse.Namespace) -> int:
     if out["dry_run"]:
         lines.append("  dry run: nothing changed")
     else:
-        lines.append(f"  previous checkpoint and topic copies kept at {out['aside']}; undo with `streamops reset "
-                     f"{spec.name} --undo {out['operation_id']}` ({out['seconds']} s)")
+        lines.append(f"  previous checkpoint and topic copies kept at {out['aside']}; undo with `streamops undo "
+                     f"{spec.name} {out['operation_id']}` ({out['seconds']} s)")
     emit(args, out, "\n".join(lines))
     return 0
+
+
+def _undo(args: argparse.Namespace, settings, spec, ledger, op_id: int) -> int:
+    from streamops.lifecycle.undo import undo
+
+    out = undo(settings, spec, ledger, op_id, dry_run=args.dry_run, stop_first=args.stop_first,
+               timeout=args.timeout, progress=progress_printer(args))
+    lines = [(f"{spec.name}: {'would undo' if out['dry_run'] else 'undid'} {out['kind']} #{out['undo']} "
+              f"({out['outcome']}; {json.dumps(out['params'])}): batch {out['current_batch']} -> "
+              f"{out['restore_batch']}"),
+             f"  its steps: {', '.join(out['steps']) or 'none'}"]
+    lines += [f"  {o['topic']}[{o['partition']}] {o['current']} -> {o['restore_to']}" for o in out["offsets"]]
+    lines += [f"  - {a}" for a in out["actions"]]
+    if out["dry_run"]:
+        lines.append("  dry run: nothing changed")
+    else:
+        lines.append(f"  done in {out['seconds']} s (operation #{out['operation_id']}; undo it with "
+                     f"`streamops undo {spec.name} {out['operation_id']}`)")
+    emit(args, out, "\n".join(lines))
+    return 0
+
+
+def cmd_undo(args: argparse.Namespace) -> int:
+    settings, spec = load_app(args)
+    ledger = _ledger(settings)
+    try:
+        return _undo(args, settings, spec, ledger, args.op_id)
+    finally:
+        ledger.close()
 
 
 def cmd_reprocess(args: argparse.Namespace) -> int:
@@ -135,7 +156,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     to.add_argument("--to-offsets", metavar="FILE", help="JSON {topic: {partition: offset}}; unlisted partitions "
                     "stay where they are")
     to.add_argument("--shift-by", type=int, metavar="N", help="move every partition by N records (negative: back)")
-    to.add_argument("--undo", type=int, metavar="OP_ID", help="put back what reset OP_ID replaced")
+    to.add_argument("--undo", type=int, metavar="OP_ID", help="put back what reset OP_ID replaced "
+                    "(the same as `streamops undo APP OP_ID`)")
     p.add_argument("--state", choices=("wipe", "keep"), default="wipe",
                    help="wipe (default): start from empty state; keep: keep it (needs --force: double counts)")
     p.add_argument("--force", action="store_true", help="allow --state keep")
@@ -144,6 +166,20 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for stop/start (default 300)")
     p.set_defaults(func=cmd_reset)
+
+    p = sub.add_parser(
+        "undo", parents=[common], help="reverse a reset, restore, rebuild-state, promote or undo, even a failed one",
+        description="Put back what operation OP_ID did, step by step from its journal in the ledger: the "
+                    "checkpoint it set aside, the changelog and output it saved, the output version, the batch "
+                    "marker; an app that ran before it runs again. Works for operations that succeeded, failed "
+                    "half way or whose process was killed. The undo is itself an operation that can be undone. "
+                    "--dry-run prints the plan and changes nothing.")
+    p.add_argument("app", help="app name from include/streams.yaml")
+    p.add_argument("op_id", type=int, metavar="OP_ID", help="the operation (`streamops status APP` lists them)")
+    p.add_argument("--stop-first", action="store_true", help="stop a running app first and start it after")
+    p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for stop/start (default 300)")
+    p.set_defaults(func=cmd_undo)
 
     p = sub.add_parser(
         "reprocess", parents=[common], help="reprocess an input range into a versioned output, beside the live app",

@@ -28,6 +28,7 @@ def cmd_supervise(args: argparse.Namespace) -> int:
     try:
         if args.once:
             actions = sup.reconcile_once()
+            sup.wait_idle()
             emit(args, {a: {"action": x.kind, "reason": x.reason} for a, x in actions.items()},
                  "\n".join(f"{a}: {x.kind} ({x.reason})" for a, x in actions.items()))
             return 0

@@ -53,6 +53,8 @@ operations = Table(
     Column("error", Text),
     Column("before", JSON),  # offsets, state version, parallelism before
     Column("after", JSON),
+    # the steps done so far, in order: [{"step": name, "at": iso time, ...}] (``Ledger.step``)
+    Column("journal", JSON),
 )
 
 #: at most one operation per app at a time
@@ -64,6 +66,9 @@ leases = Table(
     Column("holder", String(200), nullable=False),
     Column("acquired_at", DateTime(timezone=True), nullable=False),
     Column("expires_at", DateTime(timezone=True), nullable=False),
+    # an in-process operation's holder: a successor on this host breaks the lease once it is gone
+    Column("pid", Integer),
+    Column("host", String(200)),
 )
 
 savepoints = Table(

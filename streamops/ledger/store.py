@@ -12,6 +12,7 @@ from __future__ import annotations
 import getpass
 import logging
 import os
+import socket
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -121,10 +122,14 @@ class Ledger:
 
     # -- operations and leases -----------------------------------------------------------------
     def begin(self, app: str, kind: str, params: Mapping[str, Any] | None = None, *, who: str | None = None,
-              before: Mapping[str, Any] | None = None, ttl_s: float = DEFAULT_LEASE_S) -> Operation:
-        """Record a running operation and take the app's lease, or raise ``OperationInProgress``."""
+              before: Mapping[str, Any] | None = None, ttl_s: float = DEFAULT_LEASE_S,
+              pid: int | None = None) -> Operation:
+        """Record a running operation and take the app's lease, or raise ``OperationInProgress``.
+        ``pid``: the process doing the work holds the lease itself (not a trigger elsewhere), so
+        once that process is gone from this host the lease is broken at once, not at expiry."""
         who = requested_by(who)
         now = utcnow()
+        self.release_abandoned(app)
         try:
             with self.engine.begin() as conn:
                 conn.execute(delete(t.leases).where(t.leases.c.app == app,
@@ -132,10 +137,12 @@ class Ledger:
                 op_id = conn.execute(insert(t.operations).values(
                     app=app, kind=kind, params=dict(params or {}), requested_by=who,
                     started_at=_db_time(now), outcome="running", before=dict(before) if before else None,
+                    journal=[],
                 )).inserted_primary_key[0]
                 conn.execute(insert(t.leases).values(
                     app=app, operation_id=op_id, kind=kind, holder=who, acquired_at=_db_time(now),
                     expires_at=_db_time(now + timedelta(seconds=ttl_s)),
+                    pid=pid, host=socket.gethostname() if pid is not None else None,
                 ))
         except IntegrityError:
             holder = self.lease(app)
@@ -149,6 +156,40 @@ class Ledger:
                 ))
             raise OperationInProgress(message) from None
         return Operation(int(op_id), app, kind, who)
+
+    def release_abandoned(self, app: str) -> None:
+        """A lease whose holder process died on this host (kill -9, a killed Airflow task) is
+        released and its operation recorded failed, naming the steps it did (its journal), so
+        the operator can ``undo`` it; expired leases of dead holders elsewhere go at expiry."""
+        from streamops.platform.process import Tracked
+
+        lease = self.lease(app)
+        if not lease or lease.get("pid") is None or lease.get("host") != socket.gethostname():
+            return
+        if Tracked(int(lease["pid"]), None).running():
+            return
+        op = self.get_operation(lease["operation_id"]) or {}
+        done = [s["step"] for s in op.get("journal") or []]
+        error = (f"abandoned: its process {lease['pid']} exited without finishing it (killed?); steps done: "
+                 f"{', '.join(done) or 'none'}")
+        with self.engine.begin() as conn:
+            gone = conn.execute(delete(t.leases).where(t.leases.c.app == app,
+                                                       t.leases.c.operation_id == lease["operation_id"])).rowcount
+            if gone:
+                conn.execute(update(t.operations).where(t.operations.c.id == lease["operation_id"],
+                                                        t.operations.c.outcome == "running")
+                             .values(outcome="failed", ended_at=_db_time(utcnow()), error=error))
+        if gone:
+            log.warning("%s: operation #%s %s", app, lease["operation_id"], error)
+
+    def step(self, op: Operation, name: str, **data: Any) -> None:
+        """Journal one step of ``op`` as done (or, by the caller's convention, about to be done:
+        see ``lifecycle.journal``). Written at once, so a holder killed right after leaves it."""
+        entry = {"step": name, "at": utcnow().isoformat(timespec="milliseconds"), **data}
+        with self.engine.begin() as conn:
+            current = conn.execute(select(t.operations.c.journal).where(t.operations.c.id == op.id)).scalar()
+            conn.execute(update(t.operations).where(t.operations.c.id == op.id)
+                         .values(journal=[*(current or []), entry]))
 
     def renew(self, op: Operation, ttl_s: float = DEFAULT_LEASE_S) -> None:
         with self.engine.begin() as conn:
@@ -170,7 +211,7 @@ class Ledger:
                   who: str | None = None, before: Mapping[str, Any] | None = None,
                   ttl_s: float = DEFAULT_LEASE_S) -> Iterator[OperationRecord]:
         """``with ledger.operation(...) as rec: ...; rec.after = {...}`` — failed if the body raises."""
-        op = self.begin(app, kind, params, who=who, before=before, ttl_s=ttl_s)
+        op = self.begin(app, kind, params, who=who, before=before, ttl_s=ttl_s, pid=os.getpid())
         rec = OperationRecord(op)
         keeper = _LeaseKeeper(self, op, ttl_s)  # held as long as the body runs, however long
         keeper.start()

@@ -14,6 +14,7 @@ batch 0 so the app's next batch is written.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import time
 from collections.abc import Callable
@@ -28,9 +29,10 @@ from streamops.ledger import Ledger
 from streamops.lifecycle import driver
 from streamops.lifecycle.replace import Replacement, aside_dir, may_replace_checkpoint
 from streamops.lifecycle.savepoints import apply_retention
+from streamops.platform.locks import LockHeld
 from streamops.settings import Settings
 from streamops.spark.job_query import JobQuery
-from streamops.spark.session import checkpoint_dir
+from streamops.spark.session import checkpoint_dir, lock_checkpoint
 from streamops.spec import AppSpec, age_seconds
 from streamops.state import seed
 
@@ -55,12 +57,14 @@ def restore_seconds(spark, checkpoint: Path, batch_id: int) -> float:
     return round(time.monotonic() - t0, 3)
 
 
-def compact_plan(settings: Settings, spec: AppSpec, ledger: Ledger) -> dict[str, Any]:
+def compact_plan(settings: Settings, spec: AppSpec, ledger: Ledger, *, live: bool | None = None) -> dict[str, Any]:
+    """``live``: a driver runs (default: its pid record says so)."""
     ckpt = checkpoint_dir(settings, spec)
     batch = layout.last_committed_batch(ckpt)
     if batch is None:
         raise NothingToMaintain(f"{spec.name}: nothing committed in {ckpt}; nothing to compact")
-    live = driver.running(settings, spec.name) is not None
+    if live is None:
+        live = driver.running(settings, spec.name) is not None
     p = cc.plan(ckpt, batch + 1, live=live)
     from streamops.checkpoints.savepoint import expired
 
@@ -74,7 +78,10 @@ def compact_plan(settings: Settings, spec: AppSpec, ledger: Ledger) -> dict[str,
 def compact(settings: Settings, spec: AppSpec, ledger: Ledger, *, dry_run: bool = False, who: str | None = None,
             spark=None, progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
     """Consolidate the state into one snapshot at the last committed batch and drop what no
-    retained batch needs; safe while the app runs. Dry run: the plan only."""
+    retained batch needs; safe while the app runs. Dry run: the plan only.
+
+    On a stopped app it holds the checkpoint lock throughout, so no driver starts and uploads
+    files while it deletes the ones no batch needs; if a driver holds the lock, it compacts live."""
     info = compact_plan(settings, spec, ledger)
     plan: cc.Plan = info.pop("_plan")
     if dry_run:
@@ -85,7 +92,17 @@ def compact(settings: Settings, spec: AppSpec, ledger: Ledger, *, dry_run: bool 
     if operators != {0}:
         raise UsageError(f"{spec.name}: compaction handles one stateful operator, the checkpoint has {sorted(operators)}")
     with ledger.operation(spec.name, "compact", {"batch_id": batch}, who=who,
-                          before={"batch": batch, "bytes": info["bytes_before"], "chains": info["chains_before"]}) as rec:
+                          before={"batch": batch, "bytes": info["bytes_before"], "chains": info["chains_before"]}
+                          ) as rec, contextlib.ExitStack() as held:
+        if not plan.live:
+            try:
+                held.callback(lock_checkpoint(settings, spec, wait_s=0.0, refused="").release)
+                live = False  # and stays so: plan again from what no driver can change any more
+            except LockHeld:  # a driver runs after all (started by hand, or just now): compact live
+                live = True
+            info = compact_plan(settings, spec, ledger, live=live)
+            plan = info.pop("_plan")
+            ckpt, batch = plan.checkpoint, info["batch_id"]
         t0 = time.monotonic()
         own = spark is None
         spark = spark or seed.seed_session(settings)
@@ -197,35 +214,35 @@ def rebuild_state(settings: Settings, spec: AppSpec, ledger: Ledger, *, state_pa
                           before={"batch": plan["checkpoint_batch"], "state_partitions": plan["state_partitions_before"],
                                   "marker_batch": plan["marker_batch"]}) as rec:
         t0 = time.monotonic()
-        swap = Replacement(settings, spec, ledger, rec.op, running=plan["running"], who=who, timeout=timeout,
-                           progress=progress)
-        parallelism = swap.stop()
-        if plan["running"]:  # the stop committed more batches: plan again from where it stopped
-            plan = {**rebuild_plan(settings, spec, ledger, state_partitions=n), "running": True}
-        progress(f"{spec.name}: reading {spec.changelog_topic} ...")
-        latest = read_changelog(settings, spec)
-        loads = query.job_cls.state_serde.loads
-        table = query.seed_table({k: loads(v) for k, v in latest.items() if v is not None})
-        rows = table.num_rows
-        own = spark is None
-        spark = spark or seed.seed_session(settings)
-        tmp = _tmp(settings, spec, "rebuild")
-        try:
-            seed.write_seed_input(table, tmp / "input", names)
-            progress(f"{spec.name}: seeding {rows} keys into {n} state partitions ...")
-            seed.seed_checkpoint(spark, query, tmp / "input", tmp / "checkpoint", state_partitions=n, progress=progress)
-            start = {o["topic"]: {} for o in plan["offsets"]}
-            for o in plan["offsets"]:
-                start[o["topic"]][str(o["partition"])] = o["start_at"]
-            seed.point_offsets(tmp / "checkpoint", start, plan["query_sources"])
-            aside = swap.set_aside()
-            swap.install(tmp / "checkpoint")
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-            if own:
-                spark.stop()
-        marker = swap.rewind(0)
-        swap.restart(parallelism, batch_before=0)
+        with Replacement(settings, spec, ledger, rec.op, running=plan["running"], who=who, timeout=timeout,
+                         progress=progress) as swap:
+            parallelism = swap.stop()
+            if plan["running"]:  # the stop committed more batches: plan again from where it stopped
+                plan = {**rebuild_plan(settings, spec, ledger, state_partitions=n), "running": True}
+            progress(f"{spec.name}: reading {spec.changelog_topic} ...")
+            latest = read_changelog(settings, spec)
+            loads = query.job_cls.state_serde.loads
+            table = query.seed_table({k: loads(v) for k, v in latest.items() if v is not None})
+            rows = table.num_rows
+            own = spark is None
+            spark = spark or seed.seed_session(settings)
+            tmp = _tmp(settings, spec, "rebuild")
+            try:
+                seed.write_seed_input(table, tmp / "input", names)
+                progress(f"{spec.name}: seeding {rows} keys into {n} state partitions ...")
+                seed.seed_checkpoint(spark, query, tmp / "input", tmp / "checkpoint", state_partitions=n, progress=progress)
+                start = {o["topic"]: {} for o in plan["offsets"]}
+                for o in plan["offsets"]:
+                    start[o["topic"]][str(o["partition"])] = o["start_at"]
+                seed.point_offsets(tmp / "checkpoint", start, plan["query_sources"])
+                aside = swap.set_aside()
+                swap.install(tmp / "checkpoint")
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+                if own:
+                    spark.stop()
+            marker = swap.rewind(0)
+            swap.restart(parallelism, batch_before=0)
         rec.after = {"batch": 0, "state_partitions": n, "keys": rows, "aside": str(aside),
                      "rewind_marker": marker}
     return {**plan, "dry_run": False, "operation_id": rec.id, "changelog_keys": rows, "aside": str(aside),

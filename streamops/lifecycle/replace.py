@@ -13,6 +13,12 @@ the app's lease:
    ``spark.commit``);
 4. ``restart(parallelism, batch_before)``: a stopped-for-this app runs again, and the operation
    waits for a batch after ``batch_before``.
+
+Every step is journaled in the ledger (``Ledger.step``) *before* it acts, so an operation that
+fails or whose process is killed at any point leaves the list of what it may have done, and
+``lifecycle.undo`` reverses exactly that. From ``stop()`` to ``restart()`` the operation holds the
+checkpoint lock a driver holds while it runs: no driver starts on a half-replaced checkpoint, and
+a driver started by hand makes the operation refuse instead of swapping the checkpoint under it.
 """
 
 from __future__ import annotations
@@ -22,13 +28,15 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from streamops.exceptions import UsageError
 from streamops.ledger import Ledger
 from streamops.lifecycle import operations as ops
+from streamops.platform import failpoints
+from streamops.platform.locks import HeldLock
 from streamops.settings import Settings
-from streamops.spark.session import checkpoint_dir
+from streamops.spark.session import checkpoint_dir, lock_checkpoint
 from streamops.spec import AppSpec
 
 Progress = Callable[[str], None]
@@ -68,7 +76,8 @@ def rewind_marker(settings: Settings, spec: AppSpec, batch_id: int) -> dict[str,
 
 
 class Replacement:
-    """The steps of one checkpoint replacement (module docstring), for operation ``op``."""
+    """The steps of one checkpoint replacement (module docstring), for operation ``op``; a context
+    manager that releases the checkpoint lock however the operation ends."""
 
     def __init__(self, settings: Settings, spec: AppSpec, ledger: Ledger, op: Any, *, running: bool,
                  who: str | None, timeout: float, progress: Progress = lambda _m: None) -> None:
@@ -76,22 +85,41 @@ class Replacement:
         self.running, self.who, self.timeout, self.progress = running, who, timeout, progress
         self.checkpoint = checkpoint_dir(settings, spec)
         self.aside = aside_path(settings, spec, op.id)
+        self._lock: HeldLock | None = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._unlock()
+
+    def step(self, name: str, **data: Any) -> None:
+        """Journal ``name`` as about to be done, then pass its failpoint (``<kind>.<name>``)."""
+        self.ledger.step(self.op, name, **data)
+        failpoints.hit(f"{self.op.kind}.{name}")
 
     def stop(self) -> int:
-        """Stop the app at a batch boundary if it runs and wait; the parallelism to restart with."""
+        """Stop the app at a batch boundary if it runs and wait, then hold the checkpoint lock;
+        the parallelism to restart with."""
         desired = self.ledger.desired(self.spec.name)
         parallelism = desired["parallelism"] if desired else self.spec.parallelism.default
+        self.step("stop", was_running=self.running, parallelism=parallelism)
         if self.running:
             self.progress(f"{self.spec.name}: stopping at a batch boundary ...")
             self.ledger.set_desired(self.spec.name, status="stopped", parallelism=parallelism, who=self.who,
                                     op=self.op)
             self._wait(self._pending("stop", None, None))
+        self._lock = lock_checkpoint(
+            self.settings, self.spec, wait_s=30.0,
+            refused=f"A driver runs on it outside the supervisor; nothing was changed. Stop that driver (or "
+                    f"`streamops deploy {self.spec.name}` and add --stop-first) and try again.")
         return parallelism
 
     def set_aside(self, into: Path | None = None) -> Path:
         """Move the current checkpoint (if any) to ``into`` (default: the aside path itself)."""
         dest = into or self.aside
         if self.checkpoint.exists():
+            self.step("set-aside", path=str(dest))
             dest.parent.mkdir(parents=True, exist_ok=True)
             self.checkpoint.replace(dest)
         return dest
@@ -99,23 +127,33 @@ class Replacement:
     def copy_aside(self, into: Path) -> Path:
         """Keep a copy of the current checkpoint, which stays in place (changed in place after)."""
         shutil.copytree(self.checkpoint, into)
+        self.step("copied-aside", path=str(into))
         return into
 
     def install(self, prepared: Path) -> None:
         """``prepared`` (a complete checkpoint) becomes the app's, by rename."""
+        self.step("install")
         self.checkpoint.parent.mkdir(parents=True, exist_ok=True)
         prepared.replace(self.checkpoint)
 
     def rewind(self, batch_id: int) -> dict[str, Any]:
+        self.step("rewind", batch=batch_id)
         return rewind_marker(self.settings, self.spec, batch_id)
 
     def restart(self, parallelism: int, *, batch_before: int | None) -> None:
         """Run the app again if this replacement stopped it; wait for a batch after ``batch_before``."""
+        self._unlock()
         if not self.running:
             return
+        self.step("restart", parallelism=parallelism)
         self.progress(f"{self.spec.name}: starting x{parallelism} from batch {batch_before} ...")
         self.ledger.set_desired(self.spec.name, status="running", parallelism=parallelism, who=self.who, op=self.op)
         self._wait(self._pending("deploy", parallelism, batch_before))
+
+    def _unlock(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     def _pending(self, kind: str, parallelism: int | None, batch_before: int | None) -> ops.Pending:
         t0 = time.time()

@@ -120,16 +120,17 @@ def restore(settings: Settings, spec: AppSpec, ledger: Ledger, savepoint_id: str
     with ledger.operation(spec.name, "restore", {"savepoint": savepoint_id}, who=who,
                           before={"batch": plan["current_batch"], "offsets": plan["offsets"]}) as rec:
         t0 = time.time()
-        swap = Replacement(settings, spec, ledger, rec.op, running=plan["restart"], who=who, timeout=timeout,
-                           progress=progress)
-        parallelism = swap.stop()
-        aside = swap.aside
-        progress(f"{spec.name}: checkpoint set aside to {aside}; installing {savepoint_id} ...")
-        sp = _find(ledger, spec, savepoint_id)
-        verify(Path(sp["path"]), sp["sha256"])  # again: nothing may have changed since the plan
-        install(Path(sp["path"]), checkpoint_dir(settings, spec), aside)
-        marker = swap.rewind(plan["batch_id"])
-        swap.restart(parallelism, batch_before=plan["batch_id"])
+        with Replacement(settings, spec, ledger, rec.op, running=plan["restart"], who=who, timeout=timeout,
+                         progress=progress) as swap:
+            parallelism = swap.stop()
+            sp = _find(ledger, spec, savepoint_id)
+            verify(Path(sp["path"]), sp["sha256"])  # again: nothing may have changed since the plan
+            aside = swap.set_aside()
+            progress(f"{spec.name}: checkpoint set aside to {aside}; installing {savepoint_id} ...")
+            swap.step("install", savepoint=savepoint_id)
+            install(Path(sp["path"]), checkpoint_dir(settings, spec), aside)
+            marker = swap.rewind(plan["batch_id"])
+            swap.restart(parallelism, batch_before=plan["batch_id"])
         rec.after = {"batch": layout.last_committed_batch(checkpoint_dir(settings, spec)), "aside": str(aside),
                      "savepoint": savepoint_id, "rewind_marker": marker}
     return {**plan, "dry_run": False, "operation_id": rec.id, "aside": str(aside),

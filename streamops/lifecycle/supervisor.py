@@ -5,6 +5,14 @@ parallelism, crash history), ``reconcile.decide``, act (launch / stop / restart 
 restart), and write what it did to the ledger (observed state, and an operation row for every
 launch, restart or stop it performs on its own). Crash history lives in
 ``apps/<app>/restarts.json`` (``AppDir.restarts``) so a restarted supervisor keeps counting.
+
+Two rules keep it out of the way of everything else:
+
+* an action that waits for a driver (a graceful stop, a restart, a resize's warm standby, up to
+  minutes) runs in a thread of its own; the loop goes on with the other apps and its heartbeat;
+* while an operation holds an app's lease, the supervisor launches, stops or restarts that app's
+  driver only as the operation asked (the desired state it recorded), never on its own: a crashed
+  driver waits until a reset, restore or compaction has finished with the checkpoint.
 """
 
 from __future__ import annotations
@@ -31,11 +39,18 @@ def heartbeat_file(settings: Settings) -> Path:
     return settings.state_dir / "supervisor.json"
 
 
+#: actions that wait for a driver (a graceful stop at a batch boundary, a warm standby's start):
+#: each runs in a thread of its own, so one app's handover never holds up the others
+BLOCKING = ("stop", "restart", "resize")
+
+
 class Supervisor:
     def __init__(self, settings: Settings, specs: dict[str, AppSpec], ledger: Ledger,
                  policy: RestartPolicy | None = None) -> None:
         self.settings, self.specs, self.ledger = settings, specs, ledger
         self.policy = policy or RestartPolicy()
+        self._busy: dict[str, threading.Thread] = {}
+        self._busy_what: dict[str, str] = {}
 
     # -- per-app memory ------------------------------------------------------------------------
     def _mem(self, app: str) -> dict[str, Any]:
@@ -83,6 +98,11 @@ class Supervisor:
 
     def reconcile_app(self, spec: AppSpec) -> Action:
         app = spec.name
+        worker = self._busy.get(app)
+        if worker is not None and worker.is_alive():
+            # observing now would see a driver half stopped or half handed over (a crash that is not)
+            return Action("wait", f"{self._busy_what[app]} in progress", after_s=1.0)
+        self._busy.pop(app, None)
         now = time.time()
         mem = self._mem(app)
         row = self.ledger.desired(app)
@@ -91,11 +111,57 @@ class Supervisor:
             mem.update(crashes=[], gave_up_at=None)  # desired changed since we gave up: try again
         observed, history = self.observe(spec, mem, now, desired)
         action = decide(desired, observed, history, self.policy)
+        held = self._held_by_other(app, row)
+        if held is not None and action.kind not in ("none", "wait"):
+            # an operation owns the app: it may be replacing the checkpoint under a crashed driver,
+            # or compacting it; a driver launched (or stopped) now would race it
+            action = Action("wait", f"{held['kind']} #{held['operation_id']} holds {app}'s lease "
+                                    f"({action.kind} waits for it: {action.reason})", after_s=1.0)
         if action.kind == "give_up" and mem.get("gave_up_at"):
             action = Action("none", "given up (crash loop); deploy again to retry")
+        if action.kind in BLOCKING:
+            self._in_background(spec, action, observed, mem, now)
+            return action
         self._act(spec, action, observed, mem, now)
         self._save(app, mem)
         return action
+
+    def _in_background(self, spec: AppSpec, action: Action, observed: Observed, mem: dict[str, Any],
+                       now: float) -> None:
+        app = spec.name
+
+        def work() -> None:
+            try:
+                self._act(spec, action, observed, mem, now)
+            except Exception as exc:  # noqa: BLE001 - recorded; the next pass observes and decides again
+                log.exception("%s: %s failed", app, action.kind)
+                self.ledger.record(app, f"supervisor-{action.kind}", who=WHO, outcome="failed",
+                                   params={"reason": action.reason}, error=f"{type(exc).__name__}: {exc}"[:4000])
+            finally:
+                self._save(app, mem)
+
+        self._busy_what[app] = f"{action.kind} ({action.reason})"
+        self._busy[app] = threading.Thread(target=work, name=f"supervisor-{action.kind}-{app}", daemon=True)
+        self._busy[app].start()
+
+    def wait_idle(self, timeout: float | None = None) -> None:
+        """Until every background action has ended (``supervise --once``, shutdown)."""
+        for worker in list(self._busy.values()):
+            worker.join(timeout=timeout)
+
+    def busy(self) -> list[str]:
+        """Apps with an action under way in the background."""
+        return sorted(a for a, t in self._busy.items() if t.is_alive())
+
+    def _held_by_other(self, app: str, desired_row: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The lease of an operation running on ``app`` that did not ask for the desired state now
+        recorded (None: no such operation; the supervisor acts as desired says)."""
+        lease = self.ledger.lease(app)
+        if lease is None or lease["expires_at"].timestamp() <= time.time():
+            return None
+        if desired_row is not None and desired_row.get("operation_id") == lease["operation_id"]:
+            return None  # the operation itself asked for this: a deploy, a restore's stop or restart
+        return lease
 
     def _handover(self, spec: AppSpec, parallelism: int) -> process.PidRecord | None:
         """Restart resize with a warm standby: start the next driver, wait until its
@@ -171,6 +237,11 @@ class Supervisor:
     def run(self, stop: threading.Event, interval: float = 2.0) -> None:
         while not stop.is_set():
             self.reconcile_once()
-            hb = heartbeat_file(self.settings)
-            write_json(hb, {"heartbeat": time.time(), "apps": sorted(self.specs)})
+            self.beat()
             stop.wait(interval)
+        self.wait_idle(timeout=30)  # bounded: each action waits with a timeout of its own
+
+    def beat(self) -> None:
+        """The heartbeat operations look for (``operations.require_supervisor``), with what is under way."""
+        write_json(heartbeat_file(self.settings), {"heartbeat": time.time(), "apps": sorted(self.specs),
+                                                   "busy": self.busy()})

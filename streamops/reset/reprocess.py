@@ -266,10 +266,11 @@ def promote(settings: Settings, spec: AppSpec, ledger: Ledger, version: str | No
         ops.require_supervisor(settings)
     with ledger.operation(spec.name, "promote", {"output_version": target}, who=who,
                           before={"output_version": before}) as rec:
-        swap = Replacement(settings, spec, ledger, rec.op, running=running, who=who, timeout=timeout,
-                           progress=progress)
-        parallelism = swap.stop()
-        ledger.set_output_version(spec.name, target, who=who, op=rec.op)
-        swap.restart(parallelism, batch_before=layout.last_committed_batch(checkpoint_dir(settings, spec)))
+        with Replacement(settings, spec, ledger, rec.op, running=running, who=who, timeout=timeout,
+                         progress=progress) as swap:
+            parallelism = swap.stop()
+            swap.step("output-version", before=before, after=target)
+            ledger.set_output_version(spec.name, target, who=who, op=rec.op)
+            swap.restart(parallelism, batch_before=layout.last_committed_batch(checkpoint_dir(settings, spec)))
         rec.after = {"output_version": target}
     return {**plan, "dry_run": False, "operation_id": rec.id}

@@ -22,7 +22,6 @@ output as it is (blue/green). The dry run computes the whole plan and changes no
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -35,13 +34,13 @@ from streamops.ledger import Ledger
 from streamops.ledger.outputs import check_version
 from streamops.lifecycle import driver
 from streamops.lifecycle.replace import Replacement, aside_dir, may_replace_checkpoint
+from streamops.lifecycle.topic_copies import recreate_changelog, save_topics
 from streamops.reset.targets import TP, PartitionMove, ResetTarget, resolve
 from streamops.settings import Settings
 from streamops.spark.session import checkpoint_dir
 from streamops.spec import AppSpec, versioned_output
 
 STATES = ("wipe", "keep")
-SAVED = {"changelog": "changelog.parquet", "output": "output.parquet"}
 
 
 class ResetError(StreamopsError):
@@ -56,15 +55,6 @@ def _watermarks(settings: Settings, spec: AppSpec) -> dict[TP, tuple[int, int]]:
     from streamops.kafka.admin import end_offsets
 
     return {(t, p): lh for t in spec.input_topics for p, lh in end_offsets(settings.kafka_bootstrap, t).items()}
-
-
-def current_offsets(checkpoint: Path) -> dict[TP, int]:
-    """Where the checkpoint reads next: the last committed batch's end, else where it starts."""
-    committed = layout.committed_offsets(checkpoint)
-    if committed:
-        return {(t, int(p)): int(o) for t, ps in committed.items() for p, o in ps.items()}
-    start = layout.start_offsets(checkpoint) or {}
-    return {(t, int(p)): int(o) for t, ps in start.items() for p, o in ps.items()}
 
 
 def _times(settings: Settings, spec: AppSpec, timestamp_ms: int) -> dict[TP, int | None]:
@@ -97,7 +87,7 @@ def reset_plan(settings: Settings, spec: AppSpec, ledger: Ledger, target: ResetT
     if state == "keep" and batch is None:
         raise UsageError(f"{spec.name}: --state keep needs a committed batch to keep; {ckpt} has none")
     ts = target.timestamp_ms()
-    moves = resolve(target, watermarks=_watermarks(settings, spec), current=current_offsets(ckpt),
+    moves = resolve(target, watermarks=_watermarks(settings, spec), current=layout.next_offsets(ckpt),
                     times=_times(settings, spec, ts) if ts is not None else None)
     live_before = ledger.output_version(spec.name)
     out_before = versioned_output(spec.output_topic, live_before)
@@ -150,36 +140,40 @@ def reset(settings: Settings, spec: AppSpec, ledger: Ledger, target: ResetTarget
         return {**plan, "dry_run": True}
     may_replace_checkpoint(settings, spec, running=plan["running"], stop_first=stop_first, what="a reset")
     ckpt = checkpoint_dir(settings, spec)
-    before = {"batch": plan["batch_id"], "offsets": {f"{t}/{p}": o for (t, p), o in current_offsets(ckpt).items()},
+    before = {"batch": plan["batch_id"], "offsets": {f"{t}/{p}": o for (t, p), o in layout.next_offsets(ckpt).items()},
               "output_version": plan["output_version_before"]}
     with ledger.operation(spec.name, "reset", {**plan["params"], "state": state, "output_version": output_version},
                           who=who, before=before) as rec:
         t0 = time.monotonic()
-        swap = Replacement(settings, spec, ledger, rec.op, running=plan["running"], who=who, timeout=timeout,
-                           progress=progress)
-        parallelism = swap.stop()
-        if plan["running"]:  # batches committed while stopping: plan again from where it stopped
-            plan = {**reset_plan(settings, spec, ledger, target, state=state, force=force,
-                                 output_version=output_version), "running": True}
-        moves = {(o["topic"], o["partition"]): o["target"] for o in plan["offsets"]}
-        targets = {t: {str(p): o for (tt, p), o in moves.items() if tt == t} for t, _p in moves}
-        aside = swap.aside
-        aside.mkdir(parents=True)
-        saved = _save_topics(settings, spec, aside, output=plan["output_topic_before"] if not output_version else None,
-                             progress=progress)
-        if state == "wipe":
-            swap.set_aside(aside / "checkpoint")
-            layout.write_start_offsets(ckpt, targets)
-            progress(f"{spec.name}: recreating {spec.changelog_topic} empty ...")
-            _recreate_changelog(settings, spec)
-            marker = swap.rewind(-1)
-        else:
-            swap.copy_aside(aside / "checkpoint")
-            retarget_batch(ckpt, plan["batch_id"], targets)
-            marker = swap.rewind(plan["batch_id"])
-        if output_version:
-            ledger.set_output_version(spec.name, output_version, who=who, op=rec.op)
-        swap.restart(parallelism, batch_before=-1 if state == "wipe" else plan["batch_id"])
+        with Replacement(settings, spec, ledger, rec.op, running=plan["running"], who=who, timeout=timeout,
+                         progress=progress) as swap:
+            parallelism = swap.stop()
+            if plan["running"]:  # batches committed while stopping: plan again from where it stopped
+                plan = {**reset_plan(settings, spec, ledger, target, state=state, force=force,
+                                     output_version=output_version), "running": True}
+            moves = {(o["topic"], o["partition"]): o["target"] for o in plan["offsets"]}
+            targets = {t: {str(p): o for (tt, p), o in moves.items() if tt == t} for t, _p in moves}
+            aside = swap.aside
+            aside.mkdir(parents=True)
+            saved = save_topics(settings, spec, aside, progress=progress,
+                                output=plan["output_topic_before"] if not output_version else None)
+            swap.step("saved", folder=str(aside), saved=saved)
+            if state == "wipe":
+                swap.set_aside(aside / "checkpoint")
+                swap.step("install", start=targets)
+                layout.write_start_offsets(ckpt, targets)
+                swap.step("changelog-recreate", topic=spec.changelog_topic)
+                progress(f"{spec.name}: recreating {spec.changelog_topic} empty ...")
+                recreate_changelog(settings, spec)
+                marker = swap.rewind(-1)
+            else:
+                swap.copy_aside(aside / "checkpoint")
+                retarget_batch(ckpt, plan["batch_id"], targets)
+                marker = swap.rewind(plan["batch_id"])
+            if output_version:
+                swap.step("output-version", before=plan["output_version_before"], after=output_version)
+                ledger.set_output_version(spec.name, output_version, who=who, op=rec.op)
+            swap.restart(parallelism, batch_before=-1 if state == "wipe" else plan["batch_id"])
         rec.after = {"offsets": {f"{t}/{p}": o for (t, p), o in moves.items()}, "state": state,
                      "aside": str(aside), "saved": saved, "output_version": plan["output_version_after"],
                      "rewind_marker": marker}
@@ -212,150 +206,16 @@ def retarget_batch(checkpoint: Path, batch_id: int, targets: dict[str, dict[str,
     (folder / f".{batch_id}.crc").unlink(missing_ok=True)  # Hadoop would reject the new bytes
 
 
-def _changelog_spec(spec: AppSpec):
-    from streamops.spark.runner import app_topic_specs
-
-    return app_topic_specs(spec)["changelog"]
-
-
-def _recreate_changelog(settings: Settings, spec: AppSpec) -> None:
-    from streamops.kafka.admin import recreate_topic
-
-    recreate_topic(settings.kafka_bootstrap, _changelog_spec(spec))
-
-
-def _save_topics(settings: Settings, spec: AppSpec, folder: Path, *, output: str | None,
-                 progress: Callable[[str], None]) -> dict[str, Any]:
-    """The changelog's (and output's) latest value per key, as parquet, for an undo."""
-    saved: dict[str, Any] = {}
-    for role, topic in (("changelog", spec.changelog_topic), ("output", output)):
-        if topic is None:
-            continue
-        progress(f"{spec.name}: saving the latest value per key of {topic} ...")
-        saved[role] = {"topic": topic, "keys": save_latest(settings.kafka_bootstrap, topic, folder / SAVED[role])}
-    return saved
-
-
-def save_latest(bootstrap: str, topic: str, path: Path) -> int:
-    """``topic``'s latest value per key into a parquet file, keys as the bytes they are."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from streamops.kafka.read import latest_per_key
-
-    latest = latest_per_key(bootstrap, topic, decode=lambda v: v, raw_keys=True)
-    pq.write_table(pa.table({"key": pa.array(list(latest), pa.binary()),
-                             "value": pa.array(list(latest.values()), pa.binary())}), path)
-    return len(latest)
-
-
-# -- undo ------------------------------------------------------------------------------------------
-def _reset_op(ledger: Ledger, spec: AppSpec, op_id: int) -> dict[str, Any]:
-    op = ledger.get_operation(op_id)
-    if op is None or op["app"] != spec.name:
-        raise UsageError(f"{spec.name}: no operation #{op_id} of this app (see `streamops status {spec.name}`)")
-    if op["kind"] != "reset":
-        raise UsageError(f"operation #{op_id} is a {op['kind']}, not a reset; only resets can be undone here")
-    if op["outcome"] != "succeeded":
-        raise UsageError(f"reset #{op_id} {op['outcome']}: there is nothing of it to undo")
-    for later in ledger.operations(spec.name, limit=500):
-        if later["kind"] == "reset-undo" and later["outcome"] == "succeeded" and \
-                (later["params"] or {}).get("undo") == op_id:
-            raise UsageError(f"reset #{op_id} was already undone by operation #{later['id']}")
-    aside = Path(op["after"]["aside"])
-    if not (aside / "checkpoint").is_dir() and (op["before"] or {}).get("batch") is not None:
-        raise ResetError(f"reset #{op_id}: the checkpoint it set aside is gone ({aside}/checkpoint)")
-    return op
-
 
 def undo_plan(settings: Settings, spec: AppSpec, ledger: Ledger, op_id: int) -> dict[str, Any]:
-    op = _reset_op(ledger, spec, op_id)
-    aside = Path(op["after"]["aside"])
-    ckpt = checkpoint_dir(settings, spec)
-    old = aside / "checkpoint"
-    now, then = current_offsets(ckpt), current_offsets(old) if old.is_dir() else {}
-    offsets = [{"topic": t, "partition": p, "current": now.get((t, p)), "restore_to": then.get((t, p))}
-               for t, p in sorted(set(now) | set(then))]
-    saved = op["after"].get("saved") or {}
-    running = driver.running(settings, spec.name) is not None
-    version = (op["before"] or {}).get("output_version")
-    actions = (["stop the app at a batch boundary (--stop-first)"] if running else []) + [
-        f"set the current checkpoint aside to {aside_dir(settings, spec.name)}/<time>-op<id>/checkpoint",
-        f"put back the checkpoint reset #{op_id} set aside (batch {layout.last_committed_batch(old) if old.is_dir() else None})",
-        f"recreate {spec.changelog_topic} and write back its {saved.get('changelog', {}).get('keys', 0)} saved keys",
-    ]
-    if "output" in saved:
-        actions.append(f"write back the {saved['output']['keys']} saved keys of {saved['output']['topic']} "
-                       f"(keys added since: tombstones)")
-    actions.append(f"write the output to {versioned_output(spec.output_topic, version)}")
-    actions.append("rewind the batch marker to the restored checkpoint's last batch")
-    if running:
-        actions.append("start the app again at its parallelism")
-    return {"app": spec.name, "undo": op_id, "reset": op["params"], "running": running, "aside": str(aside),
-            "checkpoint": str(ckpt), "current_batch": layout.last_committed_batch(ckpt),
-            "restore_batch": layout.last_committed_batch(old) if old.is_dir() else None, "offsets": offsets,
-            "output_version_after": version, "saved": saved, "actions": actions}
+    """``lifecycle.undo.undo_plan``: a reset is undone as every journaled operation is."""
+    from streamops.lifecycle.undo import undo_plan as plan
+
+    return plan(settings, spec, ledger, op_id)
 
 
-def undo(settings: Settings, spec: AppSpec, ledger: Ledger, op_id: int, *, dry_run: bool = False,
-         stop_first: bool = False, who: str | None = None, timeout: float = 300.0,
-         progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
-    """Bring back the checkpoint, offsets, changelog and output a reset replaced."""
-    plan = undo_plan(settings, spec, ledger, op_id)
-    if dry_run:
-        return {**plan, "dry_run": True}
-    may_replace_checkpoint(settings, spec, running=plan["running"], stop_first=stop_first, what="an undo")
-    ckpt = checkpoint_dir(settings, spec)
-    with ledger.operation(spec.name, "reset-undo", {"undo": op_id}, who=who,
-                          before={"batch": plan["current_batch"], "output_version": ledger.output_version(spec.name)}
-                          ) as rec:
-        t0 = time.monotonic()
-        swap = Replacement(settings, spec, ledger, rec.op, running=plan["running"], who=who, timeout=timeout,
-                           progress=progress)
-        parallelism = swap.stop()
-        aside = swap.aside
-        aside.mkdir(parents=True)
-        swap.set_aside(aside / "checkpoint")
-        old = Path(plan["aside"]) / "checkpoint"
-        if old.is_dir():  # the reset's aside copy stays: the undo can itself be looked at
-            shutil.copytree(old, aside / "restoring")
-            swap.install(aside / "restoring")
-        progress(f"{spec.name}: recreating {spec.changelog_topic} from the saved copy ...")
-        _recreate_changelog(settings, spec)
-        written = {"changelog": write_back(settings, Path(plan["aside"]) / SAVED["changelog"],
-                                            spec.changelog_topic, tombstones=False)}
-        if "output" in plan["saved"]:
-            topic = plan["saved"]["output"]["topic"]
-            written["output"] = write_back(settings, Path(plan["aside"]) / SAVED["output"], topic,
-                                            tombstones=True)
-        ledger.set_output_version(spec.name, plan["output_version_after"], who=who, op=rec.op)
-        batch = layout.last_committed_batch(ckpt)
-        marker = swap.rewind(-1 if batch is None else batch)
-        swap.restart(parallelism, batch_before=batch)
-        rec.after = {"batch": batch, "aside": str(aside), "written": written, "rewind_marker": marker,
-                     "output_version": plan["output_version_after"]}
-    return {**plan, "dry_run": False, "operation_id": rec.id, "set_aside": str(aside), "written": written,
-            "seconds": round(time.monotonic() - t0, 1)}
+def undo(settings: Settings, spec: AppSpec, ledger: Ledger, op_id: int, **kwargs: Any) -> dict[str, Any]:
+    """``lifecycle.undo.undo`` (``reset --undo OP``, the Airflow reset operator's ``undo`` target)."""
+    from streamops.lifecycle.undo import undo as run
 
-
-def write_back(settings: Settings, path: Path, topic: str, *, tombstones: bool) -> dict[str, int]:
-    """Append the saved latest values to ``topic`` (and tombstones for keys it gained since)."""
-    import pyarrow.parquet as pq
-
-    from streamops.kafka.admin import partitions
-    from streamops.kafka.produce import produce
-    from streamops.kafka.read import latest_per_key
-    from streamops.spark.commit import SINK_PARTITIONER
-
-    table = pq.read_table(path)
-    keys, values = table.column("key").to_pylist(), table.column("value").to_pylist()
-    extra: list[bytes] = []
-    if tombstones:
-        have = set(keys)
-        extra = [k for k in latest_per_key(settings.kafka_bootstrap, topic, decode=lambda v: v, raw_keys=True)
-                 if k not in have]
-    n = len(partitions(settings.kafka_bootstrap, topic))
-    # the app's partitioner: a key's write-back must land in the partition its other records are in
-    produce(settings.kafka_bootstrap, topic, [*zip(keys, values, strict=True), *((k, None) for k in extra)],
-            partitions=n, config={"partitioner": SINK_PARTITIONER})
-    return {"keys": len(keys), "tombstones": len(extra)}
+    return run(settings, spec, ledger, op_id, **kwargs)

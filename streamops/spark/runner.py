@@ -548,13 +548,11 @@ class AppDriver:
 
 
 def _lock_checkpoint(spec: AppSpec, settings: Settings, *, wait_s: float):
-    """Hold the app's checkpoint lock for this driver's life (``platform.locks``)."""
-    from streamops.platform.locks import acquire
-    from streamops.spark.session import checkpoint_dir, checkpoint_lock_path
+    """Hold the app's checkpoint lock for this driver's life (``session.lock_checkpoint``)."""
+    from streamops.spark.session import lock_checkpoint
 
-    return acquire(checkpoint_lock_path(settings, spec), f"{spec.name}'s checkpoint {checkpoint_dir(settings, spec)}",
-                   wait_s=wait_s,
-                   refused=f"This driver was refused: a second driver on one checkpoint would run the same "
+    return lock_checkpoint(settings, spec, wait_s=wait_s,
+                           refused=f"This driver was refused: a second driver on one checkpoint would run the same "
                            f"batches under the same transactional id. To run {spec.name}, use "
                            f"`streamops deploy {spec.name}` (the supervisor runs its driver); to run it by hand, "
                            f"`streamops stop {spec.name}` first.")

@@ -28,6 +28,15 @@ def checkpoint_lock_path(settings: Settings, spec: AppSpec) -> Path:
     return ckpt.with_name(f"{ckpt.name}.lock")
 
 
+def lock_checkpoint(settings: Settings, spec: AppSpec, *, wait_s: float, refused: str):
+    """Hold the app's checkpoint lock (``platform.locks``): a driver for its life, an operation
+    that changes the checkpoint for as long as it changes it. ``LockHeld`` names the holder."""
+    from streamops.platform.locks import acquire
+
+    return acquire(checkpoint_lock_path(settings, spec), f"{spec.name}'s checkpoint {checkpoint_dir(settings, spec)}",
+                   wait_s=wait_s, refused=refused)
+
+
 def session_conf(spec: AppSpec, settings: Settings, *, parallelism: int | None = None,
                  live: bool = False) -> dict[str, str]:
     """The Spark settings every streaming app runs with (also passed to spark-submit as --conf).

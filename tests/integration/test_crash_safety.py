@@ -130,7 +130,7 @@ def test_reset_undo_writes_back_keys_byte_for_byte(platform, tmp_path) -> None:
 
     from streamops.kafka.admin import TopicSpec, recreate_topic
     from streamops.kafka.read import latest_per_key
-    from streamops.reset.tool import save_latest, write_back
+    from streamops.lifecycle.topic_copies import save_latest, write_back
 
     s = platform.ensure("kafka")
     topic = TopicSpec(name="crash-safety-raw-keys", partitions=2)

@@ -157,3 +157,53 @@ def test_a_long_operation_keeps_its_lease_for_as_long_as_it_runs(ledger) -> None
     assert ledger.lease("app") is None  # released at the end
     op = ledger.begin("app", "reset", who="test:after")
     ledger.finish(op, "succeeded")
+
+
+def _hold_and_die(url: str, ready) -> None:
+    """A process that takes an operation's lease, journals a step and is killed while it works."""
+    import os
+    import signal
+
+    led = Ledger.open(url)
+    with led.operation("app1", "reset", {"to_earliest": True}, who="cli:killed") as rec:
+        led.step(rec.op, "stop", was_running=False, parallelism=1)
+        ready.set()
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_journal_steps_are_kept_in_order_and_survive_a_failure(ledger) -> None:
+    with pytest.raises(RuntimeError), ledger.operation("app1", "restore", who="cli:alice") as rec:
+        ledger.step(rec.op, "stop", was_running=True, parallelism=2)
+        ledger.step(rec.op, "set-aside", path="/x/aside")
+        raise RuntimeError("the restart timed out")
+    op = ledger.get_operation(rec.id)
+    assert op["outcome"] == "failed" and [s["step"] for s in op["journal"]] == ["stop", "set-aside"]
+    assert op["journal"][0]["was_running"] is True and op["journal"][1]["path"] == "/x/aside"
+    assert ledger.get_operation(ledger.begin("app2", "deploy").id)["journal"] == []
+
+
+def test_a_killed_holders_lease_is_released_at_once_and_its_operation_failed(ledger, url) -> None:
+    ctx = mp.get_context("spawn")
+    ready = ctx.Event()
+    p = ctx.Process(target=_hold_and_die, args=(url, ready))
+    p.start()
+    p.join(60)
+    assert ready.is_set() and p.exitcode == -9
+    held = ledger.lease("app1")
+    assert held is not None and held["pid"] == p.pid  # a lease of 600 s, its holder gone
+    op = ledger.begin("app1", "undo", who="cli:bob")  # not refused: the holder is known dead
+    killed = ledger.get_operation(held["operation_id"])
+    assert killed["outcome"] == "failed" and killed["ended_at"] is not None
+    assert killed["error"].startswith(f"abandoned: its process {p.pid} exited") and "steps done: stop" in killed["error"]
+    ledger.finish(op, "succeeded")
+
+
+def test_a_live_holders_lease_is_not_released(ledger) -> None:
+    import os
+
+    op = ledger.begin("app1", "reset", who="cli:alice", pid=os.getpid())  # this process: alive
+    with pytest.raises(OperationInProgress):
+        ledger.begin("app1", "undo", who="cli:bob")
+    ledger.release_abandoned("app1")
+    assert ledger.lease("app1")["operation_id"] == op.id
+    ledger.finish(op, "succeeded")

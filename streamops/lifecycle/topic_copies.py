@@ -1,0 +1,76 @@
+"""What an operation keeps of a topic it is about to replace, and how an undo writes it back.
+
+A reset recreates the changelog (brokers refuse to delete records from a compacted topic) and the
+app then upserts new values into its output; an undo puts both back. What is kept is each
+topic's latest value per key (the view a compacted topic and every reader of it has), as parquet
+with keys and values as the bytes they are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from streamops.settings import Settings
+from streamops.spec import AppSpec
+
+#: the file each saved topic goes to, by role
+SAVED = {"changelog": "changelog.parquet", "output": "output.parquet"}
+
+
+def save_topics(settings: Settings, spec: AppSpec, folder: Path, *, output: str | None,
+                progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
+    """The changelog's (and ``output``'s) latest value per key into ``folder``:
+    ``{role: {"topic", "keys"}}``."""
+    saved: dict[str, Any] = {}
+    for role, topic in (("changelog", spec.changelog_topic), ("output", output)):
+        if topic is None:
+            continue
+        progress(f"{spec.name}: saving the latest value per key of {topic} ...")
+        saved[role] = {"topic": topic, "keys": save_latest(settings.kafka_bootstrap, topic, folder / SAVED[role])}
+    return saved
+
+
+def save_latest(bootstrap: str, topic: str, path: Path) -> int:
+    """``topic``'s latest value per key into a parquet file, keys as the bytes they are."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from streamops.kafka.read import latest_per_key
+
+    latest = latest_per_key(bootstrap, topic, decode=lambda v: v, raw_keys=True)
+    pq.write_table(pa.table({"key": pa.array(list(latest), pa.binary()),
+                             "value": pa.array(list(latest.values()), pa.binary())}), path)
+    return len(latest)
+
+
+def recreate_changelog(settings: Settings, spec: AppSpec) -> None:
+    """The app's changelog topic, deleted and created empty with its own settings."""
+    from streamops.kafka.admin import recreate_topic
+    from streamops.spark.runner import app_topic_specs
+
+    recreate_topic(settings.kafka_bootstrap, app_topic_specs(spec)["changelog"])
+
+
+def write_back(settings: Settings, path: Path, topic: str, *, tombstones: bool) -> dict[str, int]:
+    """Append the saved latest values to ``topic`` (and tombstones for keys it gained since)."""
+    import pyarrow.parquet as pq
+
+    from streamops.kafka.admin import partitions
+    from streamops.kafka.produce import produce
+    from streamops.kafka.read import latest_per_key
+    from streamops.spark.commit import SINK_PARTITIONER
+
+    table = pq.read_table(path)
+    keys, values = table.column("key").to_pylist(), table.column("value").to_pylist()
+    extra: list[bytes] = []
+    if tombstones:
+        have = set(keys)
+        extra = [k for k in latest_per_key(settings.kafka_bootstrap, topic, decode=lambda v: v, raw_keys=True)
+                 if k not in have]
+    n = len(partitions(settings.kafka_bootstrap, topic))
+    # the app's partitioner: a key's write-back must land in the partition its other records are in
+    produce(settings.kafka_bootstrap, topic, [*zip(keys, values, strict=True), *((k, None) for k in extra)],
+            partitions=n, config={"partitioner": SINK_PARTITIONER})
+    return {"keys": len(keys), "tombstones": len(extra)}

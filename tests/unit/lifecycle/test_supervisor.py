@@ -1,0 +1,128 @@
+"""The supervisor's loop on a real ledger, with the driver processes faked (their launch and stop
+are what test_supervisor.py and test_resize.py run for real): it never blocks on one app, and it
+never launches or stops a driver under an operation that did not ask for it."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from streamops.ledger import Ledger
+from streamops.lifecycle import driver as real_driver
+from streamops.lifecycle import supervisor as sup_mod
+from streamops.lifecycle.supervisor import Supervisor, heartbeat_file
+from streamops.settings import Settings
+from streamops.spec import AppSpec
+
+
+def _spec(name: str) -> AppSpec:
+    return AppSpec(name=name, job="jobs.x", input_topics=("in",), output_topic=f"{name}-o",
+                   changelog_topic=f"{name}-c", dlq_topic=f"{name}-d", input_partitions=6, state_partitions=4)
+
+
+class FakeDrivers:
+    """Driver processes as records; ``stop`` of an app in ``slow`` waits until released."""
+
+    def __init__(self) -> None:
+        self.alive: dict[str, SimpleNamespace] = {}
+        self.launched: list[str] = []
+        self.slow: dict[str, threading.Event] = {}
+        self.app_dir, self.pid_path, self.log_tail = real_driver.app_dir, real_driver.pid_path, real_driver.log_tail
+
+    def running(self, _settings, app):
+        return self.alive.get(app)
+
+    def launch(self, spec, _settings, parallelism, *, standby=False):
+        rec = SimpleNamespace(pid=1000 + len(self.launched), alive=True)
+        self.launched.append(spec.name)
+        self.alive[spec.name] = rec
+        return rec
+
+    def stop(self, _settings, app, *, now=False, timeout=120.0):
+        if app in self.slow:
+            assert self.slow[app].wait(30), "never released"
+        return self.alive.pop(app, None) is not None
+
+    def heartbeat_age(self, _settings, _app):
+        return 1.0
+
+    def live_request(self, _settings, _app):
+        return None
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    settings = Settings(home=tmp_path)
+    ledger = Ledger.open(settings.ledger_db_url)
+    fake = FakeDrivers()
+    monkeypatch.setattr(sup_mod, "driver", fake)
+    specs = {n: _spec(n) for n in ("a", "b")}
+    yield settings, ledger, fake, Supervisor(settings, specs, ledger)
+    ledger.close()
+
+
+def _in_time(fn, seconds: float = 5.0):
+    out: list = []
+    t = threading.Thread(target=lambda: out.append(fn()), daemon=True)
+    t.start()
+    t.join(seconds)
+    assert not t.is_alive(), f"blocked for more than {seconds} s"
+    return out[0]
+
+
+def test_one_apps_slow_stop_holds_up_no_other_app_nor_the_heartbeat(env) -> None:
+    settings, ledger, fake, sup = env
+    fake.alive["a"] = SimpleNamespace(pid=1, alive=True)
+    fake.slow["a"] = threading.Event()
+    ledger.set_desired("a", status="stopped", parallelism=1)
+    ledger.set_desired("b", status="running", parallelism=1)
+
+    actions = _in_time(sup.reconcile_once)
+    assert (actions["a"].kind, actions["b"].kind) == ("stop", "launch")
+    assert fake.launched == ["b"]
+    again = _in_time(sup.reconcile_once)  # a's driver is still stopping
+    assert again["a"].kind == "wait" and "stop" in again["a"].reason and "in progress" in again["a"].reason
+    sup.beat()
+    assert json.loads(heartbeat_file(settings).read_text())["busy"] == ["a"]
+
+    fake.slow["a"].set()
+    sup.wait_idle(10)
+    assert sup.busy() == [] and "a" not in fake.alive
+    kinds = [(o["kind"], o["outcome"]) for o in ledger.operations("a")]
+    assert kinds == [("supervisor-stop", "succeeded")]
+    assert ledger.observed("a")["status"] == "stopped"
+
+
+def test_no_driver_is_launched_under_an_operation_that_did_not_ask_for_it(env) -> None:
+    _settings, ledger, fake, sup = env
+    ledger.set_desired("b", status="running", parallelism=1)  # its driver is gone (crashed)
+    compact = ledger.begin("b", "compact", who="cli:alice")
+    action = sup.reconcile_app(sup.specs["b"])
+    assert action.kind == "wait" and f"compact #{compact.id} holds b's lease" in action.reason
+    assert fake.launched == []
+    fake.alive["a"] = SimpleNamespace(pid=1, alive=True)
+    ledger.set_desired("a", status="stopped", parallelism=1)
+    restore = ledger.begin("a", "restore", who="cli:alice")
+    assert sup.reconcile_app(sup.specs["a"]).kind == "wait" and "a" in fake.alive  # not stopped either
+
+    ledger.finish(compact, "succeeded")
+    assert sup.reconcile_app(sup.specs["b"]).kind == "launch" and fake.launched == ["b"]
+
+    # the operation that holds the lease asked for it (a restore's stop): the supervisor does it
+    ledger.set_desired("a", status="stopped", parallelism=1, op=restore)
+    assert sup.reconcile_app(sup.specs["a"]).kind == "stop"
+    sup.wait_idle(10)
+    assert "a" not in fake.alive
+    ledger.finish(restore, "succeeded")
+
+
+def test_an_expired_lease_holds_nothing(env) -> None:
+    _settings, ledger, fake, sup = env
+    ledger.set_desired("b", status="running", parallelism=1)
+    ledger.begin("b", "compact", who="cli:gone", ttl_s=0.01)
+    time.sleep(0.05)
+    assert sup.reconcile_app(sup.specs["b"]).kind == "launch" and fake.launched == ["b"]
