@@ -71,7 +71,9 @@ def mismatch(marker: dict[str, Any] | None, ckpt_id: str | None, committed: int 
 
 
 def remedy(app: str) -> str:
-    return (f"Repair it with one of: `streamops restore {app} SAVEPOINT` (a savepoint from `streamops savepoints "
+    return (f"If an operation was interrupted half way (`streamops status {app}` lists a failed reset, restore or "
+            f"rebuild-state), `streamops undo {app} OP` puts back what it did. "
+            f"Otherwise repair it with one of: `streamops restore {app} SAVEPOINT` (a savepoint from `streamops savepoints "
             f"{app}`; the batches after it are written again), `streamops rebuild-state {app} --from-changelog` "
             f"(the state from the changelog, then on from the input it reflects), or `streamops reset {app} "
             f"--to-earliest` (everything computed again from the input)")

@@ -51,6 +51,7 @@ class Supervisor:
         self.policy = policy or RestartPolicy()
         self._busy: dict[str, threading.Thread] = {}
         self._busy_what: dict[str, str] = {}
+        self._waiting_for: dict[str, int] = {}
 
     # -- per-app memory ------------------------------------------------------------------------
     def _mem(self, app: str) -> dict[str, Any]:
@@ -117,6 +118,9 @@ class Supervisor:
             # or compacting it; a driver launched (or stopped) now would race it
             action = Action("wait", f"{held['kind']} #{held['operation_id']} holds {app}'s lease "
                                     f"({action.kind} waits for it: {action.reason})", after_s=1.0)
+            if self._waiting_for.get(app) != held["operation_id"]:  # said once per operation
+                self._waiting_for[app] = held["operation_id"]
+                log.info("%s: %s", app, action.reason)
         if action.kind == "give_up" and mem.get("gave_up_at"):
             action = Action("none", "given up (crash loop); deploy again to retry")
         if action.kind in BLOCKING:

@@ -20,7 +20,7 @@ from confluent_kafka import Producer
 
 from streamops.checkpoints import layout, lineage
 from streamops.kafka.admin import TopicSpec, end_offsets, ensure_topics
-from streamops.kafka.read import read_topic
+from streamops.kafka.read import latest_per_key, read_topic
 from streamops.lifecycle.replace import rewind_marker
 from streamops.platform import manager
 from streamops.spark.commit import last_marker
@@ -148,3 +148,62 @@ def test_reset_undo_writes_back_keys_byte_for_byte(platform, tmp_path) -> None:
     out = write_back(s, tmp_path / "saved.parquet", topic.name, tombstones=True)
     assert out == {"keys": 3, "tombstones": 1}
     assert latest_per_key(s.kafka_bootstrap, topic.name, decode=lambda v: v, raw_keys=True) == keys
+
+
+def _topics(app) -> dict:
+    b = app.settings.kafka_bootstrap
+    return {t: latest_per_key(b, t, decode=lambda v: v, raw_keys=True)
+            for t in ("user_activity-profiles-changelog", "user-profiles")}
+
+
+def test_a_reset_killed_or_failing_half_way_is_undone_exactly(app_factory) -> None:
+    """A reset killed -9 (or failing) after it replaced the checkpoint and emptied the changelog,
+    before it rewound the marker: `streamops undo` puts checkpoint, changelog, output and marker
+    back, and the app goes on exactly. It used to say "nothing to undo"."""
+    from streamops.ledger import Ledger
+
+    app = app_factory("ua-journal", master=LOCAL)
+    spec = get_app(load_specs(default_spec_path(app.settings.repo)), APP)
+    app.produce(3_000, users=400, seed=21)
+    app.run_to_end("--max-offsets-per-trigger", "1500")
+    _exact(app, 3_000)
+    batch, ckpt_id, topics = app.committed_batch(), lineage.checkpoint_id(app.checkpoint), _topics(app)
+    ledger = Ledger.open(app.settings.ledger_db_url)
+    try:
+        for n, (action, code) in enumerate((("kill", -9), ("raise", 1))):
+            r = app.cli("reset", APP, "--to-earliest", env={"STREAMOPS_FAILPOINTS": f"reset.rewind={action}"})
+            assert r.returncode == code, r.stdout + r.stderr
+            op = ledger.operations(APP, limit=1)[0]
+            assert op["kind"] == "reset" and op["outcome"] == ("running" if action == "kill" else "failed")
+            assert [s["step"] for s in op["journal"]] == ["stop", "saved", "set-aside", "install",
+                                                          "changelog-recreate", "rewind"]
+            assert layout.last_committed_batch(app.checkpoint) is None  # the half-done reset's checkpoint
+            assert _topics(app)["user_activity-profiles-changelog"] == {}
+            if n == 0:  # the driver will not run on what it left: the marker counts another checkpoint
+                refused = _driver(app)
+                assert refused.returncode == 2 and "missing or new" in refused.stderr, refused.stderr[-2000:]
+                assert f"streamops undo {APP} OP" in refused.stderr
+
+            plan = json.loads(app.cli("undo", APP, str(op["id"]), "--dry-run", "--json").stdout)
+            assert plan["dry_run"] and plan["outcome"] == "failed" and plan["restore_batch"] == batch
+            if action == "kill":
+                assert "abandoned: its process" in plan["error"]
+            r = app.cli("undo", APP, str(op["id"]), "--json")
+            assert r.returncode == 0, r.stdout + r.stderr
+            undone = json.loads(r.stdout)
+            assert undone["written"]["changelog"]["keys"] == len(topics["user_activity-profiles-changelog"])
+            assert layout.last_committed_batch(app.checkpoint) == batch
+            assert lineage.checkpoint_id(app.checkpoint) == ckpt_id and _topics(app) == topics
+            marker = last_marker(app.settings.kafka_bootstrap, spec.commits_topic, APP)
+            assert (marker["batch_id"], marker["checkpoint_id"]) == (batch, ckpt_id)
+            r = app.cli("undo", APP, str(op["id"]))
+            assert r.returncode == 2 and f"already undone by operation #{undone['operation_id']}" in r.stderr
+    finally:
+        ledger.close()
+
+    # and the app goes on from its own checkpoint, exactly once
+    app.produce(1_000, users=400, seed=22)
+    app.run_to_end("--max-offsets-per-trigger", "1500")
+    _exact(app, 4_000)
+    r = app.cli("undo", APP, "99999")
+    assert r.returncode == 2 and "no operation #99999" in r.stderr

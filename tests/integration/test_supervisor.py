@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 
 import psutil
@@ -11,6 +12,7 @@ from streamops.checkpoints import layout
 from streamops.ledger import Ledger
 from streamops.lifecycle import driver
 from streamops.platform import manager
+from tests.fixtures.apps import CLI
 
 
 def test_deploy_then_kill_9_is_restarted_by_the_supervisor_exact(app_factory) -> None:
@@ -37,10 +39,29 @@ def test_deploy_then_kill_9_is_restarted_by_the_supervisor_exact(app_factory) ->
 
         first = driver.running(app.settings, "user_activity")
         assert first is not None
+        # the driver is killed -9 while a compaction holds the app's lease: the supervisor must
+        # not launch a driver into the checkpoint the compaction is changing, only after it
+        compact = subprocess.Popen([*CLI, "compact", "user_activity", "--json"], env=app.env,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 120
+        while (ledger.lease("user_activity") or {}).get("kind") != "compact":
+            assert compact.poll() is None and time.time() < deadline, compact.communicate()
+            time.sleep(0.1)
         victims = [first.process(), *first.process().children(recursive=True)]
         for p in victims:
             p.kill()
         psutil.wait_procs(victims, timeout=10)
+        out, err = compact.communicate(timeout=600)
+        assert compact.returncode == 0, out + err
+        compacted = ledger.get_operation(json.loads(out)["operation_id"])
+        deadline = time.time() + 120
+        while (relaunch := [o for o in ledger.operations("user_activity", limit=10)
+                            if o["kind"] == "supervisor-launch" and o["id"] > compacted["id"]]) == []:
+            assert time.time() < deadline, manager.log_path(app.settings, "supervisor").read_text()[-3000:]
+            time.sleep(0.5)
+        launches = [o for o in ledger.operations("user_activity", limit=20) if o["kind"] == "supervisor-launch"]
+        assert [o["started_at"] >= compacted["ended_at"] for o in launches[:1]] == [True]
+        assert "holds user_activity's lease" in manager.log_path(app.settings, "supervisor").read_text()
 
         app.produce(10_000, seed=8)
         deadline = time.time() + 400
