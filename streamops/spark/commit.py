@@ -17,11 +17,18 @@ to a savepoint writes a *rewind* marker (``rewind``) so the batches after the sa
 written again: upserts (profiles, changelog) are idempotent per key; records tied to one input
 record (DLQ entries, carrying the ``streamops.source.*`` headers) whose input offset was already
 emitted before the rewind (``emitted_until``) are dropped, so no record is counted twice.
+
+That holds while an input offset names the same record. A partition deleted and created again
+starts over at offset 0 with other records: markers carry each input partition's origin
+(``kafka.identity``), and a committer that finds a partition recreated forgets what was emitted
+from its previous life and records when it noticed (``input_recreated``; ``check`` leaves the DLQ
+entries of that previous life out).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -31,6 +38,9 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 
 from streamops.checkpoints import lineage
 from streamops.exceptions import StreamopsError
+from streamops.kafka import identity
+
+log = logging.getLogger(__name__)
 
 Header = tuple[str, bytes]
 #: how the committer spreads keys over the output, changelog and DLQ partitions; anything that
@@ -157,6 +167,26 @@ class BatchCommitter:
         self.last_committed: int = int(marker.get("batch_id", -1))
         self.emitted_until: Offsets = marker.get("emitted_until") or {}
         self.dropped = 0  # records not written again after a rewind (already emitted)
+        self.bootstrap = bootstrap
+        self.origins: identity.Origins = marker.get("input_origin") or {}
+        #: {topic: {partition: ms}}: when a recreated input partition was noticed
+        self.input_recreated: dict[str, dict[str, int]] = marker.get("input_recreated") or {}
+        self._notice_recreated(set(self.emitted_until) | set(self.origins))
+
+    def _notice_recreated(self, topics: set[str]) -> None:
+        """Forget what was emitted from input partitions that were deleted and created again."""
+        if not topics:
+            return
+        current = identity.origins(self.bootstrap, topics)
+        now_ms = int(time.time() * 1000)
+        for topic, parts in identity.recreated(self.origins, current, self.emitted_until).items():
+            for p in parts:
+                was = self.emitted_until.get(topic, {}).pop(p, None)
+                self.input_recreated.setdefault(topic, {})[p] = now_ms
+                log.warning("%s: input %s[%s] was recreated (it is not the partition batches up to %s read, up "
+                            "to offset %s): records at its offsets are new, and rejected ones go to the DLQ again",
+                            self.app, topic, p, self.last_committed, was)
+        self.origins = {**self.origins, **current}
 
     def commit(self, batch_id: int, records: Iterable[OutRecord], input_end: Offsets | None = None) -> int | None:
         """Write ``records`` + marker atomically; None if ``batch_id`` was already committed.
@@ -164,6 +194,8 @@ class BatchCommitter:
         ``input_end``: the batch's input end offsets, kept in the marker as ``emitted_until``."""
         if batch_id <= self.last_committed:
             return None
+        if input_end and set(input_end) - set(self.origins):
+            self._notice_recreated(set(input_end) - set(self.origins))  # topics seen first: their origin
         n = 0
         emitted = merge_max(self.emitted_until, input_end or {})
         self.producer.begin_transaction()
@@ -178,7 +210,7 @@ class BatchCommitter:
             # starts a checkpoint rebuilt from the changelog there
             marker = {"batch_id": batch_id, "records": n, "committed_at_ms": int(time.time() * 1000),
                       "emitted_until": emitted, "input_end": input_end or {},
-                      "checkpoint_id": self.checkpoint_id()}
+                      "checkpoint_id": self.checkpoint_id(), **self._identity()}
             self._produce(self.commits_topic, self.app.encode(), json.dumps(marker).encode(), [])
             self.producer.commit_transaction(self.timeout)
         except BaseException:
@@ -191,6 +223,10 @@ class BatchCommitter:
         self.emitted_until = emitted
         return n
 
+    def _identity(self) -> dict:
+        return {"input_origin": self.origins, **({"input_recreated": self.input_recreated}
+                                                 if self.input_recreated else {})}
+
     def checkpoint_id(self) -> str | None:
         """The checkpoint's id, once Spark has written it (at the query's first start)."""
         if self._checkpoint_id is None and self.checkpoint is not None:
@@ -202,7 +238,7 @@ class BatchCommitter:
         at that batch); fences any running instance. What was emitted before stays recorded."""
         marker = {"batch_id": batch_id, "records": 0, "committed_at_ms": int(time.time() * 1000),
                   "emitted_until": self.emitted_until, "rewind": True, "rewound_from": self.last_committed,
-                  "checkpoint_id": self.checkpoint_id()}
+                  "checkpoint_id": self.checkpoint_id(), **self._identity()}
         self.producer.begin_transaction()
         try:
             self._produce(self.commits_topic, self.app.encode(), json.dumps(marker).encode(), [])

@@ -163,8 +163,11 @@ def run_check(spec: AppSpec, settings: Settings, *, spark=None, since_ms: int | 
     dupes = 0
     in_range = {(t, p, o) for t, p, o in invalid} if ranged else None
     ahead = 0
+    recreated = _recreated(bootstrap, spec)
     for m in read_topic(bootstrap, spec.dlq_topic):
         where, reason = dlq_entry(m.headers())
+        if m.timestamp()[1] < recreated.get(where[0], {}).get(str(where[1]), 0):
+            continue  # about a record of the input partition's previous life (it was recreated since)
         if where[2] >= offsets.get(where[0], {}).get(int(where[1]), 0):
             # written by a run past this checkpoint (before a restore / undo); the commit protocol
             # keeps it from being written twice when the app gets there again
@@ -184,6 +187,14 @@ def run_check(spec: AppSpec, settings: Settings, *, spark=None, since_ms: int | 
                          {t: {str(p): o for p, o in parts.items()} for t, parts in offsets.items()}, diffs)
     report.range = {"start_offsets": start or None, "since_ms": since_ms} if ranged else None
     return report
+
+
+def _recreated(bootstrap: str, spec: AppSpec) -> dict[str, dict[str, int]]:
+    """Input partitions recreated since the app first read them, and when that was noticed
+    (``spark.commit``): DLQ entries written before then are about records that are gone."""
+    from streamops.spark.commit import last_marker
+
+    return (last_marker(bootstrap, spec.commits_topic, spec.name) or {}).get("input_recreated") or {}
 
 
 def _after_range(where: tuple, start: dict, since_ms: int | None) -> bool:

@@ -37,3 +37,18 @@ def test_an_oversized_dlq_copy_is_cut_to_fit_one_kafka_message() -> None:
     assert big.value == b"x" * DLQ_MAX_BYTES and big.key == b"k" * 10
     assert json.loads(dict(big.headers)[H_TRUNCATED]) == {"key_bytes": 10, "value_bytes": 3 * DLQ_MAX_BYTES}
     assert dlq_entry(list(big.headers)) == (("in", 2, 18), "invalid_json")  # still found where it came from
+
+
+def test_a_recreated_input_partition_is_told_from_the_one_it_replaced() -> None:
+    from streamops.kafka.identity import recreated
+
+    recorded = {"in": {"0": [0, 900, 1000], "1": [0, 900, 1000], "2": [50, 900, 1000], "3": [0, 0, None]}}
+    read = {"in": {"0": 900, "1": 900, "2": 900, "3": 0}}
+    same = {"in": {"0": [0, 950, 1000], "1": [120, 990, 5000], "2": [50, 999, 1000], "3": [0, 10, 7000]}}
+    assert recreated(recorded, same, read) == {}  # more records; retention moved 1's start forward
+    again = {"in": {"0": [0, 300, 1000],  # shorter than what was read: whatever its first record
+                    "1": [0, 2000, 9000],  # as long, but another first record
+                    "2": [0, 2000, 1000],  # the log start moved back
+                    "3": [0, 10, 7000]}}
+    assert recreated(recorded, again, read) == {"in": ["0", "1", "2"]}
+    assert recreated({}, {"in": {"0": [0, 5, 1]}}, {}) == {}  # nothing recorded yet: nothing to tell
