@@ -93,3 +93,29 @@ def check(app: str, checkpoint: Path, read_marker: Any) -> None:
     problem = mismatch(marker, checkpoint_id(checkpoint), committed)
     if problem is not None:
         raise CheckpointMismatchError(f"{app}: {problem}. {remedy(app)}.")
+
+
+def input_gap(checkpoint: Path, highs: dict[str, dict[int, int]]) -> str | None:
+    """Input partitions that end before the offsets the checkpoint's last batch read up to: the
+    broker lost acknowledged records, or the topic was deleted and created again. ``highs``: each
+    input topic's high watermarks (a missing partition or ``{}`` for a missing topic: none left)."""
+    batch = layout.last_committed_batch(checkpoint)
+    short = [f"{t}[{p}] ends at {highs[t].get(p, 0)}, read up to {o}"
+             for t, ps in sorted(layout.committed_offsets(checkpoint).items())
+             for p, o in sorted(ps.items()) if t in highs and highs[t].get(p, 0) < o]
+    if not short:
+        return None
+    return (f"batch {batch} read input records that are no longer there ({'; '.join(short)}): the broker lost "
+            f"acknowledged records (a crash, an unclean leader election), or the topic was deleted and created "
+            f"again. Started, the app would wait for offsets that no longer mean those records")
+
+
+def check_input(app: str, checkpoint: Path, highs: dict[str, dict[int, int]]) -> None:
+    """Refuse (``CheckpointMismatchError``) when the input is shorter than what the checkpoint read."""
+    problem = input_gap(checkpoint, highs)
+    if problem is not None:
+        raise CheckpointMismatchError(
+            f"{app}: {problem}. `streamops reset {app} --to-earliest` computes everything again from the input "
+            f"there is (`--to-latest`: from now on); `streamops restore {app} SAVEPOINT` goes back to a savepoint "
+            f"from before the loss.")
+

@@ -20,7 +20,7 @@ from streamops.platform.components import GROUPS, Component, Group
 from streamops.platform.exceptions import ComponentStartError, PortInUseError
 from streamops.platform.health import check_all
 from streamops.platform.java import find_java, java_home_of
-from streamops.platform.process import PidRecord, port_in_use, read_pid, spawn, tail, terminate
+from streamops.platform.process import PidRecord, kill, port_in_use, read_pid, spawn, tail, terminate
 from streamops.settings import Settings
 
 Progress = Callable[[str], None]
@@ -236,6 +236,13 @@ def _stop(settings: Settings, comps: Iterable[Component], timeout: float = 20.0)
         path.unlink(missing_ok=True)
         out.append({"name": c.name, "pid": rec.pid, "was_running": was_running, "killed": killed})
     return out
+
+
+def crash(settings: Settings, name: str) -> bool:
+    """SIGKILL a component's process tree, as a crash or the OOM killer would (the chaos benchmark,
+    crash tests); ``up`` starts it again. True if it ran."""
+    rec = read_pid(pid_path(settings, name))
+    return rec is not None and kill(rec)
 
 
 def down(

@@ -211,6 +211,22 @@ def _reap(procs: Iterable[Tracked | psutil.Process]) -> None:
             pass
 
 
+def kill(record: PidRecord, timeout: float = 10.0) -> bool:
+    """SIGKILL the whole tree at once, as a crash ends it, and reap it; True if something ran."""
+    procs = _tree(record)
+    if not procs:
+        return False
+    for p in procs:
+        p.signal(signal.SIGKILL)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        _reap(procs)
+        if not any(p.running() for p in procs):
+            break
+        time.sleep(0.05)
+    return True
+
+
 def terminate(record: PidRecord, timeout: float = 20.0) -> bool:
     """SIGTERM the whole tree, wait up to ``timeout``, then SIGKILL what is left.
 

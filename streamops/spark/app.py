@@ -15,16 +15,26 @@ from streamops.settings import Settings
 
 def preflight(settings: Settings, spec, query) -> None:
     """Before any Spark session (every driver start) and before deploy changes anything: the job
-    must fit its checkpoint (``checkpoints.compat``), and the last committed batch marker must be
-    about that checkpoint (``checkpoints.lineage``)."""
-    from streamops.checkpoints import lineage
+    must fit its checkpoint (``checkpoints.compat``), the last committed batch marker must be
+    about that checkpoint, and the input must still hold what it read (``checkpoints.lineage``)."""
+    from streamops.checkpoints import layout, lineage
     from streamops.checkpoints.compat import gate, shape_of
+    from streamops.kafka.admin import end_offsets
+    from streamops.kafka.exceptions import TopicNotFoundError
     from streamops.spark.commit import last_marker
     from streamops.spark.session import checkpoint_dir
 
     ckpt = checkpoint_dir(settings, spec)
     gate(spec.name, ckpt, shape_of(query))
     lineage.check(spec.name, ckpt, lambda: last_marker(settings.kafka_bootstrap, spec.commits_topic, spec.name))
+    if layout.last_committed_batch(ckpt) is not None:  # the input must still hold what the checkpoint read
+        highs: dict[str, dict[int, int]] = {}
+        for t in spec.input_topics:
+            try:
+                highs[t] = {p: hi for p, (_lo, hi) in end_offsets(settings.kafka_bootstrap, t).items()}
+            except TopicNotFoundError:
+                highs[t] = {}
+        lineage.check_input(spec.name, ckpt, highs)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -80,3 +80,20 @@ def test_check_reads_the_checkpoint_and_names_the_repairs(tmp_path) -> None:
                    "streamops reset app --to-earliest"):
         assert repair in str(err.value)
     assert lineage.checkpoint_id(tmp_path / "nothing") is None
+
+
+def test_input_shorter_than_what_the_checkpoint_read_is_refused(tmp_path) -> None:
+    ckpt = tmp_path / "ckpt"
+    for d in ("commits", "offsets"):
+        (ckpt / d).mkdir(parents=True)
+    (ckpt / "commits" / "4").write_text("v1\n{}")
+    (ckpt / "offsets" / "4").write_text('v1\n{"batchWatermarkMs":0}\n{"in":{"0":500,"1":700}}')
+    assert lineage.input_gap(ckpt, {"in": {0: 500, 1: 900}}) is None  # as long or longer: fine
+    assert lineage.input_gap(ckpt, {"other": {}}) is None
+    problem = lineage.input_gap(ckpt, {"in": {0: 120, 1: 900}})
+    assert "batch 4 read input records that are no longer there (in[0] ends at 120, read up to 500)" in problem
+    with pytest.raises(lineage.CheckpointMismatchError) as err:
+        lineage.check_input("app", ckpt, {"in": {}})  # the topic is gone
+    assert "in[0] ends at 0, read up to 500; in[1] ends at 0, read up to 700" in str(err.value)
+    assert "streamops reset app --to-earliest" in str(err.value) and err.value.exit_code == 2
+    assert lineage.input_gap(tmp_path / "never-ran", {"in": {}}) is None
