@@ -206,7 +206,9 @@ def poll(settings: Settings, spec: AppSpec, ledger: Ledger, pending: Pending) ->
     o = ledger.observed(spec.name) or {}
     if _converged(settings, spec, o, pending):
         return o
-    if o.get("status") == "crash-loop" or time.time() > pending.deadline:
+    gave_up = o.get("status") == "crash-loop" and o.get("heartbeat_at") is not None and \
+        o["heartbeat_at"].timestamp() >= pending.t0  # not the give-up this deploy is meant to end
+    if gave_up or time.time() > pending.deadline:
         what = "a batch" if pending.kind == "deploy" else f"a batch at x{pending.parallelism}"
         raise NotConverged(f"{spec.name} did not commit {what} within {pending.deadline - pending.t0:.0f} s "
                            f"(observed: {o.get('status')}); last driver log lines:\n"

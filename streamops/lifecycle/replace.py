@@ -119,7 +119,7 @@ class Replacement:
         """Move the current checkpoint (if any) to ``into`` (default: the aside path itself)."""
         dest = into or self.aside
         if self.checkpoint.exists():
-            self.step("set-aside", path=str(dest))
+            self.step("set-aside", path=str(dest), marker=self._marker())
             dest.parent.mkdir(parents=True, exist_ok=True)
             self.checkpoint.replace(dest)
         return dest
@@ -127,7 +127,7 @@ class Replacement:
     def copy_aside(self, into: Path) -> Path:
         """Keep a copy of the current checkpoint, which stays in place (changed in place after)."""
         shutil.copytree(self.checkpoint, into)
-        self.step("copied-aside", path=str(into))
+        self.step("copied-aside", path=str(into), marker=self._marker())
         return into
 
     def install(self, prepared: Path) -> None:
@@ -149,6 +149,14 @@ class Replacement:
         self.progress(f"{self.spec.name}: starting x{parallelism} from batch {batch_before} ...")
         self.ledger.set_desired(self.spec.name, status="running", parallelism=parallelism, who=self.who, op=self.op)
         self._wait(self._pending("deploy", parallelism, batch_before))
+
+    def _marker(self) -> dict[str, Any] | None:
+        """The last batch marker, as the checkpoint set aside was matched with (an undo that puts it
+        back checks that they agreed: a checkpoint ahead of its output must not come back)."""
+        from streamops.spark.commit import last_marker
+
+        marker = last_marker(self.settings.kafka_bootstrap, self.spec.commits_topic, self.spec.name)
+        return None if marker is None else {k: marker.get(k) for k in ("batch_id", "checkpoint_id", "rewind")}
 
     def _unlock(self) -> None:
         if self._lock is not None:

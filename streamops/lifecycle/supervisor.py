@@ -110,6 +110,8 @@ class Supervisor:
         desired = Desired(row["status"], row["parallelism"], row.get("strategy") or "restart") if row else None
         if row and mem.get("gave_up_at") and row["updated_at"].timestamp() > mem["gave_up_at"]:
             mem.update(crashes=[], gave_up_at=None)  # desired changed since we gave up: try again
+        if row and mem["crashes"]:  # a new desired state (a deploy, an operation's restart) starts afresh
+            mem["crashes"] = [c for c in mem["crashes"] if c > row["updated_at"].timestamp()]
         observed, history = self.observe(spec, mem, now, desired)
         action = decide(desired, observed, history, self.policy)
         held = self._held_by_other(app, row)

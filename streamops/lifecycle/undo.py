@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from streamops.checkpoints import layout
+from streamops.checkpoints import layout, lineage
 from streamops.exceptions import StreamopsError, UsageError
 from streamops.ledger import Ledger
 from streamops.lifecycle import driver
@@ -57,6 +57,8 @@ class Done:
     parallelism: int | None = None
     #: the checkpoint it replaced, kept aside (None: it never moved or changed the checkpoint)
     checkpoint_before: Path | None = None
+    #: the batch marker when it was set aside (None: not recorded, or there was none)
+    marker_before: dict[str, Any] | None = None
     #: where it saved the topics it replaced, and what ({role: {"topic", "keys"}})
     saved_in: Path | None = None
     saved: dict[str, Any] = field(default_factory=dict)
@@ -98,7 +100,8 @@ def read_done(op: dict[str, Any]) -> Done:
         elif name in ("set-aside", "copied-aside"):
             path = Path(s["path"])
             if path.exists():
-                out.setdefault("checkpoint_before", path)  # the first one is the original
+                if "checkpoint_before" not in out:  # the first one is the original
+                    out.update(checkpoint_before=path, marker_before=s.get("marker"))
             elif name == "set-aside" and i < last:
                 # journaled, followed by more steps, and gone: someone removed it since
                 raise UndoError(f"operation #{op['id']} set the checkpoint aside to {path}, and it is gone: "
@@ -140,6 +143,13 @@ def undo_plan(settings: Settings, spec: AppSpec, ledger: Ledger, op_id: int) -> 
     done = read_done(op)
     ckpt = checkpoint_dir(settings, spec)
     old = done.checkpoint_before
+    if old is not None and done.marker_before is not None:
+        problem = lineage.mismatch(done.marker_before, lineage.checkpoint_id(old), layout.last_committed_batch(old))
+        if problem is not None:  # putting it back would bless that: refuse, as a driver would
+            raise UndoError(f"{op['kind']} #{op_id} set aside a checkpoint that did not agree with the app's output "
+                            f"then ({problem}); putting it back would lose output. Leave it set aside: finish the "
+                            f"operation instead (`streamops deploy {spec.name}` if only its restart failed), or "
+                            f"`streamops reset {spec.name} --to-earliest`")
     now = layout.next_offsets(ckpt)
     then = layout.next_offsets(old) if old is not None else now
     offsets = [{"topic": t, "partition": p, "current": now.get((t, p)), "restore_to": then.get((t, p))}

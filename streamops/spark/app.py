@@ -15,17 +15,25 @@ from streamops.settings import Settings
 
 def preflight(settings: Settings, spec, query) -> None:
     """Before any Spark session (every driver start) and before deploy changes anything: the job
-    must fit its checkpoint (``checkpoints.compat``), the last committed batch marker must be
-    about that checkpoint, and the input must still hold what it read (``checkpoints.lineage``)."""
-    from streamops.checkpoints import layout, lineage
+    must fit its checkpoint (``checkpoints.compat``), and ``check_lineage``."""
     from streamops.checkpoints.compat import gate, shape_of
+    from streamops.spark.session import checkpoint_dir
+
+    gate(spec.name, checkpoint_dir(settings, spec), shape_of(query))
+    check_lineage(settings, spec)
+
+
+def check_lineage(settings: Settings, spec) -> None:
+    """The last committed batch marker must be about the checkpoint, and the input must still
+    hold what the checkpoint read (``checkpoints.lineage``): at every driver start, and at every
+    restart of its query (a broker that lost a committed batch while the driver ran)."""
+    from streamops.checkpoints import layout, lineage
     from streamops.kafka.admin import end_offsets
     from streamops.kafka.exceptions import TopicNotFoundError
     from streamops.spark.commit import last_marker
     from streamops.spark.session import checkpoint_dir
 
     ckpt = checkpoint_dir(settings, spec)
-    gate(spec.name, ckpt, shape_of(query))
     lineage.check(spec.name, ckpt, lambda: last_marker(settings.kafka_bootstrap, spec.commits_topic, spec.name))
     if layout.last_committed_batch(ckpt) is not None:  # the input must still hold what the checkpoint read
         highs: dict[str, dict[int, int]] = {}
@@ -55,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         preflight(settings, spec, query)
     except (IncompatibleCheckpointError, CheckpointMismatchError, MarkerReadError) as exc:
-        logging.getLogger("streamops.runtime").error("%s", exc)
+        logging.getLogger("streamops.runtime").error("refused to start (%s): %s", type(exc).__name__, exc)
         return exc.exit_code
     return run_app(spec, settings, build=query.build, to_records=query.records, options=options)
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from streamops.checkpoints.lineage import CheckpointMismatchError
 from streamops.platform.appdir import AppDir, read_json, write_json
 from streamops.settings import Settings
 from streamops.spark import elastic, standby, warmup
@@ -307,6 +308,11 @@ class AppDriver:
                 try:
                     self._run_query_once()
                     return 0
+                except CheckpointMismatchError as exc:  # going on would skip output: never retried
+                    log.error("refused to start (%s): %s", type(exc).__name__, exc)
+                    final = "failed"
+                    reporter.report(error=str(exc)[:2000])
+                    return exc.exit_code
                 except Exception as exc:
                     if _last_batch(hb) != committed_before:
                         failures = 0
@@ -340,6 +346,14 @@ class AppDriver:
         # fences any predecessor (a crashed driver's open transaction is aborted here)
         ckpt = checkpoint_dir(settings, spec)  # the offsets log holds each batch's planned input end
         committer = BatchCommitter(settings.kafka_bootstrap, spec.name, spec.commits_topic, checkpoint=ckpt)
+        if self.options.stop_at is None:  # a reprocess run has its own identity, and no marker to agree with
+            from streamops.spark.app import check_lineage
+
+            try:  # again at each restart: the broker may have lost a committed batch meanwhile
+                check_lineage(settings, spec)
+            except BaseException:
+                committer.close()
+                raise
         started = time.time()
 
         def sink(df, batch_id: int) -> None:

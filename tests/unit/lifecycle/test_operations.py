@@ -131,3 +131,19 @@ def test_converged_when_a_batch_at_the_new_size_committed(env) -> None:
     assert ledger.get_operation(pending.operation_id)["outcome"] == "succeeded" and ledger.lease("app1") is None
     again = request_resize(settings, SPEC, ledger, parallelism=2, who="t:3")
     assert again.result is not None and again.result["noop"] is True and ledger.lease("app1") is None
+
+
+def test_a_deploy_after_a_give_up_waits_for_the_supervisor_to_try_again(env) -> None:
+    """The supervisor's give-up says "deploy again to retry": the deploy must not fail on that
+    same, older crash-loop report before the supervisor has tried again."""
+    settings, ledger = env
+    ledger.report_observed("app1", status="crash-loop", error="5 crashes")
+    time.sleep(0.01)
+    t0 = time.time()
+    op = ledger.begin("app1", "deploy", who="t")
+    pending = Pending(app="app1", kind="deploy", operation_id=op.id, requested_by="t", t0=t0, deadline=t0 + 60,
+                      before={}, parallelism=1, batch_before=None)
+    assert poll(settings, SPEC, ledger, pending) is None  # the old give-up: still waiting
+    ledger.report_observed("app1", status="crash-loop", error="5 crashes again")
+    with pytest.raises(NotConverged, match="crash-loop"):
+        poll(settings, SPEC, ledger, pending)

@@ -126,3 +126,17 @@ def test_an_expired_lease_holds_nothing(env) -> None:
     ledger.begin("b", "compact", who="cli:gone", ttl_s=0.01)
     time.sleep(0.05)
     assert sup.reconcile_app(sup.specs["b"]).kind == "launch" and fake.launched == ["b"]
+
+
+def test_crashes_before_the_desired_state_changed_do_not_count(env) -> None:
+    """A driver that refused to start five times (lost batches), then a reset that repaired the
+    checkpoint and asked for the app again: that is a new attempt, not a sixth crash."""
+    settings, ledger, fake, sup = env
+    d = real_driver.app_dir(settings, "b")
+    now = time.time()
+    d.write(d.restarts, {"crashes": [now - 5 * i for i in range(1, 6)], "launched_at": None, "gave_up_at": None})
+    ledger.set_desired("b", status="running", parallelism=1)
+    assert sup.reconcile_app(sup.specs["b"]).kind == "launch" and fake.launched == ["b"]
+    fake.alive.clear()
+    d.write(d.restarts, {"crashes": [time.time() + 1 + i for i in range(5)], "launched_at": None, "gave_up_at": None})
+    assert sup.reconcile_app(sup.specs["b"]).kind == "give_up"  # five since: a crash loop
