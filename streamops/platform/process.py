@@ -214,8 +214,12 @@ def _reap(procs: Iterable[Tracked | psutil.Process]) -> None:
 def kill(record: PidRecord, timeout: float = 10.0) -> bool:
     """SIGKILL the whole tree at once, as a crash ends it, and reap it; True if something ran."""
     procs = _tree(record)
-    if not procs:
-        return False
+    if procs:
+        _kill_and_reap(procs, timeout)
+    return bool(procs)
+
+
+def _kill_and_reap(procs: list[Tracked], timeout: float) -> None:
     for p in procs:
         p.signal(signal.SIGKILL)
     deadline = time.monotonic() + timeout
@@ -224,7 +228,6 @@ def kill(record: PidRecord, timeout: float = 10.0) -> bool:
         if not any(p.running() for p in procs):
             break
         time.sleep(0.05)
-    return True
 
 
 def terminate(record: PidRecord, timeout: float = 20.0) -> bool:
@@ -244,14 +247,7 @@ def terminate(record: PidRecord, timeout: float = 20.0) -> bool:
         if not procs:
             return False
         time.sleep(0.2)
-    for p in procs:
-        p.signal(signal.SIGKILL)
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        _reap(procs)
-        if not any(p.running() for p in procs):
-            break
-        time.sleep(0.05)
+    _kill_and_reap(procs, 5.0)
     return True
 
 
