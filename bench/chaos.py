@@ -34,6 +34,8 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
+import itertools
 import json
 import os
 import random
@@ -88,7 +90,7 @@ class Report:
         result = table(["input records", "lost", "duplicated", "check", "longest batch gap (s)"],
                        [[self.input_records, self.lost, self.duplicated, "exact" if self.check_ok else "NOT exact",
                          f"{self.longest_gap_s:.1f}"]])
-        return "\n\n".join([faults, ops, result])
+        return f"{faults}\n\n{ops}\n\n{result}"
 
 
 class Feeder(threading.Thread):
@@ -206,10 +208,8 @@ class Chaos:
         if proc is None:
             return
         for p in [proc, *proc.children(recursive=True)]:
-            try:
+            with contextlib.suppress(Exception):  # gone already
                 p.kill()
-            except Exception:  # noqa: BLE001 - gone already
-                pass
 
     def kill_executor(self) -> None:
         import psutil
@@ -395,7 +395,7 @@ def longest_gap(settings: Settings, start_ms: int, end_ms: int) -> float:
         if at and not marker.get("rewind") and start_ms < at < end_ms:
             times.append(at)
     times.sort()
-    return max(b - a for a, b in zip(times, times[1:], strict=False)) / 1000
+    return max(b - a for a, b in itertools.pairwise(times)) / 1000
 
 
 def run_chaos(settings: Settings, *, minutes: float, seed: int, rate: int, cluster: bool, log=print) -> Report:

@@ -139,7 +139,7 @@ class Supervisor:
         def work() -> None:
             try:
                 self._act(spec, action, observed, mem, now)
-            except Exception as exc:  # noqa: BLE001 - recorded; the next pass observes and decides again
+            except Exception as exc:  # recorded; the next pass observes and decides again
                 log.exception("%s: %s failed", app, action.kind)
                 self.ledger.record(app, f"supervisor-{action.kind}", who=WHO, outcome="failed",
                                    params={"reason": action.reason}, error=f"{type(exc).__name__}: {exc}"[:4000])
