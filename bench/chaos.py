@@ -187,8 +187,12 @@ class Chaos:
                 return "failed, undone"
             if "was refused: it changed nothing" in r.stderr:
                 return "refused"
+            if "did not agree with the app's output" in r.stdout + r.stderr:
+                # the checkpoint it set aside had lost batches (a broker kill just before): the undo
+                # refuses to bring that back, and names the repair, which is what an operator runs
+                return "failed, undo refused (lost output), reset" if self._reset() else "failed, undo refused"
             if self._outcome(r) != "refused":
-                self.report.problems.append(f"undo of {kind} #{op['id']} failed: {r.stderr[-500:]}")
+                self.report.problems.append(f"undo of {kind} #{op['id']} failed: {(r.stdout + r.stderr)[-500:]}")
                 return "failed, undo FAILED"
             time.sleep(5)
         self.report.problems.append(f"undo of {kind} #{op['id']} refused for 150 s")
@@ -302,19 +306,26 @@ class Chaos:
         if "refused to start (CheckpointMismatchError)" not in new:
             return
         self.log("  driver refused to start (CheckpointMismatchError): repairing with reset --to-earliest")
+        if self._reset():
+            self.report.repairs += 1
+        self._deploy()
+
+    def _reset(self) -> bool:
+        """``reset --to-earliest``, the repair refusals name; retried while another operation runs."""
         for _ in range(60):
             r = self.cli("reset", APP, "--to-earliest", "--stop-first", "--json")
             if r.returncode == 0:
-                self.report.repairs += 1
-                break
+                return True
             if self._outcome(r) == "failed":
-                self._undo("reset", self._last_op("reset"))
+                steps = [s["step"] for s in (self._last_op("reset") or {}).get("journal") or []]
+                if steps and steps[-1] == "restart":  # done but for the start: finish it
+                    self._deploy(force=True)
+                    return True
             time.sleep(3)
-        else:
-            self.report.problems.append("could not repair a refused start in 180 s")
-        self._deploy()
+        self.report.problems.append("could not reset in 180 s")
+        return False
 
-    def _deploy(self) -> None:
+    def _deploy(self, *, force: bool = False) -> None:
         from streamops.ledger import Ledger
 
         ledger = Ledger.open(self.settings.ledger_db_url)
@@ -322,7 +333,9 @@ class Chaos:
             observed = (ledger.observed(APP) or {}).get("status")
         finally:
             ledger.close()
-        if observed == "crash-loop":  # the supervisor gave up (chaos kills a lot): deploy again, as it says
+        if force:
+            self.cli("deploy", APP, "--parallelism", str(self.parallelism), "--json")
+        elif observed == "crash-loop":  # the supervisor gave up (chaos kills a lot): deploy again, as it says
             self.log("  the supervisor gave up after repeated crashes: deploying again")
             self.report.redeploys += 1
             self.cli("deploy", APP, "--parallelism", str(self.parallelism), "--json")
@@ -440,6 +453,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--master", choices=("cluster", "local"), default="cluster",
                     help="drivers on the Spark standalone cluster (executors to kill) or local[2]")
     args = ap.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the platform is stopped in finally
     home = Path(tempfile.mkdtemp(prefix="streamops-chaos-"))
     settings = isolated_settings(home)
     cluster = args.master == "cluster"
