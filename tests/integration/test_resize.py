@@ -12,6 +12,7 @@ import time
 from streamops.checkpoints import layout
 from streamops.ledger import Ledger
 from streamops.lifecycle import driver
+from streamops.lifecycle.supervisor import heartbeat_file
 from streamops.platform import manager
 from streamops.spark import ui
 from streamops.spark.runner import REFUSED, heartbeat_path
@@ -33,6 +34,20 @@ class Feeder(threading.Thread):
             self.sent += 500
             i += 1
             self.halt.wait(0.5)
+
+
+class _Heartbeats(threading.Thread):
+    """The oldest age of the supervisor's heartbeat seen, and the apps it said were busy."""
+
+    def __init__(self, settings) -> None:
+        super().__init__(daemon=True)
+        self.path, self.halt, self.oldest, self.busy = heartbeat_file(settings), threading.Event(), 0.0, set()
+
+    def run(self) -> None:
+        while not self.halt.wait(0.5):
+            beat = json.loads(self.path.read_text())
+            self.oldest = max(self.oldest, time.time() - beat["heartbeat"])
+            self.busy |= set(beat.get("busy", []))
 
 
 def _executors_seen(ledger: Ledger, n: int, timeout: float = 120) -> None:
@@ -93,8 +108,18 @@ def test_resize_each_strategy_under_steady_load_is_exact(app_factory) -> None:
             pid = driver.running(app.settings, APP).pid
             where = _driver_ui(app)
             old_executors, first_stage = set(ui.executors(*where)), ui.last_stage(*where)
-            r = app.cli("resize", APP, "--parallelism", str(n), "--strategy", strategy, "--json", timeout=420)
+            beats = _Heartbeats(app.settings)  # the supervisor's, while the resize runs
+            beats.start()
+            try:
+                r = app.cli("resize", APP, "--parallelism", str(n), "--strategy", strategy, "--json", timeout=420)
+            finally:
+                beats.halt.set()
+                beats.join()
             assert r.returncode == 0, r.stderr[-3000:] + driver.log_tail(app.settings, APP, 40)
+            # the handover (a standby's start, minutes) runs beside the loop: it beats all along
+            assert beats.oldest < 10, f"the supervisor's heartbeat was {beats.oldest:.0f} s old during the resize"
+            if strategy == "restart":
+                assert APP in beats.busy, "the handover ran in the loop, not beside it"
             out = json.loads(r.stdout)
             assert (out["parallelism"], out["noop"], out["strategy"]) == (n, False, strategy)
             assert layout.last_committed_batch(app.checkpoint) > before
