@@ -103,6 +103,8 @@ class Replacement:
         the parallelism to restart with."""
         desired = self.ledger.desired(self.spec.name)
         parallelism = desired["parallelism"] if desired else self.spec.parallelism.default
+        if not self.running and self._stopped_by_a_failed_operation(desired):
+            self.running = True  # ... so it runs again after this one
         self.step("stop", was_running=self.running, parallelism=parallelism)
         if self.running:
             self.progress(f"{self.spec.name}: stopping at a batch boundary ...")
@@ -149,6 +151,25 @@ class Replacement:
         self.progress(f"{self.spec.name}: starting x{parallelism} from batch {batch_before} ...")
         self.ledger.set_desired(self.spec.name, status="running", parallelism=parallelism, who=self.who, op=self.op)
         self._wait(self._pending("deploy", parallelism, batch_before))
+
+    def _stopped_by_a_failed_operation(self, desired: dict[str, Any] | None) -> bool:
+        """Is the app stopped only because an operation stopped it and then failed or was killed
+        before starting it again? Then the app is meant to run (with a supervisor to run it)."""
+        if not desired or desired["status"] != "stopped" or desired.get("operation_id") is None:
+            return False
+        prior = self.ledger.get_operation(desired["operation_id"]) or {}
+        steps = prior.get("journal") or []
+        meant = prior.get("outcome") == "failed" and any(s["step"] == "stop" and s.get("was_running") for s in steps) \
+            and not any(s["step"] == "restart" for s in steps)
+        if not meant:
+            return False
+        try:
+            ops.require_supervisor(self.settings)
+        except ops.SupervisorNotRunning:
+            return False
+        self.progress(f"{self.spec.name}: stopped by {prior['kind']} #{prior['id']}, which did not finish; "
+                      f"it runs again after this operation")
+        return True
 
     def _marker(self) -> dict[str, Any] | None:
         """The last batch marker, as the checkpoint set aside was matched with (an undo that puts it
