@@ -3,14 +3,18 @@ SHELL := /bin/bash
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test bootstrap bootstrap-test unit integration down status lock bench lint
+.PHONY: run test bootstrap bootstrap-test unit integration chaos down status lock bench lint
 
 run: bootstrap
 	$(BIN)/streamops platform up
 	$(BIN)/streamops deploy user_activity
 
 test: bootstrap-test
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -m "not chaos"
+
+# the short seeded chaos run (tests/integration/test_chaos.py, about 4 minutes)
+chaos: bootstrap-test
+	$(BIN)/python -m pytest -m chaos
 
 unit: bootstrap-test
 	$(BIN)/python -m pytest -m unit
