@@ -44,9 +44,14 @@ def read_topic(
     ``end`` maps partition -> exclusive end offset; partitions it leaves out end at their high
     watermark, read once at the start (so records written meanwhile are not read), and ends
     beyond the high watermark are clamped to it. Records come in offset order per partition;
-    partitions interleave. A partition also ends when the consumer reports its end (under
-    ``read_committed`` that is the last stable offset, so an open transaction does not block).
-    Raises ``ConsumeError`` if no partition makes progress for ``stall_timeout`` seconds.
+    partitions interleave.
+
+    Under ``read_committed`` the end is still the high watermark, not the last stable offset: a
+    transaction open below it (a batch being written, or one whose producer died) is waited for,
+    because the committed records after it belong to the read. Stopping at the last stable offset
+    returned a silently short read (a check reported keys missing that were there; a reset saved a
+    changelog without them). Raises ``ConsumeError`` if no partition makes progress for
+    ``stall_timeout`` seconds, naming a transaction that stays open.
     """
     conf = client_config(bootstrap, {"group.id": f"streamops-read-{uuid.uuid4().hex}", **READ_DEFAULTS,
                                      **(config or {})})
@@ -55,11 +60,14 @@ def read_topic(
         parts = topic_partitions(cluster_metadata(consumer, bootstrap, DEFAULT_TIMEOUT), topic, bootstrap)
         remaining: dict[int, int] = {}
         start: list[TopicPartition] = []
+        # the consumer's own watermarks end at the last stable offset under read_committed
+        highs = _high_watermarks(bootstrap, topic, parts) if conf.get("isolation.level") == "read_committed" else {}
         for p in parts:
             try:
                 low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=DEFAULT_TIMEOUT)
             except KafkaException as exc:  # timeout / transport
                 raise ConsumeError(f"could not read the watermarks of {topic}[{p}]: {exc}") from None
+            high = max(high, highs.get(p, high))
             stop = high if end is None or p not in end else min(int(end[p]), high)
             if stop > low:
                 remaining[p] = stop
@@ -72,6 +80,17 @@ def read_topic(
         consumer.close()
 
 
+def _high_watermarks(bootstrap: str, topic: str, parts: list[int]) -> dict[int, int]:
+    """The high watermarks (read_uncommitted) of ``parts``."""
+    from streamops.kafka.admin import end_offsets
+    from streamops.kafka.exceptions import TopicError
+
+    try:
+        return {p: hi for p, (_lo, hi) in end_offsets(bootstrap, topic).items() if p in parts}
+    except TopicError as exc:
+        raise ConsumeError(f"could not read the watermarks of {topic}: {exc}") from None
+
+
 def _drain(consumer: Consumer, topic: str, remaining: dict[int, int], batch_size: int,
            stall_timeout: float) -> Iterator[Message]:
     last_progress = time.monotonic()
@@ -79,18 +98,18 @@ def _drain(consumer: Consumer, topic: str, remaining: dict[int, int], batch_size
     while remaining:
         msgs = consumer.consume(batch_size, timeout=0.5)
         finished: list[int] = []
+        progressed = False
         for m in msgs:
             err = m.error()
             p = m.partition()
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF:
-                    if remaining.pop(p, None) is not None:
-                        finished.append(p)
-                    continue
+                    continue  # the end the consumer sees may be a transaction still open: positions decide
                 if err.fatal():
                     raise ConsumeError(f"reading {topic} failed: {err.str()}")
                 last_error = err  # transient (transport, leader change): the client retries
                 continue
+            progressed = True
             stop = remaining.get(p)
             if stop is None:
                 continue
@@ -101,20 +120,26 @@ def _drain(consumer: Consumer, topic: str, remaining: dict[int, int], batch_size
                 del remaining[p]
                 finished.append(p)
         now = time.monotonic()
-        if msgs:
+        if progressed:
             last_progress = now
-        elif remaining:
-            # control records (transaction markers) move the position without yielding a record
+        if remaining and not (progressed and len(msgs) >= batch_size):
+            # control records (transaction markers) and aborted records move the position without
+            # yielding a record
             for tp in consumer.position([TopicPartition(topic, p) for p in remaining]):
                 if tp.offset >= 0 and tp.offset >= remaining[tp.partition]:
                     del remaining[tp.partition]
                     finished.append(tp.partition)
+                    last_progress = now
             if remaining and now - last_progress > stall_timeout:
-                where = ", ".join(f"{p}->{o}" for p, o in sorted(remaining.items()))
+                at = {tp.partition: tp.offset for tp in consumer.position([TopicPartition(topic, p) for p in remaining])}
+                where = ", ".join(f"{p}: at {at.get(p, -1)} of {o}" for p, o in sorted(remaining.items()))
                 why = f"; last error: {last_error.str()}" if last_error is not None else ""
                 raise ConsumeError(
-                    f"reading {topic} made no progress for {stall_timeout:g}s (partitions still to "
-                    f"reach their end offsets: {where}){why}"
+                    f"reading {topic} made no progress for {stall_timeout:g}s (partitions short of the end "
+                    f"offsets they had at the start: {where}){why}. Under read_committed this is a transaction "
+                    f"open there: its records, and every committed one after it, stay unreadable until it "
+                    f"commits or aborts (a producer that died: when its transactional id is used again, e.g. "
+                    f"the app starts, or at its transaction timeout)"
                 )
         if finished and remaining:
             consumer.pause([TopicPartition(topic, p) for p in finished])

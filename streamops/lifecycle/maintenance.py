@@ -192,10 +192,30 @@ def rebuild_plan(settings: Settings, spec: AppSpec, ledger: Ledger, *, state_par
     }
 
 
+class ForeignChangelogKeyError(StreamopsError):
+    """The changelog holds a key that is not UTF-8, so no job of this app wrote it (job keys are
+    text, written as UTF-8): seeding state from it would change the key on the way back.
+
+    Operator action: find who writes to the changelog topic and remove those records, or rebuild
+    from the input instead (`streamops reset APP --to-earliest`).
+    """
+
+
 def read_changelog(settings: Settings, spec: AppSpec) -> dict[str, bytes]:
+    """The changelog's latest value per key; keys exactly as the job's committer wrote them."""
     from streamops.kafka.read import latest_per_key
 
-    return latest_per_key(settings.kafka_bootstrap, spec.changelog_topic, decode=lambda v: v)
+    out: dict[str, bytes] = {}
+    for key, value in latest_per_key(settings.kafka_bootstrap, spec.changelog_topic, decode=lambda v: v,
+                                     raw_keys=True).items():
+        try:
+            out[key.decode("utf-8")] = value
+        except UnicodeDecodeError:
+            raise ForeignChangelogKeyError(
+                f"{spec.name}: {spec.changelog_topic} holds the key {key[:60]!r}, which is not UTF-8: no job of "
+                f"this app wrote it, and state seeded from it would come back under another key. Remove "
+                f"those records, or rebuild from the input (`streamops reset {spec.name} --to-earliest`)") from None
+    return out
 
 
 def rebuild_state(settings: Settings, spec: AppSpec, ledger: Ledger, *, state_partitions: int | None = None,

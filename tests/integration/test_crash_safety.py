@@ -157,9 +157,54 @@ def test_marker_reads_never_guess(kafka: str, monkeypatch) -> None:
         commit.last_marker(kafka, topic, "lineage-probe", timeout=5)
 
 
+def test_a_read_never_stops_short_at_an_open_transaction(kafka: str) -> None:
+    """A transaction left open by a producer that died holds back every committed record after it
+    under read_committed. Bounded reads (check, reset's saved copies, undo, rebuild-state) used to
+    stop there and return what they had: a check reported keys missing, a reset saved a changelog
+    without them. Now a read waits for it and, if it stays open, says so; once it is aborted (its
+    transactional id used again, as a starting app does) the read has every committed record."""
+    from streamops.kafka.exceptions import ConsumeError
+
+    topic = "crash-safety-open-transaction"
+    recreate_topic(kafka, TopicSpec(name=topic, partitions=2))
+    p = Producer({"bootstrap.servers": kafka, "transactional.id": "open-txn-writer"})
+    p.init_transactions(30)
+    p.begin_transaction()
+    for i in range(5):
+        p.produce(topic, key=b"before%d" % i, value=b"1", partition=0)
+    p.commit_transaction(30)
+    p.begin_transaction()  # an aborted transaction at the end of partition 1: its records are not read
+    p.produce(topic, key=b"aborted", value=b"1", partition=1)
+    p.abort_transaction(30)
+    dying = subprocess.Popen([sys.executable, "-c", (
+        "import time; from confluent_kafka import Producer\n"
+        f"p = Producer({{'bootstrap.servers': '{kafka}', 'transactional.id': 'dies-in-a-transaction'}})\n"
+        "p.init_transactions(30); p.begin_transaction()\n"
+        f"p.produce('{topic}', key=b'open', value=b'1', partition=0); p.flush(10)\n"
+        "print('open', flush=True); time.sleep(600)")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert dying.stdout.readline().strip() == "open"
+    finally:
+        dying.kill()
+        dying.wait()
+    p.begin_transaction()
+    for i in range(5):
+        p.produce(topic, key=b"after%d" % i, value=b"1", partition=0)
+    p.commit_transaction(30)
+
+    with pytest.raises(ConsumeError, match=r"0: at 6 of 13\).*a transaction open there"):
+        list(read_topic(kafka, topic, stall_timeout=3))
+    fencer = Producer({"bootstrap.servers": kafka, "transactional.id": "dies-in-a-transaction"})
+    fencer.init_transactions(30)
+    assert sorted(m.key() for m in read_topic(kafka, topic)) == sorted(
+        [b"before%d" % i for i in range(5)] + [b"after%d" % i for i in range(5)])
+    assert len(latest_per_key(kafka, topic, decode=lambda v: v)) == 10
+
+
 def test_reset_undo_writes_back_keys_byte_for_byte(platform, tmp_path) -> None:
     """What reset saves and its undo writes back: a key that is not UTF-8 comes back unchanged (it
-    was decoded with backslash escapes and re-encoded, so it came back as another key)."""
+    was decoded with backslash escapes and re-encoded, so it came back as another key). What
+    rebuild-state reads from the changelog is the key as written, or a refusal."""
     from confluent_kafka import Producer
 
     from streamops.kafka.admin import TopicSpec, recreate_topic
@@ -182,6 +227,20 @@ def test_reset_undo_writes_back_keys_byte_for_byte(platform, tmp_path) -> None:
     out = write_back(s, tmp_path / "saved.parquet", topic.name, tombstones=True)
     assert out == {"keys": 3, "tombstones": 1}
     assert latest_per_key(s.kafka_bootstrap, topic.name, decode=lambda v: v, raw_keys=True) == keys
+
+    # rebuild-state seeds state from the changelog: a UTF-8 key is kept as it was written; one that
+    # is not (no job wrote it) is refused, instead of coming back as another key
+    from streamops.lifecycle.maintenance import ForeignChangelogKeyError, read_changelog
+
+    spec = SimpleNamespace(name=APP, changelog_topic=topic.name)
+    recreate_topic(s.kafka_bootstrap, topic)
+    p.produce(topic.name, key="caf\u00e9".encode(), value=b"2")
+    assert p.flush(30) == 0
+    assert read_changelog(s, spec) == {"caf\u00e9": b"2"}
+    p.produce(topic.name, key=b"\xff\xfebinary", value=b"1")
+    assert p.flush(30) == 0
+    with pytest.raises(ForeignChangelogKeyError, match=r"holds the key b'\\xff\\xfebinary', which is not UTF-8"):
+        read_changelog(s, spec)
 
 
 def _topics(app) -> dict:
