@@ -1,6 +1,6 @@
 """Chaos: a deployed app under a steady load while a seeded schedule injects faults and operations.
 
-    .venv/bin/python bench/chaos.py [--minutes 10] [--seed 1] [--rate 200] [--master cluster|local]
+    .venv/bin/python bench/chaos.py [--minutes 10] [--seed 1] [--rate 200] [--master cluster|local] [--airflow]
 
 One platform in a temporary state dir on free ports (broker, supervisor, and with ``--master
 cluster`` a Spark standalone master and worker), stopped in ``finally``. The demo app is deployed
@@ -17,6 +17,12 @@ then ``streamops undo`` of it);
 operations, from the CLI, each in the background: ``resize-restart`` (1 <-> 2), ``resize-live``
 (cluster only), ``savepoint``, ``restore`` (the newest savepoint), ``compact``, ``reset-undo``
 (``reset --to-earliest --stop-first``, then ``undo`` of it).
+
+With ``--airflow`` the four Airflow components run too, and these come from Airflow, through its
+REST API, beside the CLI's: ``airflow-resize`` (the ``streamops_resize`` DAG, by restart),
+``airflow-savepoint`` (the app's savepoint DAG), and the fault ``kill-airflow-task``: a
+``streamops_reset`` run whose task process (the lease holder) is killed -9 a random 0-4 s after
+it took the lease, then undone through the same DAG (``target: undo``).
 
 An operation succeeds, is refused (another holds the lease, the supervisor is down: nothing
 changed), or fails; a failed reset or restore must be undone by ``streamops undo`` (counted as
@@ -59,6 +65,7 @@ CLI = [sys.executable, "-m", "streamops.cli"]
 FAULTS = {"kill-driver": 3, "kill-executor": 2, "kill-supervisor": 2, "kill-broker": 1, "kill-operation": 2}
 OPERATIONS = {"resize-restart": 2, "resize-live": 1, "savepoint": 2, "restore": 1, "compact": 1, "reset-undo": 1}
 CLUSTER_ONLY = ("kill-executor", "resize-live")
+AIRFLOW_ONLY = {"kill-airflow-task": 2, "airflow-resize": 1, "airflow-savepoint": 1}
 #: steps at which a killed reset / restore dies (journaled just before each is taken)
 KILL_STEPS = {"reset": ("stop", "set-aside", "install", "changelog-recreate", "rewind"),
               "restore": ("stop", "set-aside", "install", "rewind", "restart")}
@@ -129,9 +136,60 @@ class Feeder(threading.Thread):
         out.flush(180)
 
 
+class AirflowRuns:
+    """Trigger a DAG run through Airflow's REST API and wait for its end (the bench's only client)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        password = json.loads(manager.password_file(settings).read_text())["admin"]
+        self.token = self.request("POST", "/auth/token", {"username": "admin", "password": password})[1]["access_token"]
+
+    def request(self, method: str, path: str, body: dict | None = None) -> tuple[int, dict | None]:
+        import urllib.error
+        import urllib.request
+
+        req = urllib.request.Request(f"{self.settings.airflow_url}{path}", method=method,
+                                     data=json.dumps(body).encode() if body is not None else None)
+        req.add_header("Content-Type", "application/json")
+        if getattr(self, "token", None):
+            req.add_header("Authorization", f"Bearer {self.token}")
+        for _ in range(60):  # SQLite under concurrent writers answers 503 "database is locked": retry
+            try:
+                with urllib.request.urlopen(req, timeout=30) as resp:
+                    return resp.status, json.loads(resp.read() or b"null")
+            except urllib.error.HTTPError as err:
+                if err.code != 503:
+                    return err.code, None
+            time.sleep(2)
+        return 503, None
+
+    def trigger(self, dag_id: str, conf: dict) -> str:
+        status, run = self.request("POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": conf})
+        if status != 200 or run is None:
+            raise RuntimeError(f"triggering {dag_id} {conf}: HTTP {status}")
+        return run["dag_run_id"]
+
+    def wait(self, dag_id: str, run_id: str, timeout: float = 900) -> tuple[str, str]:
+        """(the run's final state, its task's log)."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            _, run = self.request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}")
+            if run and run["state"] in ("success", "failed"):
+                break
+            time.sleep(2)
+        else:
+            return "timeout", ""
+        _, tis = self.request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances")
+        task = (tis or {}).get("task_instances", [{}])[0].get("task_id", "")
+        _, text = self.request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task}/logs/1"
+                                      "?full_content=true")
+        return run["state"], json.dumps(text)
+
+
 class Chaos:
-    def __init__(self, settings: Settings, *, seed: int, cluster: bool, log=print) -> None:
+    def __init__(self, settings: Settings, *, seed: int, cluster: bool, airflow: bool = False, log=print) -> None:
         self.settings, self.cluster, self.log = settings, cluster, log
+        self.airflow = AirflowRuns(settings) if airflow else None
         #: the schedule (what, when) is drawn only by the main loop: the same seed, the same schedule;
         #: the faults' own choices (which executor, how long down) come from another stream
         self.schedule, self.rng = random.Random(seed), random.Random(seed + 1)
@@ -148,9 +206,11 @@ class Chaos:
                               timeout=timeout, check=False)
 
     def _outcome(self, r: subprocess.CompletedProcess) -> str:
-        if r.returncode == 0:
-            return "succeeded"
-        text = r.stdout + r.stderr
+        return "succeeded" if r.returncode == 0 else self._outcome_text(r.stdout + r.stderr)
+
+    @staticmethod
+    def _outcome_text(text: str) -> str:
+        """A failed operation's outcome from what it said: refused (nothing changed) or failed."""
         if any(s in text for s in ("running since", "another operation just took the lease",
                                    "supervisor is not running", "supervisor's last heartbeat", "is running:",
                                    "nothing committed", "no savepoint", "is not deployed", "in use by pid")):
@@ -171,7 +231,26 @@ class Chaos:
         finally:
             ledger.close()
 
-    def _undo(self, kind: str, op: dict | None) -> str:
+    def _op(self, op_id: int) -> dict | None:
+        from streamops.ledger import Ledger
+
+        ledger = Ledger.open(self.settings.ledger_db_url)
+        try:
+            return ledger.get_operation(op_id)
+        finally:
+            ledger.close()
+
+    def _undo_once(self, op_id: int, airflow: bool) -> subprocess.CompletedProcess:
+        """``streamops undo OP --stop-first``, or the same through the reset DAG's ``undo`` target."""
+        if not airflow:
+            return self.cli("undo", APP, str(op_id), "--stop-first", "--json")
+        assert self.airflow is not None
+        state, text = self.airflow.wait("streamops_reset", self.airflow.trigger(
+            "streamops_reset", {"app": APP, "target": "undo", "value": str(op_id), "stop_first": True,
+                                "dry_run": False}))
+        return subprocess.CompletedProcess([], 0 if state == "success" else 1, text, "")
+
+    def _undo(self, kind: str, op: dict | None, *, airflow: bool = False) -> str:
         """Undo a failed or killed operation (or, when only its restart failed, finish it: deploy);
         the outcome to count."""
         if op is None or op["outcome"] == "succeeded":
@@ -182,10 +261,10 @@ class Chaos:
             if r.returncode == 0 or self._outcome(r) == "refused":
                 return "failed at restart, resumed"
         for _ in range(30):  # another operation may hold the lease for a while
-            r = self.cli("undo", APP, str(op["id"]), "--stop-first", "--json")
+            r = self._undo_once(op["id"], airflow)
             if r.returncode == 0:
                 return "failed, undone"
-            if "was refused: it changed nothing" in r.stderr:
+            if "was refused: it changed nothing" in r.stdout + r.stderr:
                 return "refused"
             if "did not agree with the app's output" in r.stdout + r.stderr:
                 # the checkpoint it set aside had lost batches (a broker kill just before): the undo
@@ -253,7 +332,45 @@ class Chaos:
         else:
             self._record(f"{kind} killed at {step}", self._outcome(r), r.stdout + r.stderr)
 
+    def kill_airflow_task(self) -> None:
+        """A reset run from Airflow whose task is killed -9 while it holds the app's lease."""
+        from streamops.ledger import Ledger
+
+        assert self.airflow is not None
+        run_id = self.airflow.trigger("streamops_reset", {"app": APP, "target": "earliest", "stop_first": True,
+                                                          "dry_run": False})
+        ledger = Ledger.open(self.settings.ledger_db_url)
+        try:
+            deadline, killed = time.time() + 120, None
+            while killed is None and time.time() < deadline:
+                lease = ledger.lease(APP)
+                if lease and lease["holder"].startswith(f"airflow:streamops_reset/{run_id}/") and lease["pid"]:
+                    time.sleep(self.rng.uniform(0, 4))
+                    with contextlib.suppress(ProcessLookupError):
+                        if (ledger.lease(APP) or {}).get("pid") == lease["pid"]:
+                            os.kill(int(lease["pid"]), signal.SIGKILL)
+                            killed = lease["operation_id"]
+                    break
+                time.sleep(0.05)
+        finally:
+            ledger.close()
+        state, text = self.airflow.wait("streamops_reset", run_id)
+        if killed is None or state == "success":
+            return self._record("airflow reset task killed", "succeeded" if state == "success"
+                                else self._outcome_text(text), text)
+        self._record("airflow reset task killed", self._undo("reset", self._op(killed), airflow=True))
+
     # -- operations --------------------------------------------------------------------------------
+    def airflow_operation(self, kind: str) -> None:
+        assert self.airflow is not None
+        if kind == "airflow-resize":
+            self.parallelism = 3 - self.parallelism
+            dag, conf = "streamops_resize", {"app": APP, "parallelism": self.parallelism, "strategy": "restart"}
+        else:
+            dag, conf = f"streamops_savepoint__{APP}", {}
+        state, text = self.airflow.wait(dag, self.airflow.trigger(dag, conf))
+        self._record(kind, "succeeded" if state == "success" else self._outcome_text(text), text)
+
     def _newest_savepoint(self) -> str | None:
         r = self.cli("savepoints", APP, "--json")
         try:
@@ -342,7 +459,7 @@ class Chaos:
 
     # -- the run ------------------------------------------------------------------------------------
     def run(self, minutes: float) -> Report:
-        kinds = {**FAULTS, **OPERATIONS}
+        kinds = {**FAULTS, **OPERATIONS, **(AIRFLOW_ONLY if self.airflow else {})}
         if not self.cluster:
             kinds = {k: w for k, w in kinds.items() if k not in CLUSTER_ONLY}
         names, weights = list(kinds), list(kinds.values())
@@ -354,10 +471,16 @@ class Chaos:
             if time.time() >= next_at:
                 kind = self.schedule.choices(names, weights)[0]
                 self.log(f"[{time.strftime('%H:%M:%S')}] {kind}")
+                is_fault = kind in FAULTS or kind == "kill-airflow-task"
                 with self.lock:
-                    if kind in FAULTS:
+                    if is_fault:
                         self.report.faults[kind] += 1
-                fn = getattr(self, kind.replace("-", "_")) if kind in FAULTS else (lambda k=kind: self.operation(k))
+                if is_fault:
+                    fn = getattr(self, kind.replace("-", "_"))
+                elif kind.startswith("airflow-"):
+                    fn = lambda k=kind: self.airflow_operation(k)
+                else:
+                    fn = lambda k=kind: self.operation(k)
                 if kind in ("kill-driver", "kill-executor"):
                     fn()  # instant
                 else:
@@ -411,10 +534,32 @@ def longest_gap(settings: Settings, start_ms: int, end_ms: int) -> float:
     return max(b - a for a, b in itertools.pairwise(times)) / 1000
 
 
-def run_chaos(settings: Settings, *, minutes: float, seed: int, rate: int, cluster: bool, log=print) -> Report:
+def diagnose(settings: Settings, log) -> None:
+    """TEMP: watermarks under both isolation levels, and a copy of the state dir."""
+    import shutil
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    from streamops.spec import default_spec_path, get_app, load_specs
+
+    spec = get_app(load_specs(default_spec_path(settings.repo)), APP)
+    for topic in ("user-events", spec.live_output_topic, spec.changelog_topic, spec.dlq_topic, spec.commits_topic):
+        for level in ("read_committed", "read_uncommitted"):
+            c = Consumer({"bootstrap.servers": settings.kafka_bootstrap, "group.id": "diag", "isolation.level": level})
+            md = c.list_topics(topic, timeout=10).topics[topic]
+            marks = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10) for p in md.partitions}
+            c.close()
+            log(f"  {topic} {level}: {marks}")
+    keep = Path(tempfile.mkdtemp(prefix="chaos-fail-", dir="/tmp"))
+    shutil.copytree(settings.home, keep / "home", ignore=shutil.ignore_patterns("*.jar"), dirs_exist_ok=True)
+    log(f"  state copied to {keep}")
+
+
+def run_chaos(settings: Settings, *, minutes: float, seed: int, rate: int, cluster: bool, airflow: bool = False,
+              log=print) -> Report:
     """Deploy, load, chaos for ``minutes``, then catch up and check (the platform must be up:
-    kafka and the supervisor, and the Spark cluster when ``cluster``)."""
-    chaos = Chaos(settings, seed=seed, cluster=cluster, log=log)
+    kafka and the supervisor, the Spark cluster when ``cluster``, Airflow when ``airflow``)."""
+    chaos = Chaos(settings, seed=seed, cluster=cluster, airflow=airflow, log=log)
     feeder = Feeder(settings, rate, seed)
     r = chaos.cli("deploy", APP, "--parallelism", "1", "--json")
     if r.returncode != 0:
@@ -435,8 +580,8 @@ def run_chaos(settings: Settings, *, minutes: float, seed: int, rate: int, clust
     r = chaos.cli("check", APP, "--json", timeout=1200)
     out = json.loads(r.stdout)
     if not out.get("ok"):  # diagnosis: the same data read again a little later
-        log("check NOT exact: " + json.dumps([{k: v[k] for k in ("view", "missing", "extra", "different",
-                                                                  "duplicates")} for v in out.get("views", [])]))
+        log("check NOT exact: " + json.dumps(out.get("views", [])))
+        diagnose(settings, log)
         time.sleep(20)
         again = json.loads(chaos.cli("check", APP, "--json", timeout=1200).stdout)
         log(f"check again 20 s later: ok={again.get('ok')} " + json.dumps(
@@ -463,6 +608,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rate", type=int, default=200, help="events per second")
     ap.add_argument("--master", choices=("cluster", "local"), default="cluster",
                     help="drivers on the Spark standalone cluster (executors to kill) or local[2]")
+    ap.add_argument("--airflow", action="store_true",
+                    help="run Airflow too: operations from its DAGs, and Airflow tasks killed half way")
     args = ap.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the platform is stopped in finally
     home = Path(tempfile.mkdtemp(prefix="streamops-chaos-"))
@@ -471,12 +618,14 @@ def main(argv: list[str] | None = None) -> int:
     if not cluster:
         settings = settings.model_copy(update={"spark_master": "local[2]"})
     try:
-        manager.up(settings, only=["kafka", "spark", "supervisor"] if cluster else ["kafka", "supervisor"])
+        groups = ["kafka", "spark", "supervisor"] if cluster else ["kafka", "supervisor"]
+        manager.up(settings, only=[*groups, *(["airflow"] if args.airflow else [])])
         report = run_chaos(settings, minutes=args.minutes, seed=args.seed, rate=args.rate, cluster=cluster,
-                           log=lambda m: print(m, flush=True))
+                           airflow=args.airflow, log=lambda m: print(m, flush=True))
     finally:
         manager.down(settings)
-    print(f"\nchaos: seed {args.seed}, {args.minutes:g} min, {args.rate} events/s, master {args.master}\n")
+    print(f"\nchaos: seed {args.seed}, {args.minutes:g} min, {args.rate} events/s, master {args.master}"
+          f"{', with Airflow' if args.airflow else ''}\n")
     print(report.tables())
     for p in report.problems:
         print(f"PROBLEM: {p}")

@@ -115,6 +115,11 @@ class Replacement:
             self.settings, self.spec, wait_s=30.0,
             refused=f"A driver runs on it outside the supervisor; nothing was changed. Stop that driver (or "
                     f"`streamops deploy {self.spec.name}` and add --stop-first) and try again.")
+        # no driver runs now: a transaction one killed mid-batch left open would hide the committed
+        # records after it from what this operation saves and reads
+        from streamops.spark.commit import abort_open_transaction
+
+        abort_open_transaction(self.settings.kafka_bootstrap, self.spec.name)
         return parallelism
 
     def set_aside(self, into: Path | None = None) -> Path:

@@ -139,6 +139,23 @@ def last_marker(bootstrap: str, commits_topic: str, app: str, *, config: dict | 
         c.close()
 
 
+def transactional_id(app: str) -> str:
+    """The one transactional id every writer of ``app``'s batches uses (drivers, rewinds)."""
+    return f"streamops-{app}"
+
+
+def abort_open_transaction(bootstrap: str, app: str, *, timeout: float = 60.0) -> None:
+    """Abort a transaction a dead driver of ``app`` left open, as a starting driver does.
+
+    Until then it holds back every committed record after it from read_committed readers (what an
+    operation saves, what it checks). Only while no driver of ``app`` runs: it fences the one that does.
+    """
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id(app),
+                         "enable.idempotence": True})
+    producer.init_transactions(timeout)
+    producer.flush(timeout)
+
+
 class BatchCommitter:
     """Commits each micro-batch's records exactly once (see module docstring)."""
 
@@ -152,7 +169,7 @@ class BatchCommitter:
         self.timeout = timeout
         self.producer = Producer({
             "bootstrap.servers": bootstrap,
-            "transactional.id": f"streamops-{app}",
+            "transactional.id": transactional_id(app),
             "enable.idempotence": True,
             "linger.ms": 5,
             "batch.num.messages": 10000,

@@ -8,14 +8,19 @@ ledger with the Airflow run that asked for it, and the app's state is exact at t
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 
 import pytest
 
+from streamops.checkpoints import lineage
+from streamops.kafka.read import latest_per_key
 from streamops.ledger import Ledger
 from streamops.ledger.outputs import load_live_spec
 from streamops.lifecycle import driver
 from streamops.platform import manager
+from streamops.spark.commit import last_marker
 from streamops.state.verify import verify
 from tests.fixtures.apps import AppHarness
 from tests.integration.test_airflow_api import _request, _token
@@ -103,9 +108,50 @@ def test_deploy_resize_stop_through_the_rest_api_exact(platform, kafka, spark_cl
         assert ops[0]["requested_by"] == f"airflow:streamops_deploy/{deploy_run}/deploy"
         assert all(o["requested_by"].startswith("airflow:streamops_") for o in ops)
         assert ledger.lease(APP) is None
+
+        _reset_task_killed_then_undone_through_airflow(s, token, ledger, app)
     finally:
         ledger.close()
         driver.stop(s, APP, now=True)
+
+
+def _reset_task_killed_then_undone_through_airflow(s, token: str, ledger: Ledger, app: AppHarness) -> None:
+    """An Airflow reset task killed -9 half way (once it set the checkpoint aside): the run
+    fails, the ledger names the steps done, and the reset DAG's ``undo`` target puts checkpoint,
+    changelog, output and marker back, so the app is exact again (issue 17: a task killed)."""
+    spec = load_live_spec(s, APP)
+    batch, ckpt_id = app.committed_batch(), lineage.checkpoint_id(app.checkpoint)
+    topics = {t: latest_per_key(s.kafka_bootstrap, t, decode=lambda v: v, raw_keys=True)
+              for t in (spec.changelog_topic, spec.live_output_topic)}
+    status, run = _request(s, "POST", "/api/v2/dags/streamops_reset/dagRuns", token, {
+        "logical_date": None, "conf": {"app": APP, "target": "earliest", "dry_run": False}})
+    assert status == 200, (status, run)
+    deadline, killed = time.time() + 240, None
+    while killed is None:  # the task's own process holds the lease: kill it once the checkpoint is set aside
+        assert time.time() < deadline, f"the reset task never reached set-aside: {ledger.operations(APP, 1)}"
+        lease, op = ledger.lease(APP), ledger.operations(APP, limit=1)[0]
+        steps = [x["step"] for x in op["journal"] or []]
+        if lease and op["kind"] == "reset" and "install" in steps and op["outcome"] == "running":
+            assert lease["holder"].startswith(f"airflow:streamops_reset/{run['dag_run_id']}/")
+            os.kill(int(lease["pid"]), signal.SIGKILL)
+            killed = op["id"]
+        time.sleep(0.02)
+    while (state := _request(s, "GET", f"/api/v2/dags/streamops_reset/dagRuns/{run['dag_run_id']}", token)[1]
+           ["state"]) not in ("success", "failed"):
+        assert time.time() < deadline, state
+        time.sleep(1)
+    assert state == "failed"
+    assert lineage.checkpoint_id(app.checkpoint) != ckpt_id  # set aside: the reset had replaced it
+
+    out, _ = _run(s, token, "streamops_reset", {"app": APP, "target": "undo", "value": str(killed), "dry_run": False})
+    assert out["undo"] == killed and "abandoned: its process" in (ledger.get_operation(killed)["error"] or "")
+    assert (app.committed_batch(), lineage.checkpoint_id(app.checkpoint)) == (batch, ckpt_id)
+    assert {t: latest_per_key(s.kafka_bootstrap, t, decode=lambda v: v, raw_keys=True) for t in topics} == topics
+    marker = last_marker(s.kafka_bootstrap, spec.commits_topic, APP)
+    assert (marker["batch_id"], marker["checkpoint_id"]) == (batch, ckpt_id)
+    report = app.check()
+    assert report["ok"] and report["input_records"] == 30_000, report
+    assert ledger.lease(APP) is None
 
 
 @pytest.mark.parametrize(("name", "strategy"), [("page_stats", "live"), ("orders", "restart")])

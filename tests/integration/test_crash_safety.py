@@ -23,7 +23,7 @@ from streamops.kafka.admin import TopicSpec, end_offsets, ensure_topics, recreat
 from streamops.kafka.read import latest_per_key, read_topic
 from streamops.lifecycle.replace import rewind_marker
 from streamops.platform import manager
-from streamops.spark.commit import last_marker
+from streamops.spark.commit import last_marker, transactional_id
 from streamops.spark.job_query import DLQ_MAX_BYTES, H_TRUNCATED
 from streamops.spec import default_spec_path, get_app, load_specs
 
@@ -157,6 +157,21 @@ def test_marker_reads_never_guess(kafka: str, monkeypatch) -> None:
         commit.last_marker(kafka, topic, "lineage-probe", timeout=5)
 
 
+def _leave_open_transaction(bootstrap: str, transactional_id: str, topic: str, partition: int | None = None) -> None:
+    """A producer that dies in a transaction (kill -9 after its record reached the broker)."""
+    dying = subprocess.Popen([sys.executable, "-c", (
+        "import time; from confluent_kafka import Producer\n"
+        f"p = Producer({{'bootstrap.servers': '{bootstrap}', 'transactional.id': '{transactional_id}'}})\n"
+        "p.init_transactions(30); p.begin_transaction()\n"
+        f"p.produce('{topic}', key=b'open', value=b'1'{'' if partition is None else f', partition={partition}'})\n"
+        "p.flush(10); print('open', flush=True); time.sleep(600)")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert dying.stdout.readline().strip() == "open"
+    finally:
+        dying.kill()
+        dying.wait()
+
+
 def test_a_read_never_stops_short_at_an_open_transaction(kafka: str) -> None:
     """A transaction left open by a producer that died holds back every committed record after it
     under read_committed. Bounded reads (check, reset's saved copies, undo, rebuild-state) used to
@@ -176,17 +191,7 @@ def test_a_read_never_stops_short_at_an_open_transaction(kafka: str) -> None:
     p.begin_transaction()  # an aborted transaction at the end of partition 1: its records are not read
     p.produce(topic, key=b"aborted", value=b"1", partition=1)
     p.abort_transaction(30)
-    dying = subprocess.Popen([sys.executable, "-c", (
-        "import time; from confluent_kafka import Producer\n"
-        f"p = Producer({{'bootstrap.servers': '{kafka}', 'transactional.id': 'dies-in-a-transaction'}})\n"
-        "p.init_transactions(30); p.begin_transaction()\n"
-        f"p.produce('{topic}', key=b'open', value=b'1', partition=0); p.flush(10)\n"
-        "print('open', flush=True); time.sleep(600)")], stdout=subprocess.PIPE, text=True)
-    try:
-        assert dying.stdout.readline().strip() == "open"
-    finally:
-        dying.kill()
-        dying.wait()
+    _leave_open_transaction(kafka, "dies-in-a-transaction", topic, partition=0)
     p.begin_transaction()
     for i in range(5):
         p.produce(topic, key=b"after%d" % i, value=b"1", partition=0)
@@ -306,6 +311,9 @@ def test_a_reset_killed_or_failing_half_way_is_undone_exactly(app_factory) -> No
     # records of the previous life were already there (they were left out as "already emitted")
     recreate_topic(app.settings.kafka_bootstrap, TopicSpec(name="user-events", partitions=6))
     app.produce(6_000, users=400, seed=23)
+    # ... and a driver killed mid-batch left its transaction open on the output: the reset aborts
+    # it before it saves the output (else the save waited for it, and failed)
+    _leave_open_transaction(app.settings.kafka_bootstrap, transactional_id(APP), "user-profiles")
     r = app.cli("reset", APP, "--to-earliest", "--json")
     assert r.returncode == 0, r.stdout + r.stderr
     app.run_to_end("--max-offsets-per-trigger", "2000")
