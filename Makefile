@@ -10,9 +10,9 @@ run: bootstrap
 	$(BIN)/streamops deploy user_activity
 
 test: bootstrap-test
-	$(BIN)/python -m pytest -m "not chaos"
+	$(BIN)/python -m pytest
 
-# the short seeded chaos run (tests/integration/test_chaos.py, about 4 minutes)
+# only the short seeded chaos run (tests/integration/test_chaos.py, about 4 minutes; part of `make test`)
 chaos: bootstrap-test
 	$(BIN)/python -m pytest -m chaos
 

@@ -12,8 +12,7 @@ import pytest
 from bench.chaos import run_chaos
 from streamops.platform import manager
 
-#: `make chaos`, not `make test`: one of four runs of this seed ended with a check that was not exact,
-#: while the same topics and checkpoint checked exact afterwards (issue 17's progress note)
+#: part of `make test`; `make chaos` runs it alone
 pytestmark = pytest.mark.chaos
 
 LOCAL = "local[2]"
