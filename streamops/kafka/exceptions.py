@@ -44,3 +44,12 @@ class ConsumeError(BrokerError):
 
     Operator action: check that the broker is healthy and the topic still exists, then rerun.
     """
+
+
+class OpenTransactionError(ConsumeError):
+    """A transaction stayed open below the end of a read that must see everything committed.
+
+    Operator action: if a driver of the app is stopped or crashed, start it (a starting driver
+    aborts what its predecessor left open); a hanging transaction whose broker-side state was lost
+    is aborted with Kafka's kafka-transactions.sh, or, on the embedded broker, by restarting it.
+    """

@@ -16,7 +16,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from streamops.kafka.admin import DEFAULT_TIMEOUT, client_config, cluster_metadata, topic_partitions
-from streamops.kafka.exceptions import ConsumeError
+from streamops.kafka.exceptions import ConsumeError, OpenTransactionError
 
 #: consumer settings for bounded reads; ``config`` passed by the caller wins
 READ_DEFAULTS: dict[str, Any] = {
@@ -38,20 +38,22 @@ def read_topic(
     config: Mapping[str, Any] | None = None,
     batch_size: int = 10_000,
     stall_timeout: float = 30.0,
+    past_open_transactions: bool = False,
 ) -> Iterator[Message]:
     """Yield every record of ``topic`` from each partition's low watermark to its end offset.
 
     ``end`` maps partition -> exclusive end offset; partitions it leaves out end at their high
     watermark, read once at the start (so records written meanwhile are not read), and ends
     beyond the high watermark are clamped to it. Records come in offset order per partition;
-    partitions interleave.
+    partitions interleave. A partition also ends when the consumer reports its end (under
+    ``read_committed`` that is the last stable offset, so an open transaction does not block).
+    Raises ``ConsumeError`` if no partition makes progress for ``stall_timeout`` seconds.
 
-    Under ``read_committed`` the end is still the high watermark, not the last stable offset: a
-    transaction open below it (a batch being written, or one whose producer died) is waited for,
-    because the committed records after it belong to the read. Stopping at the last stable offset
-    returned a silently short read (a check reported keys missing that were there; a reset saved a
-    changelog without them). Raises ``ConsumeError`` if no partition makes progress for
-    ``stall_timeout`` seconds, naming a transaction that stays open.
+    ``past_open_transactions``: under ``read_committed``, end at the high watermark instead, and
+    wait for a transaction open below it (a batch being written) to end: the committed records
+    after it belong to the read. A transaction that stays open for ``stall_timeout`` seconds (a
+    hanging one: its producer's broker-side state was lost) raises ``OpenTransactionError``, where
+    the last stable offset would have given a read silently short of records committed after it.
     """
     conf = client_config(bootstrap, {"group.id": f"streamops-read-{uuid.uuid4().hex}", **READ_DEFAULTS,
                                      **(config or {})})
@@ -61,7 +63,8 @@ def read_topic(
         remaining: dict[int, int] = {}
         start: list[TopicPartition] = []
         # the consumer's own watermarks end at the last stable offset under read_committed
-        highs = _high_watermarks(bootstrap, topic, parts) if conf.get("isolation.level") == "read_committed" else {}
+        past = past_open_transactions and conf.get("isolation.level") == "read_committed"
+        highs = _high_watermarks(bootstrap, topic) if past else {}
         for p in parts:
             try:
                 low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=DEFAULT_TIMEOUT)
@@ -75,24 +78,24 @@ def read_topic(
         if not remaining:
             return
         consumer.assign(start)
-        yield from _drain(consumer, topic, remaining, batch_size, stall_timeout)
+        yield from _drain(consumer, topic, remaining, batch_size, stall_timeout, past)
     finally:
         consumer.close()
 
 
-def _high_watermarks(bootstrap: str, topic: str, parts: list[int]) -> dict[int, int]:
-    """The high watermarks (read_uncommitted) of ``parts``."""
+def _high_watermarks(bootstrap: str, topic: str) -> dict[int, int]:
+    """``topic``'s high watermarks (what read_uncommitted readers see)."""
     from streamops.kafka.admin import end_offsets
     from streamops.kafka.exceptions import TopicError
 
     try:
-        return {p: hi for p, (_lo, hi) in end_offsets(bootstrap, topic).items() if p in parts}
+        return {p: hi for p, (_lo, hi) in end_offsets(bootstrap, topic).items()}
     except TopicError as exc:
         raise ConsumeError(f"could not read the watermarks of {topic}: {exc}") from None
 
 
 def _drain(consumer: Consumer, topic: str, remaining: dict[int, int], batch_size: int,
-           stall_timeout: float) -> Iterator[Message]:
+           stall_timeout: float, past_open_transactions: bool = False) -> Iterator[Message]:
     last_progress = time.monotonic()
     last_error: KafkaError | None = None
     while remaining:
@@ -104,7 +107,10 @@ def _drain(consumer: Consumer, topic: str, remaining: dict[int, int], batch_size
             p = m.partition()
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF:
-                    continue  # the end the consumer sees may be a transaction still open: positions decide
+                    # past open transactions, the end the consumer sees may be one: positions decide
+                    if not past_open_transactions and remaining.pop(p, None) is not None:
+                        finished.append(p)
+                    continue
                 if err.fatal():
                     raise ConsumeError(f"reading {topic} failed: {err.str()}")
                 last_error = err  # transient (transport, leader change): the client retries
@@ -134,12 +140,19 @@ def _drain(consumer: Consumer, topic: str, remaining: dict[int, int], batch_size
                 at = {tp.partition: tp.offset for tp in consumer.position([TopicPartition(topic, p) for p in remaining])}
                 where = ", ".join(f"{p}: at {at.get(p, -1)} of {o}" for p, o in sorted(remaining.items()))
                 why = f"; last error: {last_error.str()}" if last_error is not None else ""
+                if past_open_transactions:
+                    raise OpenTransactionError(
+                        f"{topic}: a transaction has stayed open for {stall_timeout:g}s below the end of the "
+                        f"read (partition: position of end offset, {where}){why}. Until it ends, read_committed "
+                        f"readers see none of the records committed after it. A producer that died in it is "
+                        f"aborted when its transactional id is used again (a driver starts) or at its "
+                        f"transaction timeout; one whose broker-side state was lost (a broker crash) hangs: "
+                        f"on Apache Kafka abort it with kafka-transactions.sh (find-hanging, abort); the "
+                        f"embedded broker forgets it when it restarts (`streamops platform down --only kafka` "
+                        f"then `up --only kafka`)")
                 raise ConsumeError(
-                    f"reading {topic} made no progress for {stall_timeout:g}s (partitions short of the end "
-                    f"offsets they had at the start: {where}){why}. Under read_committed this is a transaction "
-                    f"open there: its records, and every committed one after it, stay unreadable until it "
-                    f"commits or aborts (a producer that died: when its transactional id is used again, e.g. "
-                    f"the app starts, or at its transaction timeout)"
+                    f"reading {topic} made no progress for {stall_timeout:g}s (partitions still to "
+                    f"reach their end offsets: {where}){why}"
                 )
         if finished and remaining:
             consumer.pause([TopicPartition(topic, p) for p in finished])
@@ -153,15 +166,17 @@ def latest_per_key(
     end: Mapping[int, int] | None = None,
     config: Mapping[str, Any] | None = None,
     raw_keys: bool = False,
+    past_open_transactions: bool = False,
 ) -> dict[Any, Any]:
     """The last value of every key (a compacted topic's view); a tombstone deletes its key.
 
     Keys are decoded as UTF-8 (undecodable bytes are backslash-escaped), or kept as bytes with
     ``raw_keys`` (what is written back must have exactly the keys it had); records without a key
     are skipped; ``decode`` runs once per surviving key, on the latest value only.
+    ``past_open_transactions``: as in ``read_topic``.
     """
     latest: dict[Any, bytes] = {}
-    for m in read_topic(bootstrap, topic, end=end, config=config):
+    for m in read_topic(bootstrap, topic, end=end, config=config, past_open_transactions=past_open_transactions):
         key = m.key()
         if key is None:
             continue

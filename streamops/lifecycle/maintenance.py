@@ -207,7 +207,7 @@ def read_changelog(settings: Settings, spec: AppSpec) -> dict[str, bytes]:
 
     out: dict[str, bytes] = {}
     for key, value in latest_per_key(settings.kafka_bootstrap, spec.changelog_topic, decode=lambda v: v,
-                                     raw_keys=True).items():
+                                     raw_keys=True, past_open_transactions=True).items():
         try:
             out[key.decode("utf-8")] = value
         except UnicodeDecodeError:

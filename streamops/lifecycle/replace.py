@@ -80,8 +80,14 @@ class Replacement:
     manager that releases the checkpoint lock however the operation ends."""
 
     def __init__(self, settings: Settings, spec: AppSpec, ledger: Ledger, op: Any, *, running: bool,
-                 who: str | None, timeout: float, progress: Progress = lambda _m: None) -> None:
+                 who: str | None, timeout: float, progress: Progress = lambda _m: None,
+                 abort_open: Callable[[str, str], None] | None = None) -> None:
+        """``abort_open(bootstrap, app)``: ends a transaction a killed driver left open
+        (``spark.commit.abort_open_transaction``, the default; tests without a broker pass their own)."""
+        from streamops.spark.commit import abort_open_transaction
+
         self.settings, self.spec, self.ledger, self.op = settings, spec, ledger, op
+        self.abort_open = abort_open or abort_open_transaction
         self.running, self.who, self.timeout, self.progress = running, who, timeout, progress
         self.checkpoint = checkpoint_dir(settings, spec)
         self.aside = aside_path(settings, spec, op.id)
@@ -117,9 +123,7 @@ class Replacement:
                     f"`streamops deploy {self.spec.name}` and add --stop-first) and try again.")
         # no driver runs now: a transaction one killed mid-batch left open would hide the committed
         # records after it from what this operation saves and reads
-        from streamops.spark.commit import abort_open_transaction
-
-        abort_open_transaction(self.settings.kafka_bootstrap, self.spec.name)
+        self.abort_open(self.settings.kafka_bootstrap, self.spec.name)
         return parallelism
 
     def set_aside(self, into: Path | None = None) -> Path:

@@ -39,7 +39,7 @@ def save_latest(bootstrap: str, topic: str, path: Path) -> int:
 
     from streamops.kafka.read import latest_per_key
 
-    latest = latest_per_key(bootstrap, topic, decode=lambda v: v, raw_keys=True)
+    latest = latest_per_key(bootstrap, topic, decode=lambda v: v, raw_keys=True, past_open_transactions=True)
     pq.write_table(pa.table({"key": pa.array(list(latest), pa.binary()),
                              "value": pa.array(list(latest.values()), pa.binary())}), path)
     return len(latest)
@@ -67,8 +67,8 @@ def write_back(settings: Settings, path: Path, topic: str, *, tombstones: bool) 
     extra: list[bytes] = []
     if tombstones:
         have = set(keys)
-        extra = [k for k in latest_per_key(settings.kafka_bootstrap, topic, decode=lambda v: v, raw_keys=True)
-                 if k not in have]
+        extra = [k for k in latest_per_key(settings.kafka_bootstrap, topic, decode=lambda v: v, raw_keys=True,
+                                           past_open_transactions=True) if k not in have]
     n = len(partitions(settings.kafka_bootstrap, topic))
     # the app's partitioner: a key's write-back must land in the partition its other records are in
     produce(settings.kafka_bootstrap, topic, [*zip(keys, values, strict=True), *((k, None) for k in extra)],

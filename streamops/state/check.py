@@ -5,6 +5,10 @@ committed batch: Spark's state store (the ``statestore`` data source), the chang
 latest value per key and the output topic's latest value per key. The DLQ must hold each
 invalid input record exactly once, with the right reason.
 
+The changelog, output and DLQ are read past open transactions (``read_topic``'s
+``past_open_transactions``): one that hangs is named (``OpenTransactionError``), where stopping at
+the last stable offset would report keys missing that are there.
+
 Everything app-specific comes from the app's declared job (``streamops.job``): the expected
 state, output and DLQ are the job's own ``update``/``emit``/``expire`` folded in plain Python
 (``state.oracle``), the state store is read through its serde (``state.store``).
@@ -152,9 +156,10 @@ def run_check(spec: AppSpec, settings: Settings, *, spark=None, since_ms: int | 
     diffs.append(compare("state", expected, state))
     progress(f"reading {spec.changelog_topic}")
     diffs.append(compare("changelog", expected,
-                         latest_per_key(bootstrap, spec.changelog_topic, decode=job_cls.state_serde.loads)))
+                         latest_per_key(bootstrap, spec.changelog_topic, decode=job_cls.state_serde.loads,
+                                        past_open_transactions=True)))
     progress(f"reading {spec.live_output_topic}")
-    output = latest_per_key(bootstrap, spec.live_output_topic)
+    output = latest_per_key(bootstrap, spec.live_output_topic, past_open_transactions=True)
     if ranged:  # keys only seen before the range keep their older output
         output = {k: v for k, v in output.items() if k in folded.output}
     diffs.append(compare("output", folded.output, output))
@@ -164,7 +169,7 @@ def run_check(spec: AppSpec, settings: Settings, *, spark=None, since_ms: int | 
     in_range = {(t, p, o) for t, p, o in invalid} if ranged else None
     ahead = 0
     recreated = _recreated(bootstrap, spec)
-    for m in read_topic(bootstrap, spec.dlq_topic):
+    for m in read_topic(bootstrap, spec.dlq_topic, past_open_transactions=True):
         where, reason = dlq_entry(m.headers())
         if m.timestamp()[1] < recreated.get(where[0], {}).get(str(where[1]), 0):
             continue  # about a record of the input partition's previous life (it was recreated since)

@@ -25,7 +25,7 @@ def test_a_short_seeded_chaos_run_leaves_the_app_exact(app_factory) -> None:
     app = app_factory("ua-chaos", master=LOCAL)
     manager.up(app.settings, only=["supervisor"])
     try:
-        report = run_chaos(app.settings, minutes=2.25, seed=7, rate=100, cluster=False)
+        report = run_chaos(app.settings, minutes=2.25, seed=7, rate=100, cluster=False, check=app.check)
     finally:
         manager.down(app.settings, only=["supervisor"])
     tables = report.tables()

@@ -14,6 +14,10 @@ SPEC = AppSpec(name="app1", job="jobs.x", input_topics=("in",), output_topic="o"
                dlq_topic="d", input_partitions=6, state_partitions=4)
 
 
+def no_broker(_bootstrap: str, _app: str) -> None:
+    """No broker here: there is no transaction to abort."""
+
+
 def test_an_app_stopped_by_an_operation_that_died_runs_again_after_the_next_one(tmp_path) -> None:
     """A reset killed after it stopped the app leaves it desired stopped; the next replacement (say
     the repair its refusal names) must start it again, not leave it stopped for good."""
@@ -29,14 +33,15 @@ def test_an_app_stopped_by_an_operation_that_died_runs_again_after_the_next_one(
         ledger.finish(dead, "failed", error="abandoned")
         for previous_running, expected in ((False, True), (True, True)):
             op = ledger.begin("app1", "reset", who="t")
-            with Replacement(settings, SPEC, ledger, op, running=previous_running, who="t", timeout=5) as swap:
+            with Replacement(settings, SPEC, ledger, op, running=previous_running, who="t", timeout=5,
+                             abort_open=no_broker) as swap:
                 assert swap.stop() == 3 and swap.running is expected
             assert ledger.get_operation(op.id)["journal"][0]["was_running"] is True
             ledger.finish(op, "succeeded")
         # an app its operator stopped stays stopped
         ledger.set_desired("app1", status="stopped", parallelism=3)
         op = ledger.begin("app1", "reset", who="t")
-        with Replacement(settings, SPEC, ledger, op, running=False, who="t", timeout=5) as swap:
+        with Replacement(settings, SPEC, ledger, op, running=False, who="t", timeout=5, abort_open=no_broker) as swap:
             swap.stop()
             assert swap.running is False
         ledger.finish(op, "succeeded")
