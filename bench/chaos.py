@@ -385,7 +385,7 @@ class Chaos:
                                               in ("success", "failed")):
                     break  # refused (another operation holds the app), or done before it was seen
                 lease = ledger.lease(APP)
-                if lease and lease["holder"].startswith(f"airflow:streamops_reset/{run_id}/") and lease["pid"]:
+                if lease and (lease["holder"] or "").startswith(f"airflow:streamops_reset/{run_id}/") and lease["pid"]:
                     time.sleep(self.rng.uniform(0, 4))
                     with contextlib.suppress(ProcessLookupError):
                         if (ledger.lease(APP) or {}).get("pid") == lease["pid"]:

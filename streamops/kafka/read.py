@@ -167,16 +167,18 @@ def latest_per_key(
     config: Mapping[str, Any] | None = None,
     raw_keys: bool = False,
     past_open_transactions: bool = False,
+    stall_timeout: float = 30.0,
 ) -> dict[Any, Any]:
     """The last value of every key (a compacted topic's view); a tombstone deletes its key.
 
     Keys are decoded as UTF-8 (undecodable bytes are backslash-escaped), or kept as bytes with
     ``raw_keys`` (what is written back must have exactly the keys it had); records without a key
     are skipped; ``decode`` runs once per surviving key, on the latest value only.
-    ``past_open_transactions``: as in ``read_topic``.
+    ``past_open_transactions``, ``stall_timeout``: as in ``read_topic``.
     """
     latest: dict[Any, bytes] = {}
-    for m in read_topic(bootstrap, topic, end=end, config=config, past_open_transactions=past_open_transactions):
+    for m in read_topic(bootstrap, topic, end=end, config=config, past_open_transactions=past_open_transactions,
+                        stall_timeout=stall_timeout):
         key = m.key()
         if key is None:
             continue

@@ -98,11 +98,14 @@ class NothingCommittedError(StreamopsError):
 
 
 def run_check(spec: AppSpec, settings: Settings, *, spark=None, since_ms: int | None = None,
+              open_transaction_wait_s: float = 30.0,
               progress: Callable[[str], None] = lambda _m: None) -> CheckReport:
     """``since_ms``: fold only input records with a timestamp at or after it (a reset to a
     datetime). Without it, a checkpoint made by ``reset`` is folded from the offsets it started
     at. With either range, the output and DLQ may hold records from before it: only the keys and
-    input records in the range are compared there."""
+    input records in the range are compared there. ``open_transaction_wait_s``: how long a
+    transaction may stay open below the end of a sink topic (a running app's batch) before it is
+    named hanging (``OpenTransactionError``)."""
     from streamops.kafka.admin import partitions
     from streamops.kafka.read import latest_per_key, read_topic
     from streamops.spark.session import checkpoint_dir
@@ -157,9 +160,10 @@ def run_check(spec: AppSpec, settings: Settings, *, spark=None, since_ms: int | 
     progress(f"reading {spec.changelog_topic}")
     diffs.append(compare("changelog", expected,
                          latest_per_key(bootstrap, spec.changelog_topic, decode=job_cls.state_serde.loads,
-                                        past_open_transactions=True)))
+                                        past_open_transactions=True, stall_timeout=open_transaction_wait_s)))
     progress(f"reading {spec.live_output_topic}")
-    output = latest_per_key(bootstrap, spec.live_output_topic, past_open_transactions=True)
+    output = latest_per_key(bootstrap, spec.live_output_topic, past_open_transactions=True,
+                            stall_timeout=open_transaction_wait_s)
     if ranged:  # keys only seen before the range keep their older output
         output = {k: v for k, v in output.items() if k in folded.output}
     diffs.append(compare("output", folded.output, output))
@@ -169,7 +173,7 @@ def run_check(spec: AppSpec, settings: Settings, *, spark=None, since_ms: int | 
     in_range = {(t, p, o) for t, p, o in invalid} if ranged else None
     ahead = 0
     recreated = _recreated(bootstrap, spec)
-    for m in read_topic(bootstrap, spec.dlq_topic, past_open_transactions=True):
+    for m in read_topic(bootstrap, spec.dlq_topic, past_open_transactions=True, stall_timeout=open_transaction_wait_s):
         where, reason = dlq_entry(m.headers())
         if m.timestamp()[1] < recreated.get(where[0], {}).get(str(where[1]), 0):
             continue  # about a record of the input partition's previous life (it was recreated since)
