@@ -15,8 +15,14 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from streamops.kafka.admin import DEFAULT_TIMEOUT, client_config, cluster_metadata, topic_partitions
-from streamops.kafka.exceptions import ConsumeError, OpenTransactionError
+from streamops.kafka.admin import (
+    DEFAULT_TIMEOUT,
+    client_config,
+    cluster_metadata,
+    end_offsets,
+    topic_partitions,
+)
+from streamops.kafka.exceptions import ConsumeError, OpenTransactionError, TopicError
 
 #: consumer settings for bounded reads; ``config`` passed by the caller wins
 READ_DEFAULTS: dict[str, Any] = {
@@ -85,9 +91,6 @@ def read_topic(
 
 def _high_watermarks(bootstrap: str, topic: str) -> dict[int, int]:
     """``topic``'s high watermarks (what read_uncommitted readers see)."""
-    from streamops.kafka.admin import end_offsets
-    from streamops.kafka.exceptions import TopicError
-
     try:
         return {p: hi for p, (_lo, hi) in end_offsets(bootstrap, topic).items()}
     except TopicError as exc:
