@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
@@ -178,10 +178,12 @@ def offsets_for_times(bootstrap: str, topic: str, timestamp_ms: int, *,
     return out
 
 
-def recreate_topic(bootstrap: str, spec: TopicSpec, *, timeout: float = DEFAULT_TIMEOUT) -> None:
+def recreate_topic(bootstrap: str, spec: TopicSpec, *, timeout: float = DEFAULT_TIMEOUT,
+                   deleted: Callable[[], None] = lambda: None) -> None:
     """Delete ``spec.name`` (if it exists) and create it empty as ``spec`` says.
 
-    How a compacted topic is emptied: brokers refuse DeleteRecords on ``cleanup.policy=compact``."""
+    How a compacted topic is emptied: brokers refuse DeleteRecords on ``cleanup.policy=compact``.
+    ``deleted`` runs between the two (a failpoint: a process killed there leaves no topic)."""
     admin = AdminClient(client_config(bootstrap))
     if spec.name in cluster_metadata(admin, bootstrap, timeout).topics:
         for name, fut in admin.delete_topics([spec.name], operation_timeout=timeout).items():
@@ -195,6 +197,7 @@ def recreate_topic(bootstrap: str, spec: TopicSpec, *, timeout: float = DEFAULT_
             if time.monotonic() > deadline:
                 raise TopicError(f"topic {spec.name!r} still listed {timeout:g}s after its deletion")
             time.sleep(0.1)
+        deleted()
     deadline = time.monotonic() + timeout
     while True:  # a broker may briefly refuse the name while the deletion settles
         try:

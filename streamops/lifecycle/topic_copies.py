@@ -20,37 +20,53 @@ SAVED = {"changelog": "changelog.parquet", "output": "output.parquet"}
 
 
 def save_topics(settings: Settings, spec: AppSpec, folder: Path, *, output: str | None,
-                progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
+                progress: Callable[[str], None] = lambda _m: None,
+                changelog_missing_ok: bool = False) -> dict[str, Any]:
     """The changelog's (and ``output``'s) latest value per key into ``folder``:
-    ``{role: {"topic", "keys"}}``."""
+    ``{role: {"topic", "keys"}}``.
+
+    ``changelog_missing_ok``: a changelog that does not exist is saved empty. An undo needs it:
+    the operation it reverses may have been killed between deleting the changelog and creating it
+    again, and what that left (no changelog) is what an undo of the undo would put back."""
     saved: dict[str, Any] = {}
     for role, topic in (("changelog", spec.changelog_topic), ("output", output)):
         if topic is None:
             continue
         progress(f"{spec.name}: saving the latest value per key of {topic} ...")
-        saved[role] = {"topic": topic, "keys": save_latest(settings.kafka_bootstrap, topic, folder / SAVED[role])}
+        saved[role] = {"topic": topic, "keys": save_latest(settings.kafka_bootstrap, topic, folder / SAVED[role],
+                                                           missing_ok=changelog_missing_ok and role == "changelog")}
     return saved
 
 
-def save_latest(bootstrap: str, topic: str, path: Path) -> int:
-    """``topic``'s latest value per key into a parquet file, keys as the bytes they are."""
+def save_latest(bootstrap: str, topic: str, path: Path, *, missing_ok: bool = False) -> int:
+    """``topic``'s latest value per key into a parquet file, keys as the bytes they are
+    (``missing_ok``: a topic that does not exist as an empty file)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from streamops.kafka.exceptions import TopicNotFoundError
     from streamops.kafka.read import latest_per_key
 
-    latest = latest_per_key(bootstrap, topic, decode=lambda v: v, raw_keys=True, past_open_transactions=True)
+    try:
+        latest = latest_per_key(bootstrap, topic, decode=lambda v: v, raw_keys=True, past_open_transactions=True)
+    except TopicNotFoundError:
+        if not missing_ok:
+            raise
+        latest = {}
     pq.write_table(pa.table({"key": pa.array(list(latest), pa.binary()),
                              "value": pa.array(list(latest.values()), pa.binary())}), path)
     return len(latest)
 
 
 def recreate_changelog(settings: Settings, spec: AppSpec) -> None:
-    """The app's changelog topic, deleted and created empty with its own settings."""
+    """The app's changelog topic, deleted and created empty with its own settings
+    (failpoint ``changelog.deleted``: between the two)."""
     from streamops.kafka.admin import recreate_topic
+    from streamops.platform import failpoints
     from streamops.spark.runner import app_topic_specs
 
-    recreate_topic(settings.kafka_bootstrap, app_topic_specs(spec)["changelog"])
+    recreate_topic(settings.kafka_bootstrap, app_topic_specs(spec)["changelog"],
+                   deleted=lambda: failpoints.hit("changelog.deleted"))
 
 
 def write_back(settings: Settings, path: Path, topic: str, *, tombstones: bool) -> dict[str, int]:

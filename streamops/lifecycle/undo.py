@@ -213,7 +213,8 @@ def undo(settings: Settings, spec: AppSpec, ledger: Ledger, op_id: int, *, dry_r
             if done.changelog_recreated:  # kept, so that this undo can be undone too
                 output = done.saved.get("output", {}).get("topic")
                 swap.step("saved", folder=str(aside),
-                          saved=save_topics(settings, spec, aside, output=output, progress=progress))
+                          saved=save_topics(settings, spec, aside, output=output, progress=progress,
+                                            changelog_missing_ok=True))
             if done.checkpoint_before is not None:
                 swap.set_aside(aside / "checkpoint")
                 # the operation's aside copy stays where it is: it can still be looked at

@@ -17,6 +17,7 @@ from types import SimpleNamespace
 
 import pytest
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
 
 from streamops.checkpoints import layout, lineage
 from streamops.kafka.admin import TopicSpec, end_offsets, ensure_topics, recreate_topic
@@ -297,15 +298,22 @@ def test_a_reset_killed_or_failing_half_way_is_undone_exactly(app_factory) -> No
     batch, ckpt_id, topics = app.committed_batch(), lineage.checkpoint_id(app.checkpoint), _topics(app)
     ledger = Ledger.open(app.settings.ledger_db_url)
     try:
-        for n, (action, code) in enumerate((("kill", -9), ("raise", 1))):
-            r = app.cli("reset", APP, "--to-earliest", env={"STREAMOPS_FAILPOINTS": f"reset.rewind={action}"})
+        # killed or failing before the marker rewind, and killed between deleting the changelog
+        # and creating it again (no changelog left: the undo saves that as empty, then writes back)
+        for n, (failpoint, action, code) in enumerate((("reset.rewind", "kill", -9), ("reset.rewind", "raise", 1),
+                                                       ("changelog.deleted", "kill", -9))):
+            r = app.cli("reset", APP, "--to-earliest", env={"STREAMOPS_FAILPOINTS": f"{failpoint}={action}"})
             assert r.returncode == code, r.stdout + r.stderr
             op = ledger.operations(APP, limit=1)[0]
             assert op["kind"] == "reset" and op["outcome"] == ("running" if action == "kill" else "failed")
-            assert [s["step"] for s in op["journal"]] == ["stop", "saved", "set-aside", "install",
-                                                          "changelog-recreate", "rewind"]
+            steps = ["stop", "saved", "set-aside", "install", "changelog-recreate", "rewind"]
+            assert [s["step"] for s in op["journal"]] == steps[:6 if failpoint == "reset.rewind" else 5]
             assert layout.last_committed_batch(app.checkpoint) is None  # the half-done reset's checkpoint
-            assert _topics(app)["user_activity-profiles-changelog"] == {}
+            if failpoint == "reset.rewind":
+                assert _topics(app)["user_activity-profiles-changelog"] == {}
+            else:
+                listed = AdminClient({"bootstrap.servers": app.settings.kafka_bootstrap}).list_topics(timeout=10)
+                assert "user_activity-profiles-changelog" not in listed.topics
             if n == 0:  # the driver will not run on what it left: the marker counts another checkpoint
                 refused = _driver(app)
                 assert refused.returncode == 2 and "missing or new" in refused.stderr, refused.stderr[-2000:]
@@ -319,6 +327,8 @@ def test_a_reset_killed_or_failing_half_way_is_undone_exactly(app_factory) -> No
             assert r.returncode == 0, r.stdout + r.stderr
             undone = json.loads(r.stdout)
             assert undone["written"]["changelog"]["keys"] == len(topics["user_activity-profiles-changelog"])
+            saved = next(s for s in ledger.get_operation(undone["operation_id"])["journal"] if s["step"] == "saved")
+            assert saved["saved"]["changelog"]["keys"] == 0  # what the reset left: an empty changelog, or none
             assert layout.last_committed_batch(app.checkpoint) == batch
             assert lineage.checkpoint_id(app.checkpoint) == ckpt_id and _topics(app) == topics
             marker = last_marker(app.settings.kafka_bootstrap, spec.commits_topic, APP)
