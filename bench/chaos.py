@@ -278,6 +278,27 @@ class Chaos:
         finally:
             ledger.close()
 
+    def _undo_of(self, op_id: int) -> dict | None:
+        """The newest undo of operation ``op_id``."""
+        from streamops.ledger import Ledger
+
+        ledger = Ledger.open(self.settings.ledger_db_url)
+        try:
+            return next((o for o in ledger.operations(APP, limit=30)
+                         if o["kind"] == "undo" and (o["params"] or {}).get("undo") == op_id), None)
+        finally:
+            ledger.close()
+
+    def _resume_restart(self, op: dict | None) -> bool:
+        """An operation whose journal ends at ``restart`` did every change, and only the app's start
+        failed (the supervisor had given up on a crash-looping driver, say): what an operator runs
+        then is ``deploy``. Whether that finished it."""
+        steps = [s["step"] for s in (op or {}).get("journal") or []]
+        if op is None or op["outcome"] == "succeeded" or not steps or steps[-1] != "restart":
+            return False
+        r = self.cli("deploy", APP, "--parallelism", str(self.parallelism), "--json")
+        return r.returncode == 0 or self._outcome(r) == "refused"
+
     def _undo_once(self, op_id: int, airflow: bool) -> subprocess.CompletedProcess:
         """``streamops undo OP --stop-first``, or the same through the reset DAG's ``undo`` target."""
         if not airflow:
@@ -293,11 +314,8 @@ class Chaos:
         the outcome to count."""
         if op is None or op["outcome"] == "succeeded":
             return "failed"
-        steps = [s["step"] for s in op.get("journal") or []]
-        if steps and steps[-1] == "restart":  # every change done, only the app's start failed
-            r = self.cli("deploy", APP, "--parallelism", str(self.parallelism), "--json")
-            if r.returncode == 0 or self._outcome(r) == "refused":
-                return "failed at restart, resumed"
+        if self._resume_restart(op):
+            return "failed at restart, resumed"
         for _ in range(30):  # another operation may hold the lease for a while
             r = self._undo_once(op["id"], airflow)
             if r.returncode == 0:
@@ -309,6 +327,8 @@ class Chaos:
                 # refuses to bring that back, and names the repair, which is what an operator runs
                 return "failed, undo refused (lost output), reset" if self._reset() else "failed, undo refused"
             if self._outcome(r) != "refused":
+                if self._resume_restart(self._undo_of(op["id"])):  # the undo did it all, only its start failed
+                    return "failed, undone (restart resumed)"
                 self.report.problems.append(f"undo of {kind} #{op['id']} failed: {(r.stdout + r.stderr)[-500:]}")
                 return "failed, undo FAILED"
             time.sleep(5)
