@@ -284,20 +284,30 @@ class Chaos:
 
         ledger = Ledger.open(self.settings.ledger_db_url)
         try:
-            return next((o for o in ledger.operations(APP, limit=30)
+            return next((o for o in ledger.operations(APP, limit=500)
                          if o["kind"] == "undo" and (o["params"] or {}).get("undo") == op_id), None)
         finally:
             ledger.close()
 
-    def _resume_restart(self, op: dict | None) -> bool:
+    def _resume_restart(self, op: dict | None) -> str | None:
         """An operation whose journal ends at ``restart`` did every change, and only the app's start
-        failed (the supervisor had given up on a crash-looping driver, say): what an operator runs
-        then is ``deploy``. Whether that finished it."""
+        failed: what an operator runs then is ``deploy`` (the supervisor had given up on a
+        crash-looping driver, say), or, when the driver refuses the checkpoint because the broker
+        lost batches it counted (a broker kill just before), the reset the refusal names. Which of
+        the two finished it ("resumed", "reset"), or None (not that case, or not finished)."""
         steps = [s["step"] for s in (op or {}).get("journal") or []]
         if op is None or op["outcome"] == "succeeded" or not steps or steps[-1] != "restart":
-            return False
-        r = self.cli("deploy", APP, "--parallelism", str(self.parallelism), "--json")
-        return r.returncode == 0 or self._outcome(r) == "refused"
+            return None
+        for _ in range(30):  # another operation (a repair, say) may hold the lease for a while
+            r = self.cli("deploy", APP, "--parallelism", str(self.parallelism), "--json")
+            if r.returncode == 0:
+                return "resumed"
+            if "CheckpointMismatchError" in r.stdout + r.stderr + (op.get("error") or ""):
+                return "reset" if self._reset() else None
+            if self._outcome(r) != "refused":
+                return None
+            time.sleep(5)
+        return None
 
     def _undo_once(self, op_id: int, airflow: bool) -> subprocess.CompletedProcess:
         """``streamops undo OP --stop-first``, or the same through the reset DAG's ``undo`` target."""
@@ -314,8 +324,8 @@ class Chaos:
         the outcome to count."""
         if op is None or op["outcome"] == "succeeded":
             return "failed"
-        if self._resume_restart(op):
-            return "failed at restart, resumed"
+        if resumed := self._resume_restart(op):
+            return f"failed at restart, {resumed}"
         for _ in range(30):  # another operation may hold the lease for a while
             r = self._undo_once(op["id"], airflow)
             if r.returncode == 0:
@@ -327,8 +337,8 @@ class Chaos:
                 # refuses to bring that back, and names the repair, which is what an operator runs
                 return "failed, undo refused (lost output), reset" if self._reset() else "failed, undo refused"
             if self._outcome(r) != "refused":
-                if self._resume_restart(self._undo_of(op["id"])):  # the undo did it all, only its start failed
-                    return "failed, undone (restart resumed)"
+                if resumed := self._resume_restart(self._undo_of(op["id"])):  # the undo did it all but the start
+                    return f"failed, undone (restart {resumed})"
                 self.report.problems.append(f"undo of {kind} #{op['id']} failed: {(r.stdout + r.stderr)[-500:]}")
                 return "failed, undo FAILED"
             time.sleep(5)

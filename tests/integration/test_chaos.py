@@ -20,7 +20,8 @@ pytestmark = pytest.mark.chaos
 
 LOCAL = "local[2]"
 #: operation outcomes the platform may give; anything else (an undo that failed) is a defect
-ALLOWED = {"succeeded", "refused", "failed, undone", "failed at restart, resumed", "failed, undone (restart resumed)",
+ALLOWED = {"succeeded", "refused", "failed, undone", "failed at restart, resumed", "failed at restart, reset",
+           "failed, undone (restart resumed)", "failed, undone (restart reset)",
            "failed, undo refused (lost output), reset", "failed, undo refused"}
 
 
