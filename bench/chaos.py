@@ -26,7 +26,10 @@ it took the lease, then undone through the same DAG (``target: undo``).
 
 An operation succeeds, is refused (another holds the lease, the supervisor is down: nothing
 changed), or fails; a failed reset or restore must be undone by ``streamops undo`` (counted as
-``failed, undone``). A driver that refuses to start (the broker lost a committed batch: the
+``failed, undone``). One (or an undo) whose journal ends at ``restart`` did every change and only
+the app's start failed: it is finished as an operator would, by ``deploy`` (``resumed``), or, when
+the driver refuses the checkpoint because the broker lost batches, by the reset the refusal names
+(``reset``). A driver that refuses to start (the broker lost a committed batch: the
 platform says so instead of running on) is repaired as its message says (``reset --to-earliest``),
 counted under ``repairs``. The embedded broker loses its transaction state when it is SIGKILLed,
 and a driver that goes on in the transaction it had open leaves a hanging transaction: every record
