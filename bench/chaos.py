@@ -284,11 +284,11 @@ class Chaos:
     def _undo_of(self, op_id: int) -> dict | None:
         """The newest undo of operation ``op_id``."""
         from streamops.ledger import Ledger
+        from streamops.lifecycle.undo import undos_of
 
         ledger = Ledger.open(self.settings.ledger_db_url)
         try:
-            return next((o for o in ledger.operations(APP, limit=500)
-                         if o["kind"] == "undo" and (o["params"] or {}).get("undo") == op_id), None)
+            return next(iter(undos_of(ledger, APP, op_id)), None)
         finally:
             ledger.close()
 

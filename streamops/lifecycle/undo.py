@@ -130,11 +130,16 @@ def _undoable(settings: Settings, spec: AppSpec, ledger: Ledger, op_id: int) -> 
                          f"end, then undo it")
     if op["outcome"] == "refused":
         raise UsageError(f"{op['kind']} #{op_id} was refused: it changed nothing, there is nothing to undo")
-    for later in ledger.operations(spec.name, limit=1000):
-        if later["kind"] in UNDOES and later["outcome"] == "succeeded" and \
-                (later["params"] or {}).get("undo") == op_id:
+    for later in undos_of(ledger, spec.name, op_id):
+        if later["outcome"] == "succeeded":
             raise UsageError(f"{op['kind']} #{op_id} was already undone by operation #{later['id']}")
     return op
+
+
+def undos_of(ledger: Ledger, app: str, op_id: int) -> list[dict[str, Any]]:
+    """The undos of operation ``op_id`` (whatever their outcome), newest first."""
+    return [o for o in ledger.operations(app, limit=1000)
+            if o["kind"] in UNDOES and (o["params"] or {}).get("undo") == op_id]
 
 
 def undo_plan(settings: Settings, spec: AppSpec, ledger: Ledger, op_id: int) -> dict[str, Any]:
