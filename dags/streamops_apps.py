@@ -16,6 +16,7 @@ parse; the reprocess DAG keeps its interval timetable (backfills need it; its sc
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime, timedelta
 
 from airflow.sdk import DAG, Param
@@ -36,10 +37,20 @@ from streamops_airflow.operators import (
     VerifyOperator,
 )
 
+from streamops.exceptions import ConfigError
 from streamops.settings import Settings
-from streamops.spec import default_spec_path, load_specs
+from streamops.specfile import open_spec_file
 
-SPECS = load_specs(default_spec_path(Settings.from_env().repo))
+# re-read on every parse: an app added to include/streams.yaml gets its DAGs within a parse
+# interval, a removed one loses them. A file that does not load keeps the DAGs of the last good
+# one (a broken edit must not take every operation DAG away); the parse log says why.
+_SETTINGS = Settings.from_env()
+_SPEC_FILE = open_spec_file(_SETTINGS.repo, _SETTINGS.state_dir)
+if _SPEC_FILE.error:
+    if not _SPEC_FILE.specs:
+        raise ConfigError(_SPEC_FILE.error)
+    logging.getLogger(__name__).error("spec file refused; the DAGs of the last good one stay: %s", _SPEC_FILE.error)
+SPECS = _SPEC_FILE.specs
 APPS = sorted(SPECS)
 MAX_PARALLELISM = max(s.parallelism.max for s in SPECS.values())
 COMMON = {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -25,10 +25,12 @@ def duration_seconds(text: str) -> float:
 
 
 class Parallelism(BaseModel):
+    """Executor cores. The defaults (1, 1..2) fit a new app on the two-core embedded platform."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
-    default: int = Field(2, ge=1)
+    default: int = Field(1, ge=1)
     min: int = Field(1, ge=1)
-    max: int = Field(4, ge=1)
+    max: int = Field(2, ge=1)
 
     @model_validator(mode="after")
     def _ordered(self) -> Parallelism:
@@ -60,10 +62,11 @@ def _cron(v: str) -> str:
 
 
 class SavepointPolicy(BaseModel):
-    """When savepoints are taken (cron, UTC) and how many / how old ones are kept."""
+    """When savepoints are taken (cron, UTC; None: manual only) and how many / how old ones are kept.
+    Hourly by default: a restore should never have to go back more than an hour."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
-    schedule: str | None = None
+    schedule: str | None = "0 * * * *"
     retain_count: int = Field(5, ge=1)
     retain_age: str = "7 days"
 
@@ -135,7 +138,14 @@ class ScaleWindow(BaseModel):
 
 
 class AppSpec(BaseModel):
-    """One streaming application."""
+    """One streaming application. Only ``job``, ``input_topics`` and ``output_topic`` are required;
+    the changelog and DLQ topics default to names derived from the app name (``_derived_topics``)."""
+
+    #: topic names derived from the app name, like the platform's ``_streamops-{name}-commits``:
+    #: ``{name}-<role>`` with ``-`` only (Kafka warns about names that mix ``.`` and ``_``, and a
+    #: ``.`` suffix here means an output version, ``user-profiles.v2``)
+    CHANGELOG_TOPIC: ClassVar[str] = "{name}-state-changelog"
+    DLQ_TOPIC: ClassVar[str] = "{name}-dlq"
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -145,8 +155,8 @@ class AppSpec(BaseModel):
     input_topics: tuple[str, ...] = Field(min_length=1)
     input_partitions: int = Field(6, ge=1)
     output_topic: str
-    changelog_topic: str
-    dlq_topic: str
+    changelog_topic: str  # omitted or null: CHANGELOG_TOPIC (filled in by _derived_topics)
+    dlq_topic: str  # omitted or null: DLQ_TOPIC
     state_partitions: int = Field(4, ge=1, le=200)
     trigger_interval: str = "2 seconds"
     max_offsets_per_trigger: int | None = Field(None, ge=1)
@@ -169,6 +179,17 @@ class AppSpec(BaseModel):
         """``cron`` while the app's schedules are active, None (manual runs only) when paused."""
         return cron if self.schedules == "active" else None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _derived_topics(cls, data: Any) -> Any:
+        """Fill an omitted changelog or DLQ topic before validation, so both stay plain ``str``
+        attributes that every reader (and ``model_copy``/``model_dump``) sees as if written out."""
+        if not isinstance(data, dict) or not isinstance(data.get("name"), str):
+            return data  # not a mapping, or no name: the field errors say what is wrong
+        derived = {"changelog_topic": cls.CHANGELOG_TOPIC, "dlq_topic": cls.DLQ_TOPIC}
+        missing = {k: pattern.format(name=data["name"]) for k, pattern in derived.items() if data.get(k) is None}
+        return {**data, **missing} if missing else data
+
     @field_validator("spark_master")
     @classmethod
     def _valid_master(cls, v: str | None) -> str | None:
@@ -190,6 +211,18 @@ class AppSpec(BaseModel):
                                  f"[{self.parallelism.min}, {self.parallelism.max}] (parallelism.min/max)")
             if names.count(w.name) > 1:
                 raise ValueError(f"scale window name {w.name!r} used twice")
+        return self
+
+    @model_validator(mode="after")
+    def _distinct_topics(self) -> AppSpec:
+        """A derived name must not land on a topic the app already uses for something else."""
+        roles = {"output_topic": self.output_topic, "changelog_topic": self.changelog_topic,
+                 "dlq_topic": self.dlq_topic, **{f"input_topics[{i}]": t for i, t in enumerate(self.input_topics)}}
+        seen: dict[str, str] = {}
+        for role, topic in roles.items():
+            if topic in seen:
+                raise ValueError(f"{role} and {seen[topic]} are both {topic!r}: each topic has one role")
+            seen[topic] = role
         return self
 
     @property
@@ -244,28 +277,60 @@ def default_spec_path(repo: Path) -> Path:
     return repo / "include" / "streams.yaml"
 
 
-def load_specs(path: Path) -> dict[str, AppSpec]:
+def _line_of(root: yaml.Node | None, loc: tuple[str | int, ...]) -> int | None:
+    """The 1-based line of the deepest node of ``root`` that ``loc`` reaches (None: none)."""
+    node, line = root, None
+    for key in loc:
+        if isinstance(node, yaml.MappingNode):
+            hit = next(((k, v) for k, v in node.value if k.value == str(key)), None)
+            if hit is None:
+                break
+            line, node = hit[0].start_mark.line + 1, hit[1]
+        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
+            node = node.value[key]
+            line = node.start_mark.line + 1
+        else:
+            break
+    return line
+
+
+def parse_specs(text: str, path: Path) -> dict[str, AppSpec]:
+    """Every app of a spec file's text, or a ``ConfigError`` naming each bad field and its line:
+    a file that does not load is refused as a whole, never applied in part."""
     try:
-        raw = yaml.safe_load(path.read_text()) or {}
-    except FileNotFoundError:
-        raise ConfigError(f"no app specs at {path}") from None
+        raw = yaml.safe_load(text) or {}
+        root = yaml.compose(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
     apps = raw.get("apps") if isinstance(raw, dict) else None
     if not isinstance(apps, dict) or not apps:
         raise ConfigError(f"{path}: expected a mapping 'apps: {{name: spec}}'")
     out = {}
+    problems: list[str] = []
     for name, body in apps.items():
+        if not isinstance(body, dict):
+            line = _line_of(root, ("apps", name))
+            problems.append(f"line {line}: apps.{name}: expected a mapping of fields, got {type(body).__name__}")
+            continue
         try:
-            out[name] = AppSpec(name=name, **(body or {}))
+            out[name] = AppSpec(name=name, **body)
         except ValidationError as exc:
-            problems = "; ".join(
-                f"apps.{name}.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
-            )
-            raise ConfigError(f"{path}: {problems}") from None
-        except TypeError as exc:
-            raise ConfigError(f"{path}: apps.{name}: {exc}") from None
+            for e in exc.errors():
+                loc = tuple(e["loc"]) if e["loc"] else ()
+                line = _line_of(root, ("apps", name, *loc)) if loc != ("name",) else _line_of(root, ("apps", name))
+                where = f"line {line}: " if line else ""
+                problems.append(f"{where}apps.{name}.{'.'.join(str(p) for p in loc)}: {e['msg']}")
+    if problems:
+        raise ConfigError(f"{path}: " + "; ".join(problems))
     return out
+
+
+def load_specs(path: Path) -> dict[str, AppSpec]:
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ConfigError(f"no app specs at {path}") from None
+    return parse_specs(text, path)
 
 
 def get_app(specs: dict[str, AppSpec], name: str) -> AppSpec:

@@ -69,13 +69,16 @@ class AppOperationOperator(BaseOperator):
 
     def _context(self):
         from streamops.ledger import Ledger
-        from streamops.ledger.outputs import live_spec
+        from streamops.ledger.outputs import load_live_spec
         from streamops.settings import Settings
-        from streamops.spec import default_spec_path, get_app, load_specs
 
         settings = Settings.from_env()
         ledger = Ledger.open(settings.ledger_db_url)
-        return settings, live_spec(get_app(load_specs(default_spec_path(settings.repo)), str(self.app)), ledger), ledger
+        try:
+            return settings, load_live_spec(settings, str(self.app), ledger), ledger
+        except BaseException:
+            ledger.close()
+            raise
 
     def request(self, settings, spec, ledger, who: str, timeout: float):  # -> Pending | dict
         raise NotImplementedError
@@ -212,14 +215,13 @@ def _core(app: Any, what: str):
     """(settings, spec, ledger) for ``app``; a refusal from the core becomes a failed task."""
     from streamops.exceptions import StreamopsError
     from streamops.ledger import Ledger
-    from streamops.ledger.outputs import live_spec
+    from streamops.ledger.outputs import load_live_spec
     from streamops.settings import Settings
-    from streamops.spec import default_spec_path, get_app, load_specs
 
     try:
         settings = Settings.from_env()
         ledger = Ledger.open(settings.ledger_db_url)
-        spec = live_spec(get_app(load_specs(default_spec_path(settings.repo)), str(app)), ledger)
+        spec = load_live_spec(settings, str(app), ledger)
         try:
             yield settings, spec, ledger
         finally:

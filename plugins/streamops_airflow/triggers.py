@@ -29,15 +29,15 @@ class LedgerConvergenceTrigger(BaseTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         from streamops.exceptions import StreamopsError
         from streamops.ledger import Ledger
+        from streamops.ledger.outputs import load_live_spec
         from streamops.lifecycle.operations import Pending, poll
         from streamops.settings import Settings
-        from streamops.spec import default_spec_path, get_app, load_specs
 
         pending = Pending.from_dict(self.pending)
         settings = Settings.from_env()
         ledger = await asyncio.to_thread(Ledger.open, settings.ledger_db_url)
         try:
-            spec = get_app(load_specs(default_spec_path(settings.repo)), pending.app)
+            spec = await asyncio.to_thread(load_live_spec, settings, pending.app, ledger)
             while True:
                 try:
                     observed = await asyncio.to_thread(poll, settings, spec, ledger, pending)

@@ -11,20 +11,26 @@ from streamops.cli.common import emit, settings_from
 
 
 def cmd_supervise(args: argparse.Namespace) -> int:
+    from streamops.exceptions import ConfigError
     from streamops.ledger import Ledger
     from streamops.lifecycle.supervisor import Supervisor
     from streamops.platform.locks import acquire
-    from streamops.spec import default_spec_path, load_specs
+    from streamops.specfile import open_spec_file
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = settings_from(args)
-    specs = load_specs(default_spec_path(settings.repo))
+    spec_file = open_spec_file(settings.repo, settings.state_dir)
+    if spec_file.error and not spec_file.specs:  # no last good spec to run on either
+        raise ConfigError(spec_file.error)
+    if spec_file.error:
+        logging.getLogger("streamops.supervisor").error(
+            "spec file refused; running on the last good one (%s): %s", spec_file.keep, spec_file.error)
     # one supervisor per state dir: two would launch and stop the same drivers against each other
     lock = acquire(settings.state_dir / "supervisor.lock", f"the supervisor of {settings.state_dir}",
                    refused="Only one supervisor may run per state dir: `streamops platform status` shows it; "
                            "`streamops platform down --only supervisor` stops it.")
     ledger = Ledger.open(settings.ledger_db_url)
-    sup = Supervisor(settings, specs, ledger)
+    sup = Supervisor(settings, dict(spec_file.specs), ledger, spec_file=spec_file)
     try:
         if args.once:
             actions = sup.reconcile_once()

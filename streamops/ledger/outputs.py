@@ -33,9 +33,20 @@ def live_spec(spec: AppSpec, ledger: Ledger) -> AppSpec:
     return with_version(spec, ledger.output_version(spec.name))
 
 
-def load_live_spec(settings: Settings, name: str) -> AppSpec:
-    """The app's spec as it runs now (for the driver, check and verify)."""
-    spec = get_app(load_specs(default_spec_path(settings.repo)), name)
+def load_live_spec(settings: Settings, name: str, ledger: Ledger | None = None) -> AppSpec:
+    """The app's spec as it runs now (for the driver, the operations, check and verify): the spec
+    file's, with the fields a driver reads at its start as the app's last deploy pinned them
+    (``streamops.specfile``), and the output version the ledger names."""
+    from streamops.platform.appdir import AppDir
+    from streamops.specfile import effective
+
+    current = load_specs(default_spec_path(settings.repo))
+    pinned = AppDir.of(settings, name).pinned_spec()
+    spec = effective(pinned, current.get(name)) if name in current or pinned is not None else None
+    if spec is None:
+        spec = get_app(current, name)  # the unknown-app error, naming the known ones
+    if ledger is not None:
+        return live_spec(spec, ledger)
     ledger = Ledger.open(settings.ledger_db_url)
     try:
         return live_spec(spec, ledger)

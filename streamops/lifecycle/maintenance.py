@@ -218,6 +218,17 @@ def read_changelog(settings: Settings, spec: AppSpec) -> dict[str, bytes]:
     return out
 
 
+def repin_state_partitions(settings: Settings, app: str, n: int) -> None:
+    """The new checkpoint has ``n`` state partitions: the restarted driver must plan with ``n``,
+    not with what the app's last deploy pinned (``streamops.specfile``)."""
+    from streamops.platform.appdir import AppDir
+
+    d = AppDir.of(settings, app)
+    pinned = d.pinned_spec()
+    if pinned is not None and pinned.state_partitions != n:
+        d.pin_spec(pinned.model_copy(update={"state_partitions": n}))
+
+
 def rebuild_state(settings: Settings, spec: AppSpec, ledger: Ledger, *, state_partitions: int | None = None,
                   dry_run: bool = False, stop_first: bool = False, who: str | None = None, timeout: float = 300.0,
                   spark=None, progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
@@ -262,6 +273,7 @@ def rebuild_state(settings: Settings, spec: AppSpec, ledger: Ledger, *, state_pa
                 if own:
                     spark.stop()
             marker = swap.rewind(0)
+            repin_state_partitions(settings, spec.name, n)
             swap.restart(parallelism, batch_before=0)
         rec.after = {"batch": 0, "state_partitions": n, "keys": rows, "aside": str(aside),
                      "rewind_marker": marker}

@@ -22,6 +22,7 @@ from streamops.ledger.store import Operation
 from streamops.lifecycle import driver
 from streamops.lifecycle.status import lag
 from streamops.lifecycle.supervisor import heartbeat_file
+from streamops.platform.appdir import AppDir
 from streamops.settings import Settings
 from streamops.spark import elastic
 from streamops.spark.session import checkpoint_dir
@@ -45,16 +46,100 @@ class NotConverged(StreamopsError):
     """
 
 
-def require_supervisor(settings: Settings) -> None:
+class AppNotLoaded(StreamopsError):
+    """The running supervisor does not know the app, so nothing would launch its driver.
+
+    Operator action: the message says why (the spec file was refused, or the supervisor predates
+    live specs) and what to run; nothing was changed.
+    """
+
+
+class SpecChangeNeedsRestart(StreamopsError):
+    """The spec file changes a field that a running driver read at its start.
+
+    Operator action: apply it with ``streamops stop APP`` then ``streamops deploy APP`` (the plan
+    in the message), or put the field back; nothing was changed.
+    """
+
+
+def read_heartbeat(settings: Settings) -> dict[str, Any] | None:
     try:
-        beat = json.loads(heartbeat_file(settings).read_text())["heartbeat"]
-    except (FileNotFoundError, ValueError, KeyError):
+        beat = json.loads(heartbeat_file(settings).read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+    return beat if isinstance(beat, dict) and "heartbeat" in beat else None
+
+
+def require_supervisor(settings: Settings) -> dict[str, Any]:
+    """The supervisor's last heartbeat (apps loaded, spec file in force, its decisions)."""
+    beat = read_heartbeat(settings)
+    if beat is None:
         raise SupervisorNotRunning(
             "the supervisor is not running (no heartbeat); start it with `streamops platform up`") from None
-    if time.time() - beat > SUPERVISOR_STALE_S:
+    if time.time() - beat["heartbeat"] > SUPERVISOR_STALE_S:
         raise SupervisorNotRunning(
-            f"the supervisor's last heartbeat is {time.time() - beat:.0f} s old; "
+            f"the supervisor's last heartbeat is {time.time() - beat['heartbeat']:.0f} s old; "
             f"restart it with `streamops platform up`")
+    return beat
+
+
+#: how long a deploy waits for the supervisor to load an app it has not loaded yet (it reloads
+#: the spec file on every pass, every 2 s)
+LOAD_WAIT_S = 8.0
+
+
+def require_loaded(settings: Settings, app: str, *, wait_s: float = LOAD_WAIT_S) -> dict[str, Any]:
+    """The supervisor's heartbeat once it lists ``app``; ``AppNotLoaded`` (naming why and the
+    remedy) if it does not within ``wait_s``, instead of a deploy that waits for a driver nobody starts."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        beat = require_supervisor(settings)
+        if app in beat.get("apps", ()):
+            return beat
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(0.5)
+    spec = beat.get("spec")
+    known = ", ".join(beat.get("apps", ())) or "none"
+    if spec is None:
+        raise AppNotLoaded(
+            f"the running supervisor has not loaded {app} (it knows: {known}) and does not reload the spec file "
+            f"(it was started before apps became live configuration); restart it: `streamops platform down --only "
+            f"supervisor` then `streamops platform up`")
+    if spec.get("error"):
+        raise AppNotLoaded(
+            f"the supervisor has not loaded {app}: it refused the spec file as it is now and keeps the last good "
+            f"one (apps: {known}); fix the file and deploy again: {spec['error']}")
+    raise AppNotLoaded(
+        f"the supervisor has not loaded {app} within {wait_s:.0f} s (apps: {known}; spec file {spec.get('path')} "
+        f"loaded {time.time() - (spec.get('loaded_at') or 0):.0f} s ago); is {app} in that file? "
+        f"`streamops platform status` shows the supervisor, its log says what it loaded")
+
+
+def spec_to_deploy(settings: Settings, spec: AppSpec) -> AppSpec:
+    """What a deploy pins (``streamops.specfile``): the spec file's entry for the app, with the
+    ledger's output version. A running app whose file entry changes a field its driver read at
+    start is refused with the plan: such a change is applied by a stop and a deploy, never half way."""
+    from streamops.ledger.outputs import with_version
+    from streamops.platform.appdir import AppDir
+    from streamops.spec import default_spec_path, load_specs
+    from streamops.specfile import restart_changes
+
+    current = load_specs(default_spec_path(settings.repo)).get(spec.name)
+    if current is None:
+        raise UsageError(f"{spec.name} is not in {default_spec_path(settings.repo)} any more: it cannot be deployed "
+                         f"(`streamops stop {spec.name}` stops it)")
+    target = with_version(current, spec.output_version)
+    pinned = AppDir.of(settings, spec.name).pinned_spec()
+    if pinned is not None and driver.running(settings, spec.name) is not None:
+        changes = restart_changes(pinned, target)
+        if changes:
+            raise SpecChangeNeedsRestart(
+                f"{spec.name} runs with a spec that differs from include/streams.yaml in fields its driver reads at "
+                f"its start: {'; '.join(str(c) for c in changes)}. Nothing was changed. The plan to apply it: "
+                f"`streamops stop {spec.name}` (a batch boundary), then `streamops deploy {spec.name}` (checks the "
+                f"new spec against the checkpoint before it starts)")
+    return target
 
 
 STRATEGIES = ("restart", "live")
@@ -120,11 +205,17 @@ def request_deploy(settings: Settings, spec: AppSpec, ledger: Ledger, *, paralle
                    who: str | None = None, timeout: float = 300.0) -> Pending:
     """Desired running at ``parallelism`` (the spec's default when None)."""
     n = spec.check_parallelism(spec.parallelism.default if parallelism is None else parallelism)
-    require_supervisor(settings)
-    check_compatible(settings, spec)
+    require_loaded(settings, spec.name)
+    target = spec_to_deploy(settings, spec)
+    target.check_parallelism(n)
+    check_compatible(settings, target)
     pending = _begin(settings, spec, ledger, "deploy", {"parallelism": n}, who, timeout, n)
-    return _guarded(ledger, pending, lambda: ledger.set_desired(
-        spec.name, status="running", parallelism=n, who=who, op=pending.op))
+
+    def step() -> None:
+        AppDir.of(settings, spec.name).pin_spec(target)
+        ledger.set_desired(spec.name, status="running", parallelism=n, who=who, op=pending.op)
+
+    return _guarded(ledger, pending, step)
 
 
 def check_compatible(settings: Settings, spec: AppSpec) -> None:
@@ -211,9 +302,51 @@ def poll(settings: Settings, spec: AppSpec, ledger: Ledger, pending: Pending) ->
     if gave_up or time.time() > pending.deadline:
         what = "a batch" if pending.kind == "deploy" else f"a batch at x{pending.parallelism}"
         raise NotConverged(f"{spec.name} did not commit {what} within {pending.deadline - pending.t0:.0f} s "
-                           f"(observed: {o.get('status')}); last driver log lines:\n"
-                           f"{driver.log_tail(settings, spec.name, 30)}")
+                           f"(observed: {o.get('status')}): {diagnose(settings, spec, ledger, pending)}")
     return None
+
+
+#: the supervisor's own operation rows that start a driver
+LAUNCHES = ("supervisor-launch", "supervisor-restart", "supervisor-resize")
+
+
+def diagnose(settings: Settings, spec: AppSpec, ledger: Ledger, pending: Pending) -> str:
+    """Why an app has not converged, in the operator's terms: its driver was never launched (and
+    who should have), was launched and exited (its last log lines), or runs without a batch (what
+    it waits for)."""
+    app = spec.name
+    since = [op for op in ledger.operations(app, limit=200) if op["started_at"].timestamp() >= pending.t0 - 1]
+    launches = [op for op in since if op["kind"] in LAUNCHES]
+    exits = [op for op in since if op["kind"] == "driver-exit"]
+    rec = driver.running(settings, app)
+    beat = read_heartbeat(settings) or {}
+    if not launches and rec is None:
+        decision = (beat.get("decisions") or {}).get(app)
+        if app not in beat.get("apps", (app,)):
+            who = f"the supervisor has not loaded {app} (it knows: {', '.join(beat.get('apps', ())) or 'none'})"
+        elif decision:
+            who = f"the supervisor, whose last decision for {app} was: {decision}"
+        else:
+            who = "the supervisor (`streamops platform status`; its log says what it did)"
+        return f"no driver was launched since the request; it should have been launched by {who}"
+    if rec is None or exits:
+        first = launches[-1] if launches else None
+        pid = (first or {}).get("after", {}) or {}
+        return (f"the driver was launched ({len(launches)} time(s){', first pid ' + str(pid.get('pid')) if pid else ''})"
+                f" and exited {len(exits) or 1} time(s); its last log lines:\n{driver.log_tail(settings, app, 30)}")
+    o = ledger.observed(app) or {}
+    hb_age = driver.heartbeat_age(settings, app)
+    state = (f"the driver (pid {rec.pid}) runs (status {o.get('status')}, executors {o.get('executors')}, heartbeat "
+             f"{'none yet' if hb_age is None else f'{hb_age:.0f} s ago'}) but committed no batch since the request")
+    lags, note = lag(settings, spec, layout.committed_offsets(checkpoint_dir(settings, spec)))
+    if lags is None:
+        waits = f"; it cannot read its input: {note}"
+    else:
+        total = sum(sum(p.values()) for p in lags.values())
+        waits = (f"; {total} input records wait on {', '.join(spec.input_topics)}"
+                 + (": a batch runs or Spark waits for executors (is the Spark master out of free cores? "
+                    "`streamops platform status`)" if total else ""))
+    return f"{state}{waits}; its last log lines:\n{driver.log_tail(settings, app, 20)}"
 
 
 def _converged(settings: Settings, spec: AppSpec, o: dict[str, Any], pending: Pending) -> bool:

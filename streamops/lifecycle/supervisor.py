@@ -30,6 +30,7 @@ from streamops.platform import process
 from streamops.platform.files import write_json
 from streamops.settings import Settings
 from streamops.spec import AppSpec
+from streamops.specfile import SpecChanges, SpecFile, effective, restart_changes
 
 log = logging.getLogger("streamops.supervisor")
 WHO = "supervisor"
@@ -45,13 +46,67 @@ BLOCKING = ("stop", "restart", "resize")
 
 
 class Supervisor:
+    """``spec_file``: reloaded on every pass (``streamops.specfile``), so apps added, changed or
+    removed in it are picked up without a restart; without one, ``specs`` stay as given."""
+
     def __init__(self, settings: Settings, specs: dict[str, AppSpec], ledger: Ledger,
-                 policy: RestartPolicy | None = None) -> None:
+                 policy: RestartPolicy | None = None, spec_file: SpecFile | None = None) -> None:
         self.settings, self.specs, self.ledger = settings, specs, ledger
         self.policy = policy or RestartPolicy()
+        self.spec_file = spec_file
         self._busy: dict[str, threading.Thread] = {}
         self._busy_what: dict[str, str] = {}
         self._waiting_for: dict[str, int] = {}
+        #: per app, what the last pass decided (the heartbeat carries it: a deploy that does not
+        #: converge says what the supervisor did about it)
+        self.decisions: dict[str, str] = {}
+        #: per app, a spec change the supervisor did not apply (said once, kept in the heartbeat)
+        self.notes: dict[str, str] = {}
+        self._refused: str | None = None
+
+    # -- the spec file -------------------------------------------------------------------------
+    def reload(self) -> SpecChanges | None:
+        """Pick up the spec file's changes. A running app keeps what its driver read at start
+        (``specfile.effective``); an app removed from the file while deployed stays supervised
+        on its pinned spec until it is stopped; a file that does not load changes nothing."""
+        if self.spec_file is None:
+            return None
+        changes = self.spec_file.refresh()
+        if self.spec_file.error and self.spec_file.error != self._refused:
+            log.error("spec file refused; the apps keep their last good specs: %s", self.spec_file.error)
+        self._refused = self.spec_file.error
+        if changes:
+            log.info("spec file reloaded: %s", changes.describe())
+        apps: dict[str, AppSpec] = {}
+        notes: dict[str, str] = {}
+        for name in sorted(set(self.spec_file.specs) | set(self.specs)):
+            current = self.spec_file.specs.get(name)
+            pinned = driver.app_dir(self.settings, name).pinned_spec()
+            alive = driver.running(self.settings, name) is not None
+            if current is None:
+                desired = self.ledger.desired(name)
+                if not alive and (desired is None or desired["status"] != "running"):
+                    continue  # removed and stopped: no longer supervised
+                notes[name] = (f"removed from the spec file while deployed: supervised on its last spec until "
+                               f"stopped (put the entry back, `streamops stop {name}`, then remove it)")
+            spec = effective(pinned, current) if pinned is not None or current is not None else self.specs[name]
+            if spec is None:
+                continue
+            if current is not None and pinned is not None and alive and (waits := restart_changes(pinned, current)):
+                notes[name] = (f"spec change waits for a restart ({', '.join(c.field for c in waits)}): "
+                               f"`streamops stop {name}` then `streamops deploy {name}` applies it")
+            apps[name] = spec
+        for name, note in notes.items():
+            if self.notes.get(name) != note:
+                log.warning("%s: %s", name, note)
+        self.notes = notes
+        for name in sorted(set(self.specs) - set(apps)):
+            log.info("%s: no longer supervised (removed from the spec file, not running)", name)
+            self.decisions.pop(name, None)
+        for name in sorted(set(apps) - set(self.specs)):
+            log.info("%s: loaded from the spec file", name)
+        self.specs = apps
+        return changes
 
     # -- per-app memory ------------------------------------------------------------------------
     def _mem(self, app: str) -> dict[str, Any]:
@@ -231,6 +286,7 @@ class Supervisor:
                            before={"parallelism": observed.parallelism}, after={"pid": rec.pid})
 
     def reconcile_once(self) -> dict[str, Action]:
+        self.reload()
         out = {}
         for spec in self.specs.values():
             try:
@@ -238,6 +294,7 @@ class Supervisor:
             except Exception as exc:  # one app's trouble must not starve the others
                 log.exception("%s: reconcile failed", spec.name)
                 out[spec.name] = Action("none", f"reconcile failed: {exc}")
+            self.decisions[spec.name] = f"{out[spec.name].kind} ({out[spec.name].reason})"
         return out
 
     def run(self, stop: threading.Event, interval: float = 2.0) -> None:
@@ -249,5 +306,7 @@ class Supervisor:
 
     def beat(self) -> None:
         """The heartbeat operations look for (``operations.require_supervisor``), with what is under way."""
-        write_json(heartbeat_file(self.settings), {"heartbeat": time.time(), "apps": sorted(self.specs),
-                                                   "busy": self.busy()})
+        write_json(heartbeat_file(self.settings), {
+            "heartbeat": time.time(), "apps": sorted(self.specs), "busy": self.busy(),
+            "decisions": dict(sorted(self.decisions.items())), "notes": dict(sorted(self.notes.items())),
+            **({"spec": self.spec_file.status()} if self.spec_file is not None else {})})

@@ -21,6 +21,7 @@ from streamops.platform.files import read_json, write_json
 
 if TYPE_CHECKING:
     from streamops.settings import Settings
+    from streamops.spec import AppSpec
 
 
 class AppDir:
@@ -86,6 +87,12 @@ class AppDir:
         """The range and output version of a reprocess driver (``--reprocess FILE``)."""
         return self.root / "reprocess.json"
 
+    @property
+    def spec(self) -> Path:
+        """The app's spec as its last deploy applied it (``lifecycle.specs``): the fields a driver
+        reads at its start stay as they were until the next deploy of the stopped app."""
+        return self.root / "spec.json"
+
     def scratch(self, name: str) -> Path:
         """A driver's scratch checkpoint (standby rehearsal, executor warm-up), removed after use."""
         return self.root / name
@@ -97,6 +104,17 @@ class AppDir:
 
     def write(self, path: Path, payload: dict[str, Any]) -> None:
         write_json(path, payload)
+
+    def pinned_spec(self) -> AppSpec | None:
+        """The spec the app's last deploy applied (None: never deployed, or deployed before pins)."""
+        from streamops.specfile import spec_from_json
+
+        return spec_from_json(self.read(self.spec))
+
+    def pin_spec(self, spec: AppSpec) -> None:
+        from streamops.specfile import spec_to_json
+
+        self.write(self.spec, spec_to_json(spec))
 
     # the processes its pid files name ---------------------------------------------------------
     def driver(self) -> process.PidRecord | None:

@@ -10,12 +10,12 @@ import streamops
 
 #: lower number = lower layer; the same number may import each other
 LAYERS = {
-    "exceptions": 0, "settings": 0, "spec": 0, "job": 0,
+    "exceptions": 0, "settings": 0, "spec": 0, "specfile": 0, "job": 0,
     "kafka": 1, "ledger": 1, "checkpoints": 1, "platform": 1,
     "spark": 2,
     "state": 3,
     "lifecycle": 4, "reset": 4,
-    "cli": 5, "scaffold": 5,
+    "cli": 5, "scaffold": 5, "testing": 5,  # testing: for jobs' own tests, never imported by the core
 }
 ROOT = Path(streamops.__file__).parent
 

@@ -28,7 +28,8 @@ from streamops.spark.session import checkpoint_dir
 from streamops.spec import AppSpec
 
 SPEC = AppSpec(name="app1", job="jobs.x", input_topics=("in",), output_topic="o", changelog_topic="c",
-               dlq_topic="d", input_partitions=6, state_partitions=4)
+               dlq_topic="d", input_partitions=6, state_partitions=4,
+               parallelism={"default": 2, "min": 1, "max": 4})
 
 
 @pytest.fixture
@@ -147,3 +148,47 @@ def test_a_deploy_after_a_give_up_waits_for_the_supervisor_to_try_again(env) -> 
     ledger.report_observed("app1", status="crash-loop", error="5 crashes again")
     with pytest.raises(NotConverged, match="crash-loop"):
         poll(settings, SPEC, ledger, pending)
+
+
+def test_a_deploy_the_supervisor_has_not_loaded_says_why_at_once(env) -> None:
+    from streamops.lifecycle.operations import AppNotLoaded, require_loaded
+
+    settings, ledger = env
+    settings.state_dir.mkdir(parents=True, exist_ok=True)
+    hb = settings.state_dir / "supervisor.json"
+    hb.write_text(json.dumps({"heartbeat": time.time(), "apps": ["other"]}))  # a supervisor before live specs
+    with pytest.raises(AppNotLoaded, match=r"has not loaded app1 \(it knows: other\).*platform down --only supervisor"):
+        require_loaded(settings, "app1", wait_s=0)
+    hb.write_text(json.dumps({"heartbeat": time.time(), "apps": ["other"],
+                              "spec": {"path": "x.yaml", "loaded_at": time.time(), "error": "x.yaml: line 3: bad"}}))
+    t0 = time.monotonic()
+    with pytest.raises(AppNotLoaded, match="refused the spec file.*line 3: bad"):
+        deploy(settings, SPEC, ledger)
+    assert time.monotonic() - t0 < 15  # not the 300 s of a deploy waiting for a driver
+    assert ledger.operations("app1") == [] and ledger.desired("app1") is None
+
+
+def test_a_deploy_of_a_running_app_whose_file_changes_a_restart_field_is_refused_with_the_plan(tmp_path) -> None:
+    import os
+    import sys
+
+    from streamops.lifecycle.operations import SpecChangeNeedsRestart, spec_to_deploy
+    from streamops.platform import process
+    from streamops.platform.appdir import AppDir
+
+    (tmp_path / "include").mkdir()
+    (tmp_path / "include" / "streams.yaml").write_text(
+        "apps:\n  app1: {job: jobs.x, input_topics: [in], output_topic: o2, changelog_topic: c, dlq_topic: d}\n")
+    settings = Settings(repo=tmp_path, home=tmp_path / "home")
+    d = AppDir.of(settings, "app1")
+    d.pin_spec(SPEC)
+    # stopped: the deploy applies the file as it is
+    assert spec_to_deploy(settings, SPEC).output_topic == "o2"
+    rec = process.spawn([sys.executable, "-c", "import time; time.sleep(60)"], env=dict(os.environ), log_path=d.log,
+                        pid_path=d.pid, cwd=tmp_path)
+    try:
+        with pytest.raises(SpecChangeNeedsRestart, match=r"output_topic: 'o' -> 'o2'.*streamops stop app1"):
+            spec_to_deploy(settings, SPEC)
+    finally:
+        d.stop_driver(now=True)
+    assert not rec.alive

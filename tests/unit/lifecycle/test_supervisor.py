@@ -140,3 +140,68 @@ def test_crashes_before_the_desired_state_changed_do_not_count(env) -> None:
     fake.alive.clear()
     d.write(d.restarts, {"crashes": [time.time() + 1 + i for i in range(5)], "launched_at": None, "gave_up_at": None})
     assert sup.reconcile_app(sup.specs["b"]).kind == "give_up"  # five since: a crash loop
+
+
+SPEC_ONE = """apps:
+  a: {job: jobs.a, input_topics: [in-a], output_topic: out-a, changelog_topic: a-c, dlq_topic: a-d}
+"""
+SPEC_TWO = SPEC_ONE + """  b: {job: jobs.b, input_topics: [in-b], output_topic: out-b, changelog_topic: b-c, dlq_topic: b-d}
+"""
+
+
+def _edit(path, text: str) -> None:
+    import os
+
+    path.write_text(text)
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+
+
+def test_apps_added_changed_removed_or_broken_in_the_spec_file_without_a_restart(tmp_path, monkeypatch) -> None:
+    from streamops.specfile import SpecFile
+
+    settings = Settings(home=tmp_path / "home")
+    ledger = Ledger.open(settings.ledger_db_url)
+    fake = FakeDrivers()
+    monkeypatch.setattr(sup_mod, "driver", fake)
+    path = tmp_path / "streams.yaml"
+    _edit(path, SPEC_ONE)
+    sf = SpecFile(path)
+    sf.refresh()
+    sup = Supervisor(settings, dict(sf.specs), ledger, spec_file=sf)
+    try:
+        ledger.set_desired("b", status="running", parallelism=1)  # asked before b is in the file
+        assert sorted(sup.reconcile_once()) == ["a"] and fake.launched == []
+        _edit(path, SPEC_TWO)  # b added while the supervisor runs
+        assert sup.reconcile_once()["b"].kind == "launch" and fake.launched == ["b"]
+        sup.beat()
+        beat = json.loads(heartbeat_file(settings).read_text())
+        assert beat["apps"] == ["a", "b"] and beat["decisions"]["b"].startswith("launch")
+        assert beat["spec"]["error"] is None and beat["spec"]["path"] == str(path)
+
+        # b runs with what its deploy pinned: a change of a field its driver read at start waits
+        real_driver.app_dir(settings, "b").pin_spec(sup.specs["b"])
+        _edit(path, SPEC_TWO.replace("out-b", "out-b2").replace("jobs.a,", "jobs.a, description: hi,"))
+        sup.reconcile_once()
+        assert sup.specs["b"].output_topic == "out-b" and "output_topic" in sup.notes["b"]
+        assert sup.specs["a"].description == "hi"  # a field read when used: applied at once
+
+        # a broken file changes nothing, and says where it is broken
+        _edit(path, SPEC_TWO + "  c: {job: jobs.c}\n")
+        sup.reconcile_once()
+        sup.beat()
+        beat = json.loads(heartbeat_file(settings).read_text())
+        assert beat["apps"] == ["a", "b"] and "line 4: apps.c.input_topics: Field required" in beat["spec"]["error"]
+
+        # b removed from the file while it runs: still supervised (on its pinned spec) until stopped
+        _edit(path, SPEC_ONE)
+        sup.reconcile_once()
+        assert sorted(sup.specs) == ["a", "b"] and "removed from the spec file" in sup.notes["b"]
+        ledger.set_desired("b", status="stopped", parallelism=1)
+        sup.reconcile_once()
+        sup.wait_idle(10)
+        assert "b" not in fake.alive
+        sup.reconcile_once()
+        assert sorted(sup.specs) == ["a"] and "b" not in sup.notes
+    finally:
+        ledger.close()
