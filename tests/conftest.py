@@ -42,7 +42,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 #: integration modules that start Airflow (the ``airflow_platform`` fixture)
-AIRFLOW_MODULES = ("test_airflow_api.py", "test_airflow_backfill.py", "test_airflow_operations.py")
+AIRFLOW_MODULES = ("test_airflow_api.py", "test_airflow_backfill.py", "test_airflow_live_apps.py",
+                   "test_airflow_operations.py")
 
 
 @pytest.fixture(autouse=True)

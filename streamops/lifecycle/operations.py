@@ -205,8 +205,9 @@ def request_deploy(settings: Settings, spec: AppSpec, ledger: Ledger, *, paralle
                    who: str | None = None, timeout: float = 300.0) -> Pending:
     """Desired running at ``parallelism`` (the spec's default when None)."""
     n = spec.check_parallelism(spec.parallelism.default if parallelism is None else parallelism)
+    require_supervisor(settings)
+    target = spec_to_deploy(settings, spec)  # an app no longer in the file: a usage error, at once
     require_loaded(settings, spec.name)
-    target = spec_to_deploy(settings, spec)
     target.check_parallelism(n)
     check_compatible(settings, target)
     pending = _begin(settings, spec, ledger, "deploy", {"parallelism": n}, who, timeout, n)

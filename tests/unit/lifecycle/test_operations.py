@@ -150,10 +150,14 @@ def test_a_deploy_after_a_give_up_waits_for_the_supervisor_to_try_again(env) -> 
         poll(settings, SPEC, ledger, pending)
 
 
-def test_a_deploy_the_supervisor_has_not_loaded_says_why_at_once(env) -> None:
+def test_a_deploy_the_supervisor_has_not_loaded_says_why_at_once(tmp_path) -> None:
     from streamops.lifecycle.operations import AppNotLoaded, require_loaded
 
-    settings, ledger = env
+    (tmp_path / "include").mkdir()
+    (tmp_path / "include" / "streams.yaml").write_text(
+        "apps:\n  app1: {job: jobs.x, input_topics: [in], output_topic: o, changelog_topic: c, dlq_topic: d}\n")
+    settings = Settings(repo=tmp_path, home=tmp_path / "home")
+    ledger = Ledger.open(settings.ledger_db_url)
     settings.state_dir.mkdir(parents=True, exist_ok=True)
     hb = settings.state_dir / "supervisor.json"
     hb.write_text(json.dumps({"heartbeat": time.time(), "apps": ["other"]}))  # a supervisor before live specs
@@ -166,6 +170,7 @@ def test_a_deploy_the_supervisor_has_not_loaded_says_why_at_once(env) -> None:
         deploy(settings, SPEC, ledger)
     assert time.monotonic() - t0 < 15  # not the 300 s of a deploy waiting for a driver
     assert ledger.operations("app1") == [] and ledger.desired("app1") is None
+    ledger.close()
 
 
 def test_a_deploy_of_a_running_app_whose_file_changes_a_restart_field_is_refused_with_the_plan(tmp_path) -> None:
@@ -192,3 +197,27 @@ def test_a_deploy_of_a_running_app_whose_file_changes_a_restart_field_is_refused
     finally:
         d.stop_driver(now=True)
     assert not rec.alive
+
+
+def test_a_deploy_that_does_not_converge_says_which_of_launch_crash_or_batch_is_missing(env) -> None:
+    from streamops.lifecycle.operations import diagnose
+    from streamops.platform.appdir import AppDir
+
+    settings, ledger = env
+    settings.state_dir.mkdir(parents=True, exist_ok=True)
+    (settings.state_dir / "supervisor.json").write_text(json.dumps({
+        "heartbeat": time.time(), "apps": ["app1"],
+        "decisions": {"app1": "wait (resize #3 holds app1's lease (launch waits for it: desired running))"}}))
+    pending = Pending(app="app1", kind="deploy", operation_id=1, requested_by="t", t0=time.time(),
+                      deadline=time.time() + 1, before={}, parallelism=1)
+    said = diagnose(settings, SPEC, ledger, pending)
+    assert said.startswith("no driver was launched") and "resize #3 holds app1's lease" in said
+
+    d = AppDir.of(settings, "app1")
+    d.root.mkdir(parents=True, exist_ok=True)
+    d.log.write_text("starting\nTraceback (most recent call last):\nModuleNotFoundError: No module named 'jobs.x'\n")
+    ledger.record("app1", "supervisor-launch", who="supervisor", params={"parallelism": 1}, after={"pid": 4242})
+    ledger.record("app1", "driver-exit", who="supervisor", outcome="failed", error="exit 1")
+    said = diagnose(settings, SPEC, ledger, pending)
+    assert said.startswith("the driver was launched (1 time(s), first pid 4242) and exited 1 time(s)")
+    assert said.endswith("ModuleNotFoundError: No module named 'jobs.x'")
