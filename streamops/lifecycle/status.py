@@ -12,6 +12,8 @@ from typing import Any
 
 from streamops.checkpoints import layout
 from streamops.ledger import Ledger
+from streamops.lifecycle.supervisor import heartbeat_file
+from streamops.platform.files import read_json
 from streamops.settings import Settings
 from streamops.spec import AppSpec
 
@@ -62,6 +64,13 @@ def app_status(spec: AppSpec, settings: Settings, ledger: Ledger, *, with_lag: b
         lag_map, note = lag(settings, spec, committed)
         if note:
             notes.append(note)
+    supervisor = read_json(heartbeat_file(settings))
+    if isinstance(supervisor, dict):
+        if note := (supervisor.get("notes") or {}).get(spec.name):
+            notes.append(f"supervisor: {note}")
+        if (spec_state := supervisor.get("spec") or {}).get("error"):
+            notes.append(f"supervisor: the spec file is refused, the apps run on the last good one: "
+                         f"{spec_state['error']}")
     progress = last_progress(batches_path(settings, spec.name))
     return {
         "app": spec.name,
