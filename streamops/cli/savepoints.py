@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+from datetime import UTC, datetime
+from typing import Any
 
 from streamops.cli.apps import _ledger
 from streamops.cli.check import load_app
@@ -32,6 +34,23 @@ def cmd_savepoint(args: argparse.Namespace) -> int:
     return 0
 
 
+def render_listing(app: str, rows: list[dict[str, Any]]) -> str:
+    """The text table of ``listing``'s rows: the lineage column tells apart two savepoints of the
+    same batch number from different runs (batch numbers start again at 0 after a reset)."""
+    if not rows:
+        return f"{app}: no savepoints"
+    lines = [f"{'ID':<40} {'BATCH':>6}  {'LINEAGE':<9} {'TAKEN (UTC)':<19} {'TOOK':>8} {'SIZE':>10}  SHA256"]
+    for r in rows:
+        lineage = (r["lineage"] or "?")[:8] + ("*" if r["current"] else "")
+        taken = datetime.fromisoformat(r["created_at"]).astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+        took = "-" if r["seconds"] is None else f"{r['seconds']:.1f} s"
+        lines.append(f"{r['id']:<40} {r['batch_id']:>6}  {lineage:<9} {taken:<19} {took:>8} {_human(r['bytes']):>10}  "
+                     f"{r['sha256'][:12]}" + ("" if r["present"] else "  (files missing)"))
+    lines.append("LINEAGE: the checkpoint each was taken from (a reset starts a new one); "
+                 "*: the one the app runs on now")
+    return "\n".join(lines)
+
+
 def cmd_savepoints(args: argparse.Namespace) -> int:
     from streamops.lifecycle.savepoints import listing
 
@@ -41,10 +60,7 @@ def cmd_savepoints(args: argparse.Namespace) -> int:
         rows = listing(settings, spec, ledger)
     finally:
         ledger.close()
-    lines = [f"{'ID':<40} {'BATCH':>6} {'SIZE':>10}  {'CREATED (UTC)':<25} SHA256"] + [
-        f"{r['id']:<40} {r['batch_id']:>6} {_human(r['bytes']):>10}  {r['created_at']:<25} {r['sha256'][:12]}"
-        + ("" if r["present"] else "  (files missing)") for r in rows]
-    emit(args, rows, "\n".join(lines) if rows else f"{spec.name}: no savepoints")
+    emit(args, rows, render_listing(spec.name, rows))
     return 0
 
 
@@ -77,7 +93,10 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("app", help="app name from include/streams.yaml")
     p.set_defaults(func=cmd_savepoint)
 
-    p = sub.add_parser("savepoints", parents=[common], help="list an app's savepoints (newest first)")
+    p = sub.add_parser("savepoints", parents=[common], help="list an app's savepoints (newest first)",
+                       description="Newest first: batch, the checkpoint lineage each was taken from (batch "
+                                   "numbers start again after a reset), when it was taken and how long it "
+                                   "took, size and checksum.")
     p.add_argument("app", help="app name from include/streams.yaml")
     p.set_defaults(func=cmd_savepoints)
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from streamops.checkpoints import layout
+from streamops.checkpoints.lineage import checkpoint_id
 from streamops.checkpoints.savepoint import SavepointError, expired, install, snapshot, verify
 from streamops.ledger import Ledger
 from streamops.lifecycle import operations as ops
@@ -48,9 +49,11 @@ def take(settings: Settings, spec: AppSpec, ledger: Ledger, *, who: str | None =
         ledger.add_savepoint(id=sid, app=spec.name, batch_id=batch, path=str(dest), sha256=manifest.sha256,
                              bytes=manifest.bytes, offsets=manifest.offsets, op=rec.op)
         removed = apply_retention(settings, spec, ledger, keep=sid)
+        lineage = checkpoint_id(dest)
         rec.after = {"savepoint": sid, "batch": batch, "sha256": manifest.sha256, "bytes": manifest.bytes,
-                     "files": len(manifest.files), "seconds": seconds, "removed": removed}
+                     "files": len(manifest.files), "seconds": seconds, "removed": removed, "lineage": lineage}
     return {"app": spec.name, "operation_id": rec.id, "id": sid, "path": str(dest), "batch_id": batch,
+            "lineage": lineage,
             "state_version": manifest.state_version, "sha256": manifest.sha256, "bytes": manifest.bytes,
             "files": len(manifest.files), "offsets": manifest.offsets, "seconds": seconds, "removed": removed}
 
@@ -69,9 +72,24 @@ def apply_retention(settings: Settings, spec: AppSpec, ledger: Ledger, keep: str
 
 
 def listing(settings: Settings, spec: AppSpec, ledger: Ledger) -> list[dict[str, Any]]:
-    """Newest first, with whether the files are still there."""
-    return [{**sp, "created_at": sp["created_at"].isoformat(), "present": Path(sp["path"]).is_dir()}
-            for sp in ledger.savepoints(spec.name)]
+    """Newest first, with whether the files are still there, the checkpoint lineage each was taken
+    from and how long it took.
+
+    Batch numbers start again at 0 after a reset (a new checkpoint), so ``b0`` alone does not say
+    which run a savepoint belongs to; the lineage (Spark's query id in the checkpoint's
+    ``metadata``, copied into the savepoint) does, and ``current`` marks the savepoints of the
+    checkpoint the app runs on now."""
+    current = checkpoint_id(checkpoint_dir(settings, spec))
+    rows = []
+    for sp in ledger.savepoints(spec.name):
+        path = Path(sp["path"])
+        op = ledger.get_operation(sp["operation_id"]) if sp.get("operation_id") is not None else None
+        after = (op or {}).get("after") or {}
+        lineage = checkpoint_id(path) or after.get("lineage")  # the files, else what the take recorded
+        rows.append({**sp, "created_at": sp["created_at"].isoformat(), "present": path.is_dir(),
+                     "lineage": lineage, "current": lineage is not None and lineage == current,
+                     "seconds": after.get("seconds")})
+    return rows
 
 
 def _find(ledger: Ledger, spec: AppSpec, savepoint_id: str) -> dict[str, Any]:

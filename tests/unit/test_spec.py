@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import yaml
 
@@ -37,7 +39,7 @@ def test_the_repo_spec_is_valid(tmp_path) -> None:
     ({"scale_windows": [{"name": "day", "start": "0 8 * * *", "end": "nope", "parallelism": 3}]},
      "apps.app1.scale_windows.0.end"),
     ({"scale_windows": [{"name": "day", "start": "0 8 * * *", "end": "0 18 * * *", "parallelism": 9}]},
-     "scale window 'day': parallelism 9 outside [1, 4]"),
+     "scale window 'day': parallelism 9 outside [1, 2]"),
     ({"scale_windows": [{"name": "d", "start": "0 8 * * *", "end": "0 9 * * *", "parallelism": 2}] * 2},
      "used twice"),
     ({"maintenance": {"compact_schedule": "nightly"}}, "apps.app1.maintenance.compact_schedule"),
@@ -91,3 +93,71 @@ def test_maintenance_schedules_default_and_can_be_manual_only(tmp_path) -> None:
     assert spec.maintenance.compact_schedule == "30 3 * * *" and spec.maintenance.verify_schedule == "15 * * * *"
     manual = load_specs(write(tmp_path, maintenance={"compact_schedule": None, "verify_schedule": "*/10 * * * *"}))
     assert manual["app1"].maintenance.compact_schedule is None
+
+
+#: the defaults docs/configuration.md documents for a minimal entry (job, input_topics, output_topic)
+DOCUMENTED = {
+    "description": "", "input_partitions": 6, "changelog_topic": "shop-state-changelog", "dlq_topic": "shop-dlq",
+    "state_partitions": 4, "trigger_interval": "2 seconds", "max_offsets_per_trigger": None,
+    "starting_offsets": "earliest", "parallelism": {"default": 1, "min": 1, "max": 2}, "checkpoint_root": None,
+    "spark_master": None, "savepoints": {"schedule": "0 * * * *", "retain_count": 5, "retain_age": "7 days"},
+    "maintenance": {"compact_schedule": "30 3 * * *", "verify_schedule": "15 * * * *"},
+    "reprocess": {"interval": "0 0 * * *", "output_version": None, "max_offsets_per_trigger": None},
+    "scale_windows": [], "output_version": None, "schedules": "active",
+}
+
+
+def test_a_minimal_entry_loads_with_the_documented_defaults(tmp_path) -> None:
+    p = tmp_path / "streams.yaml"
+    p.write_text("apps:\n  shop:\n    job: jobs.shop\n    input_topics: [orders]\n    output_topic: shop-totals\n")
+    spec = load_specs(p)["shop"]
+    got = spec.model_dump(mode="json")
+    assert {k: got[k] for k in DOCUMENTED} == DOCUMENTED
+    assert (spec.job, spec.input_topics, spec.output_topic) == ("jobs.shop", ("orders",), "shop-totals")
+    assert isinstance(spec.changelog_topic, str) and spec.commits_topic == "_streamops-shop-commits"
+    # derived names survive what the platform does with a spec: a copy, a dump and a re-validation
+    assert AppSpec.model_validate(spec.model_dump()) == spec
+    assert spec.model_copy(update={"name": "other"}).dlq_topic == "shop-dlq"
+
+
+def test_null_topics_are_derived_and_explicit_ones_kept(tmp_path) -> None:
+    spec = load_specs(write(tmp_path, changelog_topic=None, dlq_topic="my-dlq"))["app1"]
+    assert (spec.changelog_topic, spec.dlq_topic) == ("app1-state-changelog", "my-dlq")
+    # a Python caller that leaves them out gets the same names as a spec entry
+    direct = AppSpec(name="app1", job="jobs.x", input_topics=("in",), output_topic="out")
+    assert (direct.changelog_topic, direct.dlq_topic, direct.parallelism.max) == ("app1-state-changelog",
+                                                                                   "app1-dlq", 2)
+
+
+@pytest.mark.parametrize("fields, where", [
+    ({"input_topics": ["app1-dlq"], "dlq_topic": None}, "input_topics[0] and dlq_topic are both 'app1-dlq'"),
+    ({"output_topic": "cl"}, "changelog_topic and output_topic are both 'cl'"),
+])
+def test_a_topic_has_one_role(tmp_path, fields, where) -> None:
+    with pytest.raises(ConfigError, match=re.escape(where)):
+        load_specs(write(tmp_path, **fields))
+
+
+def test_the_repo_spec_keeps_its_explicit_values() -> None:
+    """Every field include/streams.yaml writes loads as written; the fields whose defaults changed
+    (topics, parallelism, savepoint schedule) are all written there, so no default reaches them."""
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "include" / "streams.yaml"
+    raw = yaml.safe_load(path.read_text())["apps"]
+    specs = load_specs(path)
+    assert set(specs) == set(raw)
+
+    def written(body: dict, got: dict, where: str) -> None:
+        for k, v in body.items():
+            if isinstance(v, dict):
+                written(v, got[k], f"{where}.{k}")
+            else:
+                assert got[k] == v, f"{where}.{k}: {got[k]!r} != {v!r}"
+
+    for name, body in raw.items():
+        assert {"changelog_topic", "dlq_topic", "parallelism"} <= set(body) and "schedule" in body["savepoints"]
+        written(body, specs[name].model_dump(mode="json"), name)
+    ua = specs["user_activity"]
+    assert (ua.changelog_topic, ua.dlq_topic, ua.parallelism.model_dump()) == (
+        "user_activity-profiles-changelog", "user-events.dlq", {"default": 2, "min": 1, "max": 4})
