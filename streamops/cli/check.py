@@ -27,6 +27,13 @@ def cmd_check(args: argparse.Namespace) -> int:
 
         raise UsageError(f"--since: {exc}") from None
     with comparing():
+        if args.wait:
+            from streamops.lifecycle.status import wait_caught_up
+
+            left = wait_caught_up(settings, spec, args.wait, progress=progress_printer(args))
+            if left:
+                progress_printer(args)(f"{spec.name}: {left} input records not committed after {args.wait:.0f} s; "
+                                       f"comparing up to the last committed batch")
         report = run_check(spec, settings, since_ms=since, progress=progress_printer(args))
     emit(args, report.to_dict(), render(report))
     return 0 if report.ok else 1
@@ -44,4 +51,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--since", metavar="ISO8601",
                    help="fold only input records with a timestamp at or after this instant (after a reset "
                         "to a datetime); a checkpoint made by reset is folded from its start offsets anyway")
+    p.add_argument("--wait", type=float, metavar="SECONDS", default=0,
+                   help="first wait (at most SECONDS) until the running app has committed the input "
+                        "present now, e.g. right after `streamops produce`")
     p.set_defaults(func=cmd_check)

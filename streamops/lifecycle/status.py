@@ -7,6 +7,8 @@ note instead of failing, because status is what operators run when something is 
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +52,29 @@ def lag(settings: Settings, spec: AppSpec, committed: dict[str, dict[int, int]])
     except Exception as exc:  # noqa: BLE001 - status must still show the rest
         return None, f"lag unknown: {str(exc).splitlines()[0][:200]}"
     return out, None
+
+
+def wait_caught_up(settings: Settings, spec: AppSpec, timeout: float,
+                   progress: Callable[[str], None] = lambda _m: None) -> int:
+    """Wait (at most ``timeout`` s) until the app's checkpoint has committed every input record
+    present now, so that a comparison right after producing compares all of it. Returns the
+    records still not committed (0: caught up)."""
+    from streamops.kafka.admin import end_offsets
+    from streamops.spark.session import checkpoint_dir
+
+    ckpt = checkpoint_dir(settings, spec)
+    targets = {t: end_offsets(settings.kafka_bootstrap, t, timeout=10) for t in spec.input_topics}
+    deadline, said = time.monotonic() + timeout, 0.0
+    while True:
+        committed = layout.committed_offsets(ckpt)
+        left = sum(max(0, hi - committed.get(t, {}).get(p, lo)) for t, ends in targets.items()
+                   for p, (lo, hi) in ends.items())
+        if left == 0 or time.monotonic() >= deadline:
+            return left
+        if time.monotonic() - said >= 10:
+            progress(f"{spec.name}: waiting for {left} input records to be committed ...")
+            said = time.monotonic()
+        time.sleep(0.5)
 
 
 def app_status(spec: AppSpec, settings: Settings, ledger: Ledger, *, with_lag: bool = True) -> dict[str, Any]:
