@@ -26,8 +26,10 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         description="Compare the state store at the last committed batch with the changelog's and the "
                     "output topic's latest value per key, validate the state and the result with the Great "
                     "Expectations suites in include/expectations/, write an HTML report and record the "
-                    "outcome in the ledger. Exit 0 when everything holds, 1 on any violation, 2 when it could "
-                    "not compare (as diff does).",
+                    "outcome in the ledger. For a job that expires state, output keys no state explains any "
+                    "more (closed windows) are checked for form only and counted: 'output keys: N compared, "
+                    "M expired (well-formed), K malformed'; over no compared key it says 'nothing to compare'. "
+                    "Exit 0 when everything holds, 1 on any violation, 2 when it could not compare (as diff does).",
     )
     p.add_argument("app", help="app name from include/streams.yaml")
     p.add_argument("--no-html", action="store_true", help="skip the HTML report (the suites still run)")

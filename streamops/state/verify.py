@@ -12,9 +12,14 @@ check the state's data quality (``<app>_state.json``) and the comparison's resul
 Unlike ``streamops check`` this does not refold the input: it costs one state scan and two topic
 scans, so it can run every hour on a large app. Everything app-specific comes from the declared
 job: the state store is read through its serde (``state.store``), the changelog must hold the
-serialized state per key and the output what ``emit`` makes of it. A job that ``expire``s state
-(closed windows) leaves output records of what it dropped: for such a job output keys the state no
-longer emits are not counted as extra.
+serialized state per key and the output what ``emit`` makes of it.
+
+A job that ``expire``s state (closed windows, ended sessions) leaves output records of what it
+dropped, which no state explains any more. The rule (``split_output``): an output key is
+*compared* when ``emit`` of a state in the store yields it, and *expired* otherwise; an expired
+key's latest record can only be checked for form (``OutputShape``: JSON with the fields and JSON
+types the job emits), and one that fails is *malformed*. The report counts all three, and says
+"nothing to compare" instead of a bare OK when the state explains no key of a view.
 """
 
 from __future__ import annotations
@@ -26,8 +31,8 @@ import struct
 import threading
 import time
 import zlib
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -268,6 +273,146 @@ def emitted(job_cls: Any, states: dict[str, Any]) -> dict[str, Any]:
     return {okey: js.loads(js.dumps(v)) for k, s in states.items() for okey, v in job.emit(k, s).items()}
 
 
+# -- output keys: compared, expired, malformed ------------------------------------------------------
+#: how many sample events of the job's own ``generate`` teach ``OutputShape`` what it emits
+SHAPE_SAMPLE_EVENTS = 2_000
+
+
+def json_kind(value: Any) -> str:
+    """The JSON type of a decoded value; ints and floats are both ``number`` (2.0 may read back as 2)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object" if isinstance(value, dict) else type(value).__name__
+
+
+@dataclass(frozen=True)
+class OutputShape:
+    """What the job's output values look like, learned from values ``emit`` made.
+
+    Why learned: the job API declares no output schema; its output format is JSON and ``emit``
+    is the only definition of a value. A value is well-formed when it has a JSON type emit gave,
+    and, for objects, every field emit always gives, no field emit never gives, and each field of
+    a JSON type emit gave it (a field emit only ever gave as null, e.g. a session's end while it is
+    open, takes any type). Learning only widens: more reference values never reject more.
+    """
+
+    kinds: frozenset[str]
+    fields: Mapping[str, frozenset[str]]
+    required: frozenset[str]
+    learned_from: int
+
+    @classmethod
+    def learn(cls, values: Iterable[Any]) -> OutputShape | None:
+        """None when there is nothing to learn from."""
+        kinds: set[str] = set()
+        fields: dict[str, set[str]] = {}
+        required: set[str] | None = None
+        n = 0
+        for value in values:
+            n += 1
+            kinds.add(json_kind(value))
+            if isinstance(value, dict):
+                required = set(value) if required is None else required & value.keys()
+                for name, v in value.items():
+                    fields.setdefault(name, set()).add(json_kind(v))
+        if not n:
+            return None
+        return cls(frozenset(kinds), {f: frozenset(k) for f, k in fields.items()}, frozenset(required or ()), n)
+
+    def problem(self, value: Any) -> str | None:
+        """Why ``value`` is not a value the job emits, or None."""
+        kind = json_kind(value)
+        if kind not in self.kinds:
+            return f"a JSON {kind}, the job emits {' or '.join(sorted(self.kinds))}"
+        if not isinstance(value, dict):
+            return None
+        missing = sorted(self.required - value.keys())
+        if missing:
+            return "no field " + ", ".join(repr(f) for f in missing)
+        for name, v in value.items():
+            seen = self.fields.get(name)
+            if seen is None:
+                return f"field {name!r}, which the job does not emit"
+            k = json_kind(v)
+            if k not in seen and seen != {"null"}:
+                return f"field {name!r} is a JSON {k}, the job emits {' or '.join(sorted(seen))}"
+        return None
+
+
+def sample_outputs(job_cls: Any, input_topic: str, events: int = SHAPE_SAMPLE_EVENTS) -> list[Any]:
+    """The output values of the job's own sample (``generate``), folded as ``check`` folds input.
+
+    Why: a state that emits nothing (every key expired, or a job that emits only when something
+    closes) teaches ``OutputShape`` nothing; the sample's outputs include closed windows. A
+    ``(key, value)`` pair is a record of ``input_topic``, a ``(topic, key, value)`` triple of its topic."""
+    from streamops.job import Record
+    from streamops.state.oracle import fold_input
+
+    if not job_cls.can_generate():
+        return []
+    def records() -> Iterator[Record]:
+        for i, item in enumerate(job_cls().generate(events, 0)):
+            topic, key, value = item if len(item) == 3 else (input_topic, *item)
+            yield Record(topic, 0, i, key, value)
+
+    return list(fold_input(job_cls, records()).output.values())
+
+
+@dataclass
+class OutputSplit:
+    """The output topic's keys as verify can check them (the rule is ``split_output``'s)."""
+
+    to_compare: dict[str, Any] = field(default_factory=dict)  # key -> latest value: explained (all without expire)
+    expired: list[str] = field(default_factory=list)  # sorted; no state emits them; well-formed
+    malformed: list[tuple[str, str]] = field(default_factory=list)  # (key, why), sorted; expired, not well-formed
+    shape: OutputShape | None = None  # what expired values were held to (None: JSON only)
+
+
+def split_output(emitted: Mapping[str, Any], output: Mapping[str, Any], *, expires: bool,
+                 shape: OutputShape | Callable[[], OutputShape | None] | None = None,
+                 undecodable: Collection[str] = ()) -> OutputSplit:
+    """Split the output topic's latest value per key by what the state store explains.
+
+    The state *explains* an output key when ``emit`` of a key's state in the store yields it
+    (``emitted``): Spark emits a key's output, then expires, so what ``expire`` kept emits what it
+    emitted then, and the output's latest record must equal it. For a job whose output is per
+    window (page_stats: state key ``/p001``, output keys ``/p001@<window start>``) the explained
+    keys are the windows the state still holds, each compared on its own; a window ``expire``
+    dropped leaves its key unexplained although its page's state exists. A job without ``expire``
+    must explain every key: the others are compared too, and count as extra. For a job with
+    ``expire`` they are *expired*: their last value was emitted by a state that is gone, so only
+    its form is checked (decodes as JSON, and fits ``shape``; learned lazily when a callable);
+    otherwise they are *malformed*.
+    """
+    out = OutputSplit()
+    bad = set(undecodable)
+    learned = False
+    for k in sorted(output):
+        if k in emitted or not expires:
+            out.to_compare[k] = output[k]
+            continue
+        if k in bad:
+            out.malformed.append((k, "not valid JSON"))
+            continue
+        if not learned:
+            out.shape = shape() if callable(shape) else shape
+            learned = True
+        why = out.shape.problem(output[k]) if out.shape is not None else None
+        if why is None:
+            out.expired.append(k)
+        else:
+            out.malformed.append((k, why))
+    return out
+
+
 def state_frame(table: pa.Table) -> pd.DataFrame:
     """pandas for GX; nullable integers so a null last_login_ts stays an exact int64 column."""
     import pandas as pd
@@ -280,23 +425,42 @@ def state_frame(table: pa.Table) -> pd.DataFrame:
 # -- the report ----------------------------------------------------------------------------------
 @dataclass
 class ViewResult:
+    """One topic compared with the state store; for the output, how its keys split (``split_output``)."""
+
     diff: Diff
     read: TopicRead
+    split: OutputSplit | None = None
+
+    @property
+    def compared(self) -> int:
+        """Keys held by both the state side and the topic (equal or different)."""
+        return self.diff.expected - len(self.diff.missing)
+
+    @property
+    def expired(self) -> int:
+        return len(self.split.expired) if self.split is not None else 0
+
+    @property
+    def malformed(self) -> list[tuple[str, str]]:
+        return self.split.malformed if self.split is not None else []
 
     def summary(self) -> dict[str, Any]:
         s = self.diff.summary()
         s.pop("duplicates", None)
         s["state_keys"] = s.pop("expected")
-        s["topic_keys"] = s.pop("actual")
+        s.pop("actual")
         s["samples"]["undecodable"] = self.read.undecodable[:SAMPLES]
-        return {**s, "topic": self.read.topic, "undecodable": len(self.read.undecodable),
-                "records": self.read.records, "tombstones": self.read.tombstones,
-                "later_batch_records": self.read.later, "seconds": round(self.read.seconds, 2)}
+        s["samples"]["malformed"] = [{"key": k, "why": why} for k, why in self.malformed[:SAMPLES]]
+        return {**s, "topic_keys": len(self.read.values), "compared": self.compared, "expired": self.expired,
+                "malformed": len(self.malformed), "topic": self.read.topic,
+                "undecodable": len(self.read.undecodable), "records": self.read.records,
+                "tombstones": self.read.tombstones, "later_batch_records": self.read.later,
+                "seconds": round(self.read.seconds, 2)}
 
 
 def categorize(state: StateRead, views: Sequence[ViewResult], quality: QualityReport | None) -> list[str]:
     """What went wrong, as stable names: ``state_unreadable``, ``state_checksum``,
-    ``<view>.missing|extra|different|undecodable``, ``quality.<check>``; empty when all is well."""
+    ``<view>.missing|extra|different|undecodable|malformed``, ``quality.<check>``; empty when all is well."""
     out = []
     if not state.readable:
         out.append("state_unreadable")
@@ -304,8 +468,8 @@ def categorize(state: StateRead, views: Sequence[ViewResult], quality: QualityRe
         out.append("state_checksum")
     for v in views:
         d = v.diff
-        for kind, n in (("missing", len(d.missing)), ("extra", len(d.extra)),
-                        ("different", len(d.different)), ("undecodable", len(v.read.undecodable))):
+        for kind, n in (("missing", len(d.missing)), ("extra", len(d.extra)), ("different", len(d.different)),
+                        ("undecodable", len(v.read.undecodable)), ("malformed", len(v.malformed))):
             if n:
                 out.append(f"{d.view}.{kind}")
     if quality is not None:
@@ -313,16 +477,37 @@ def categorize(state: StateRead, views: Sequence[ViewResult], quality: QualityRe
     return out
 
 
+RESULT_COLUMNS = ["view", "state_keys", "topic_keys", "compared", "expired", "missing", "extra", "different",
+                  "undecodable", "malformed"]
+
+
 def result_frame(views: Sequence[ViewResult]) -> pd.DataFrame:
     """One row per view: the counts ``verify_result.json`` checks."""
     import pandas as pd
 
     return pd.DataFrame([{
-        "view": v.diff.view, "state_keys": v.diff.expected, "topic_keys": v.diff.actual,
-        "missing": len(v.diff.missing), "extra": len(v.diff.extra), "different": len(v.diff.different),
-        "undecodable": len(v.read.undecodable),
-    } for v in views], columns=["view", "state_keys", "topic_keys", "missing", "extra", "different",
-                                "undecodable"])
+        "view": v.diff.view, "state_keys": v.diff.expected, "topic_keys": len(v.read.values),
+        "compared": v.compared, "expired": v.expired, "missing": len(v.diff.missing), "extra": len(v.diff.extra),
+        "different": len(v.diff.different), "undecodable": len(v.read.undecodable), "malformed": len(v.malformed),
+    } for v in views], columns=RESULT_COLUMNS)
+
+
+@dataclass(frozen=True)
+class KeyCounts:
+    """The output topic's keys by what verify could do with them; they add up to its key count."""
+
+    compared: int  # the state explains the key: its value was compared (equal or different)
+    expired: int  # no state explains it (expire dropped it): well-formed
+    malformed: int  # no state explains it, and it is not a value the job emits
+    extra: int = 0  # a job without expire: no state explains it
+
+    @classmethod
+    def of(cls, view: ViewResult) -> KeyCounts:
+        return cls(view.compared, view.expired, len(view.malformed), len(view.diff.extra))
+
+    def line(self) -> str:
+        return (f"{self.compared:,} compared, {self.expired:,} expired (well-formed), {self.malformed:,} malformed"
+                + (f", {self.extra:,} extra" if self.extra else ""))
 
 
 @dataclass
@@ -349,9 +534,33 @@ class VerifyReport:
     def report_html(self) -> str | None:
         return self.quality.report_html if self.quality is not None else None
 
+    def _view(self, name: str) -> ViewResult | None:
+        return next((v for v in self.views if v.diff.view == name), None)
+
+    @property
+    def output_keys(self) -> KeyCounts | None:
+        """None when the output was not compared (the state store was unreadable)."""
+        out = self._view("output")
+        return KeyCounts.of(out) if out is not None else None
+
+    @property
+    def nothing_to_compare(self) -> str | None:
+        """Why the output (or everything) was compared over no key, or None: an OK over nothing says so."""
+        out = self._view("output")
+        if out is None or out.diff.expected:
+            return None
+        why = (f"the state store at batch {self.batch_id} holds no key" if not self.state.values
+               else f"the state store's {len(self.state.values):,} keys emit no output key")
+        keys = self.output_keys
+        if out.read.values and keys is not None:
+            why += f"; output keys: {keys.line()}"
+        return why
+
     def headline(self) -> str:
         verdict = "OK" if self.ok else "FAILED (" + ", ".join(self.categories) + ")"
-        return f"verify {self.app}: {verdict} as of batch {self.batch_id}"
+        nothing = self.nothing_to_compare
+        return f"verify {self.app}: {verdict} as of batch {self.batch_id}" + (
+            f", but nothing to compare: {nothing}" if nothing and self.ok else "")
 
     def ledger_summary(self) -> dict[str, Any]:
         """What the ledger keeps (``after``): counts, no samples of values."""
@@ -359,8 +568,10 @@ class VerifyReport:
             "batch_id": self.batch_id, "ok": self.ok, "categories": self.categories,
             "state": {k: v for k, v in self.state.summary().items() if k != "seconds"},
             "views": {v.diff.view: {k: v.summary()[k] for k in
-                                    ("topic", "state_keys", "topic_keys", "missing", "extra", "different",
-                                     "undecodable")} for v in self.views},
+                                    ("topic", "state_keys", "topic_keys", "compared", "expired", "missing", "extra",
+                                     "different", "undecodable", "malformed")} for v in self.views},
+            "output_keys": None if self.output_keys is None else asdict(self.output_keys),
+            "nothing_to_compare": self.nothing_to_compare,
             "quality": None if self.quality is None else {
                 r.check: {"suite": r.suite, "evaluated": r.evaluated, "failed": len(r.failures)}
                 for r in self.quality.results},
@@ -371,6 +582,8 @@ class VerifyReport:
         return {
             "app": self.app, "batch_id": self.batch_id, "ok": self.ok, "categories": self.categories,
             "state": self.state.summary(), "views": [v.summary() for v in self.views],
+            "output_keys": None if self.output_keys is None else asdict(self.output_keys),
+            "nothing_to_compare": self.nothing_to_compare,
             "quality": None if self.quality is None else self.quality.to_dict(),
             "report_html": self.report_html, "notes": self.notes, "seconds": round(self.seconds, 2),
             "timings": {k: round(v, 2) for k, v in self.timings.items()}, "operation_id": self.operation_id,
@@ -401,9 +614,13 @@ def render(report: VerifyReport) -> str:
                      f"{s['records']:,} records, {s['tombstones']:,} tombstones"
                      + (f", {s['later_batch_records']:,} of later batches ignored" if s["later_batch_records"]
                         else "") + ")")
+        if v.split is not None:
+            lines.append(f"      output keys: {KeyCounts.of(v).line()}")
         for kind in ("missing", "extra", "undecodable"):
             for key in s["samples"][kind]:
                 lines.append(f"      {kind}: {key}")
+        for m in s["samples"]["malformed"]:
+            lines.append(f"      malformed: {m['key']}  {m['why']}")
         for d in s["samples"]["different"]:
             lines.append(f"      different: {d['key']}  state {json.dumps(d['expected'], default=str)}  "
                          f"{s['view']} {json.dumps(d['actual'], default=str)}")
@@ -532,17 +749,47 @@ def _verify(spec: AppSpec, settings: Settings, *, spark: Any, progress: Progress
         progress(f"  state store at batch {batch}: {len(state.values):,} keys in {state.seconds:.1f}s")
         ts = time.monotonic()
         out = emitted(job_cls, state.values)
-        output = reads["output"].values
-        if job_cls.has_expire():  # what expire dropped keeps its last output
-            output = {k: v for k, v in output.items() if k in out}
+        split = split_job_output(job_cls, out, reads["output"], notes, input_topic=spec.input_topics[0])
         views = [ViewResult(compare("changelog", state.values, reads["changelog"].values), reads["changelog"]),
-                 ViewResult(compare("output", out, output), reads["output"])]
+                 ViewResult(compare("output", out, split.to_compare), reads["output"], split)]
         timings["compare"] = time.monotonic() - ts
         ts = time.monotonic()
         quality = run_quality(spec, settings, state, views, batch=batch, now_ms=now_ms, html=html,
                               notes=notes, progress=progress)
         timings["quality"] = time.monotonic() - ts
     return VerifyReport(spec.name, batch, state, views, quality, notes, time.monotonic() - t0, timings)
+
+
+def split_job_output(job_cls: Any, emitted_now: Mapping[str, Any], output: TopicRead, notes: list[str], *,
+                     input_topic: str = "input") -> OutputSplit:
+    """``split_output`` for a declared job, noting how expired keys were checked.
+    ``input_topic``: the app's first input topic (where ``generate``'s pairs go)."""
+    split = split_output(emitted_now, output.values, expires=job_cls.has_expire(),
+                         shape=lambda: _learn_shape(job_cls, emitted_now, notes, input_topic),
+                         undecodable=output.undecodable)
+    if split.expired or split.malformed:
+        notes.append(_shape_note(split))
+    return split
+
+
+def _learn_shape(job_cls: Any, emitted_now: Mapping[str, Any], notes: list[str],
+                 input_topic: str) -> OutputShape | None:
+    """``OutputShape`` from what the state emits plus the job's sample (a sample that fails is noted)."""
+    try:
+        sample = sample_outputs(job_cls, input_topic)
+    except Exception as exc:  # noqa: BLE001  # the job's own generate/update: a note, not a crash
+        notes.append(f"the job's sample could not be folded for the output shape: {type(exc).__name__}: {exc}")
+        sample = []
+    return OutputShape.learn([*emitted_now.values(), *sample])
+
+
+def _shape_note(split: OutputSplit) -> str:
+    """How expired output records were checked (they cannot be compared without the input)."""
+    head = "output keys no state explains (dropped by expire) were checked for form only, not for their values"
+    if split.shape is None:
+        return head + ": as JSON (neither the state nor the job's sample emits a value to learn fields from)"
+    return head + f": JSON with the fields and types of the {split.shape.learned_from:,} values the state and " \
+                  "the job's sample emit (`streamops check` compares them with the input)"
 
 
 def run_quality(spec: AppSpec, settings: Settings, state: StateRead, views: Sequence[ViewResult], *,

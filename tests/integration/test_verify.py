@@ -4,6 +4,8 @@
 One app runs the job once for the whole module; each fault is undone before the next one.
 The topic faults are verified in-process on the session's local Spark (fast); the clean run and
 the corrupted state go through the CLI (a fresh JVM, so no state is cached between reads).
+``page_stats`` (windows that expire) runs on a broker of its own: its output keys are compared
+where the state explains them and checked for form where it does not, with exact counts.
 """
 
 from __future__ import annotations
@@ -17,10 +19,12 @@ from confluent_kafka import Producer
 from jobs.user_activity import UserActivity
 from streamops.job import JsonSerde
 from streamops.kafka.admin import client_config
+from streamops.kafka.read import read_topic
 from streamops.ledger.store import Ledger
 from streamops.platform import manager
-from streamops.spec import default_spec_path, get_app, load_specs
-from streamops.state.verify import verify
+from streamops.spec import default_spec_path, get_app, load_job, load_specs
+from streamops.state.oracle import fold_input, record_of
+from streamops.state.verify import emitted, verify
 from tests.fixtures.apps import AppHarness
 
 APP = "user_activity"
@@ -175,3 +179,69 @@ def _state(app: AppHarness, spec, spark, key: str) -> dict:
     from streamops.state.store import read_states
 
     return read_states(spark, UserActivity, str(app.checkpoint), app.committed_batch())[key]
+
+
+# -- a job that expires state ----------------------------------------------------------------------
+PAGES = "page_stats"
+
+
+@pytest.fixture(scope="module")
+def page_app(platform_factory):
+    """page_stats run to the end in small batches, so windows close and leave the state across batches."""
+    s = platform_factory("verify-expiring")
+    manager.up(s, only=["kafka"])
+    h = AppHarness(s, "local[2]", PAGES)
+    try:
+        r = h.cli("produce", PAGES, "--events", "6000", "--seed", "3")
+        assert r.returncode == 0, r.stderr[-3000:]
+        h.run_to_end("--max-offsets-per-trigger", "1500")
+        assert h.committed_batch() >= 3
+        yield h
+    finally:
+        h.close()
+        manager.down(s)
+
+
+def test_expiring_job_compares_explained_keys_and_checks_expired_ones(page_app: AppHarness, state_spark) -> None:
+    spec = get_app(load_specs(default_spec_path(page_app.settings.repo)), PAGES)
+    job_cls = load_job(spec, page_app.settings.repo)
+    # what the app must hold, from the input (check's fold): the open windows are what the state explains
+    truth = fold_input(job_cls, (record_of(m) for t in spec.input_topics
+                                 for m in read_topic(page_app.settings.kafka_bootstrap, t)))
+    explained = emitted(job_cls, truth.states)
+    expired = sorted(set(truth.output) - set(explained))
+    assert explained and len(expired) > len(explained)
+
+    rc, report, _err = _cli(page_app, "--json")
+    assert rc == 0 and report["ok"], report["categories"]
+    counts = {"compared": len(explained), "expired": len(expired), "malformed": 0, "extra": 0}
+    assert report["output_keys"] == counts and report["nothing_to_compare"] is None
+    out = views(report)["output"]
+    assert (out["state_keys"], out["topic_keys"], out["compared"], out["expired"], out["malformed"]) == \
+        (len(explained), len(truth.output), len(explained), len(expired), 0)
+    assert any("checked for form only" in n for n in report["notes"])
+
+    # one altered record of an open window, one malformed record of a closed one
+    key = min(explained)
+    right = truth.output[key]
+    produce(page_app, spec.live_output_topic, key, JSON.dumps({**right, "views": right["views"] + 1}))
+    closed = expired[len(expired) // 2]
+    produce(page_app, spec.live_output_topic, closed, JSON.dumps({**truth.output[closed], "views": "many"}))
+    r = page_app.cli("verify", PAGES, "--no-html", timeout=600)
+    assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-3000:]
+    assert f"verify {PAGES}: FAILED (output.different, output.malformed, quality.result) as of batch" in r.stdout
+    assert f"different: {key}  state " in r.stdout
+    assert f"malformed: {closed}  field 'views' is a JSON string, the job emits number" in r.stdout
+    assert f"output keys: {len(explained):,} compared, {len(expired) - 1:,} expired (well-formed), 1 malformed" \
+        in r.stdout
+
+    produce(page_app, spec.live_output_topic, key, JSON.dumps(right))  # undo both
+    produce(page_app, spec.live_output_topic, closed, JSON.dumps(truth.output[closed]))
+    repaired = run(page_app, spec, state_spark)
+    assert repaired["ok"] and repaired["output_keys"] == counts, repaired["categories"]
+
+
+def _cli(app: AppHarness, *args: str) -> tuple[int, dict, str]:
+    r = app.cli("verify", app.app, *args, timeout=600)
+    assert r.stdout, r.stderr[-3000:]
+    return r.returncode, json.loads(r.stdout), r.stderr

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from streamops.cli import main
+from streamops.job import Job, Record, Reject, is_int, json_object
 from streamops.settings import Settings
 from streamops.spec import default_spec_path, get_app, load_specs
 from streamops.state import quality as q
@@ -146,6 +147,194 @@ def test_read_state_failure_is_a_result_not_a_crash(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(store, "read_states", broken)
     st = v.read_state(UserActivity, None, Path("/nowhere"), 3)
     assert not st.readable and "Stream is corrupted" in st.error and st.values == {}
+
+
+# -- output keys of jobs that expire state (the pure rule) -------------------------------------------
+def page_stats_fold(events: int = 20_000, seed: int = 1):
+    """page_stats folded over its own sample as the app would have: (expected, what its state emits now)."""
+    from jobs.page_stats import PageStats, generate
+    from streamops.job import Record
+    from streamops.state.oracle import fold_input
+
+    recs = [Record("page-views", 0, i, k, val) for i, (k, val) in enumerate(generate(events, seed=seed))]
+    exp = fold_input(PageStats, recs)
+    return exp, v.emitted(PageStats, exp.states)
+
+
+def test_json_kinds() -> None:
+    assert [v.json_kind(x) for x in (None, True, 3, 2.5, "s", [1], {"a": 1})] == \
+        ["null", "boolean", "number", "number", "string", "array", "object"]
+
+
+def test_output_shape_learns_what_emit_gives_and_names_what_does_not_fit() -> None:
+    assert v.OutputShape.learn([]) is None
+    shape = v.OutputShape.learn([{"page": "/a", "views": 2, "avg": 1.5, "end": None, "tag": "x"},
+                                 {"page": "/b", "views": 1, "avg": 2, "end": None}])
+    assert shape is not None and shape.learned_from == 2 and shape.required == {"page", "views", "avg", "end"}
+    assert shape.problem({"page": "/c", "views": 9, "avg": 3.0, "end": None}) is None
+    assert shape.problem({"page": "/c", "views": 9, "avg": 3, "end": 1_767_225_600_000, "tag": "y"}) is None  # null-only field
+    assert shape.problem({"page": "/c", "views": "many", "avg": 1, "end": None}) == \
+        "field 'views' is a JSON string, the job emits number"
+    assert shape.problem({"page": "/c", "avg": 1, "end": None}) == "no field 'views'"
+    assert shape.problem({"page": "/c", "views": 1, "avg": 1, "end": None, "x": 0}) == \
+        "field 'x', which the job does not emit"
+    assert shape.problem({"page": "/c", "views": True, "avg": 1, "end": None}) == \
+        "field 'views' is a JSON boolean, the job emits number"
+    assert shape.problem([1, 2]) == "a JSON array, the job emits object"
+    assert v.OutputShape.learn([3, 4.5]).problem(7) is None  # not every output is an object
+
+
+def test_split_output_of_a_windowed_job_compares_the_open_windows_and_checks_the_closed_ones() -> None:
+    exp, out = page_stats_fold()
+    assert exp.states and set(out) < set(exp.output)  # every page keeps its open window; most windows closed
+    assert all(k.split("@")[0] in exp.states for k in out)
+    split = v.split_output(out, exp.output, expires=True, shape=lambda: v.OutputShape.learn(out.values()))
+    assert set(split.to_compare) == set(out) and split.to_compare == out  # the state explains its open windows
+    assert split.expired == sorted(set(exp.output) - set(out)) and split.malformed == []
+    assert len(split.to_compare) + len(split.expired) == len(exp.output)
+    assert compare("output", out, split.to_compare).ok
+
+    explained, closed, broken = min(out), split.expired[0], split.expired[1]
+    altered = {**exp.output, explained: {**exp.output[explained], "views": exp.output[explained]["views"] + 1},
+               closed: {**exp.output[closed], "views": "12"}, broken: {"undecodable": "{not js"}}
+    split = v.split_output(out, altered, expires=True, shape=v.OutputShape.learn(out.values()), undecodable=[broken])
+    d = compare("output", out, split.to_compare)
+    assert [k for k, _e, _a in d.different] == [explained] and not d.missing and not d.extra
+    assert split.malformed == sorted([(closed, "field 'views' is a JSON string, the job emits number"),
+                                      (broken, "not valid JSON")])
+    assert len(split.expired) == len(exp.output) - len(out) - 2
+
+
+def test_split_output_learns_the_shape_only_when_something_expired() -> None:
+    calls: list[int] = []
+
+    def learn() -> v.OutputShape | None:
+        calls.append(1)
+        return None  # nothing to learn from
+
+    split = v.split_output({"a": 1}, {"a": 1}, expires=True, shape=learn)
+    assert (split.to_compare, split.expired, calls) == ({"a": 1}, [], [])
+    split = v.split_output({"a": 1}, {"a": 1, "b": {"x": 1}, "c": [2]}, expires=True, shape=learn)
+    assert (split.expired, split.malformed, split.shape, calls) == (["b", "c"], [], None, [1])  # JSON only
+
+
+def test_split_output_of_a_job_without_expire_compares_every_key() -> None:
+    split = v.split_output({"a": 1}, {"a": 2, "zz": 3}, expires=False, shape=lambda: pytest.fail("not learned"))
+    assert split.to_compare == {"a": 2, "zz": 3} and split.expired == split.malformed == []
+    d = compare("output", {"a": 1}, split.to_compare)
+    assert (d.extra, [k for k, *_ in d.different]) == (["zz"], ["a"])
+
+
+class Sessions(Job):
+    """A job whose state explains none of its output: a session is emitted once it has ended (a
+    gap of ``GAP`` ms before the user's next event) and then forgotten."""
+
+    key_name = "user"
+    GAP = 1_000
+
+    def parse(self, record: Record):
+        obj = json_object(record.value)
+        return obj if isinstance(obj, Reject) or is_int(obj.get("ts"), 0, 2**53) else Reject("bad_ts")
+
+    def key(self, event) -> str:
+        return event["user"]
+
+    def initial(self, key: str):
+        return {"open": None, "ended": []}
+
+    def update(self, key: str, state, events):
+        s = {"open": state["open"], "ended": list(state["ended"])}
+        for e in events:
+            if s["open"] is not None and e["ts"] - s["open"]["last"] > self.GAP:
+                s["ended"].append(s["open"])
+                s["open"] = None
+            o = s["open"] or {"start": e["ts"], "last": e["ts"], "events": 0}
+            s["open"] = {**o, "last": e["ts"], "events": o["events"] + 1}
+        return s
+
+    def emit(self, key: str, state):
+        return {f"{key}@{x['start']}": {"user": key, "start": x["start"], "end": x["last"], "events": x["events"]}
+                for x in state["ended"]}
+
+    def expire(self, key: str, state):
+        return {"open": state["open"], "ended": []}
+
+    def generate(self, events: int, seed: int):
+        for i in range(events):
+            user = f"u{i % 3}"
+            yield user.encode(), json.dumps({"user": user, "ts": i * 400 + (i // 12) * 5_000}).encode()
+
+
+def test_sample_outputs_take_pairs_and_topic_triples() -> None:
+    class SessionsOnTopics(Sessions):
+        def generate(self, events: int, seed: int):
+            return (("clicks", k, val) for k, val in super().generate(events, seed))
+
+    pairs = v.sample_outputs(Sessions, "clicks", events=60)
+    assert pairs and all(set(x) == {"user", "start", "end", "events"} for x in pairs)
+    assert v.sample_outputs(SessionsOnTopics, "other", events=60) == pairs
+
+    class NoSample(Sessions):
+        generate = Job.generate
+
+    assert v.sample_outputs(NoSample, "clicks") == []
+
+
+def sessions_report(output: dict | None = None) -> v.VerifyReport:
+    from streamops.state.oracle import fold_input
+
+    records = [Record("t", 0, i, k, val) for i, (k, val) in enumerate(Sessions().generate(60, 1))]
+    exp = fold_input(Sessions, records)
+    out = v.emitted(Sessions, exp.states)
+    assert exp.states and not out and exp.output  # the state explains nothing; sessions were emitted
+    output = exp.output if output is None else output
+    notes: list[str] = []
+    split = v.split_job_output(Sessions, out, v.TopicRead("output", "out", output), notes)
+    views = [v.ViewResult(compare("changelog", exp.states, exp.states),
+                          v.TopicRead("changelog", "cl", dict(exp.states))),
+             v.ViewResult(compare("output", out, split.to_compare), v.TopicRead("output", "out", output), split)]
+    return v.VerifyReport("sessions", 3, v.StateRead(values=exp.states, rows=len(exp.states)), views, None, notes)
+
+
+def test_a_job_whose_state_explains_no_output_says_nothing_to_compare() -> None:
+    report = sessions_report()
+    n = len(report.views[1].read.values)
+    assert report.ok and report.output_keys == v.KeyCounts(compared=0, expired=n, malformed=0)
+    assert report.views[1].split.shape.learned_from > 0  # from the job's own sample: the state emits nothing
+    why = f"the state store's 3 keys emit no output key; output keys: 0 compared, {n} expired (well-formed), 0 malformed"
+    assert report.nothing_to_compare == why
+    assert report.headline() == f"verify sessions: OK as of batch 3, but nothing to compare: {why}"
+    d = json.loads(json.dumps(report.to_dict()))
+    assert d["nothing_to_compare"] == why and d["output_keys"] == {"compared": 0, "expired": n, "malformed": 0,
+                                                                  "extra": 0}
+    assert report.ledger_summary()["nothing_to_compare"] == why
+
+
+def test_a_malformed_expired_record_fails_and_is_named() -> None:
+    good = sessions_report().views[1].read.values
+    key = sorted(good)[1]
+    report = sessions_report({**good, key: {**good[key], "events": None}})
+    assert not report.ok and report.categories == ["output.malformed"]
+    assert report.output_keys == v.KeyCounts(compared=0, expired=len(good) - 1, malformed=1)
+    text = v.render(report)
+    assert "FAILED (output.malformed) as of batch 3" in text and "nothing to compare" not in report.headline()
+    assert f"output keys: 0 compared, {len(good) - 1} expired (well-formed), 1 malformed" in text
+    assert f"malformed: {key}  field 'events' is a JSON null, the job emits number" in text
+    assert "checked for form only" in text
+    s = report.to_dict()["views"][1]
+    assert (s["compared"], s["expired"], s["malformed"], s["topic_keys"]) == (0, len(good) - 1, 1, len(good))
+    assert s["samples"]["malformed"] == [{"key": key, "why": "field 'events' is a JSON null, the job emits number"}]
+    frame = v.result_frame(report.views).set_index("view")
+    assert frame.loc["output", ["compared", "expired", "malformed"]].tolist() == [0, len(good) - 1, 1]
+
+
+def test_an_empty_state_says_nothing_to_compare() -> None:
+    views = [v.ViewResult(compare("changelog", {}, {}), v.TopicRead("changelog", "cl", {})),
+             v.ViewResult(compare("output", {}, {}), v.TopicRead("output", "out", {}), v.OutputSplit())]
+    report = v.VerifyReport("a", 0, v.StateRead(), views, None)
+    assert report.ok and report.headline() == \
+        "verify a: OK as of batch 0, but nothing to compare: the state store at batch 0 holds no key"
+    assert report.to_dict()["output_keys"] == {"compared": 0, "expired": 0, "malformed": 0, "extra": 0}
 
 
 # -- checksums ------------------------------------------------------------------------------------
