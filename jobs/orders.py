@@ -78,8 +78,8 @@ class Orders(Job[Event, State]):
         floor = state["max_ts"] - HORIZON_MS
         return {**state, "seen": {o: ts for o, ts in state["seen"].items() if ts >= floor}}
 
-    def generate(self, events: int, seed: int) -> Iterator[tuple[bytes | None, bytes]]:
-        return generate(events, seed=seed)
+    def generate(self, events: int, seed: int, *, bad_ratio: float = 0.01) -> Iterator[tuple[bytes | None, bytes]]:
+        return generate(events, seed=seed, bad_ratio=bad_ratio)
 
 
 START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z

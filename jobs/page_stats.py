@@ -94,8 +94,9 @@ class PageStats(Job[Event, State]):
         return {"max_ts": max_ts, "windows": {s: w for s, w in state["windows"].items()
                                               if int(s) + WINDOW_MS + GRACE_MS > max_ts}}
 
-    def generate(self, events: int, seed: int) -> Iterator[tuple[bytes | None, bytes]]:
-        return generate(events, seed=seed)
+    def generate(self, events: int, seed: int, *, users: int = 500, bad_ratio: float = 0.01
+                 ) -> Iterator[tuple[bytes | None, bytes]]:
+        return generate(events, seed=seed, users=users, bad_ratio=bad_ratio)
 
 
 #: 2026-01-01T00:00:00Z

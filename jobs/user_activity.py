@@ -113,10 +113,14 @@ class UserActivity(Job[Event, dict]):
         return {key: {"user_id": key, "last_login_ts": state["last_login_ts"], "purchases": state["purchases"],
                       "total_amount": round(state["total_cents"] / 100, 2), "events": state["events"]}}
 
-    def generate(self, events: int, seed: int) -> Iterator[tuple[bytes | None, bytes]]:
+    def generate(self, events: int, seed: int, *, users: int | None = None, bad_ratio: float = 0.01,
+                 skew: str | None = None) -> Iterator[tuple[bytes | None, bytes]]:
+        """``jobs.demo.generator``'s events; ``users`` defaults to one per 20 events (at most 100,000)."""
         from jobs.demo.generator import generate
 
-        return generate(events, max(1, min(100_000, events // 20)), seed=seed, bad_ratio=0.01)
+        if users is None:
+            users = max(1, min(100_000, events // 20))
+        return generate(events, users, seed=seed, skew=skew, bad_ratio=bad_ratio)
 
     parse_arrow = parse_canonical
 

@@ -13,7 +13,9 @@ A job is a subclass of ``Job`` in a file under ``jobs/`` named by its spec entry
 Optional: ``screen(key, state, event)`` rejects an event given the state before it (``late``
 records of an event-time window), ``expire(key, state)`` drops what the state no longer needs
 (closed windows; None deletes the key), ``generate(events, seed)`` makes sample input for
-``streamops produce APP`` and for ``streamops app lint``.
+``streamops produce`` and for ``streamops app lint``: ``(key, value)`` pairs for the app's first
+input topic or ``(topic, key, value)`` triples for any of them; keyword-only options it declares
+(``users``, ``bad_ratio``, ``skew``) are what ``produce --users/--bad-ratio/--skew`` set.
 
 Instead of ``initial``/``update`` a job may declare a Spark-native grouped aggregation:
 ``aggregate = {"field": Sum() | Max() | Min(), ...}`` with ``contribute(event) -> {field: value}``.
@@ -27,16 +29,19 @@ a key), the exactly-once commit, ``check``'s oracle (``update`` folded in plain 
 ``verify``, seeding for rebuild-state and compaction, warm-ups, reset and reprocess.
 ``docs/writing-a-job.md`` walks through a job from nothing.
 
-Order: per key, events reach ``update`` (and ``screen``) in input order (topic, partition,
-offset). Jobs whose result depends on order (``screen``) need their input keyed by the job's key,
-so that one key's events come from one partition; ``check`` folds them in that same order.
+Order: per key, Spark hands ``update`` (and ``screen``) a micro-batch's events sorted by
+(topic, partition, offset), batch after batch; ``check`` folds all of a key's events sorted the
+same way. The two agree when one key's events come from one partition of one topic. Jobs whose
+result depends on order (``screen``) need their input keyed by the job's key so that it does
+(Kafka's default partitioner keeps one key in one partition).
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar
 
@@ -200,8 +205,10 @@ class Job(Generic[E, S]):
         """For ``aggregate`` jobs: the event's value for each field (None: no contribution)."""
         raise NotImplementedError
 
-    def generate(self, events: int, seed: int) -> Iterator[tuple[bytes | None, bytes]]:
-        """``events`` sample input records (key, value), deterministic for a seed."""
+    def generate(self, events: int, seed: int) -> Iterator[Generated]:
+        """``events`` sample input records, deterministic for a seed: ``(key, value)`` for the
+        app's first input topic or ``(topic, key, value)``. It may take keyword-only options
+        (``users``, ``bad_ratio``, ``skew``: what ``streamops produce`` passes when given)."""
         raise NotImplementedError
 
     #: optional vectorized parser for ``aggregate`` jobs: pyarrow RecordBatch of the Kafka columns
@@ -230,6 +237,36 @@ class Job(Generic[E, S]):
     @classmethod
     def can_generate(cls) -> bool:
         return cls.overrides("generate")
+
+    @classmethod
+    def generate_options(cls) -> tuple[str, ...]:
+        """The keyword options ``generate`` takes besides ``events`` and ``seed`` (``("*",)``: any)."""
+        params = list(inspect.signature(cls.generate).parameters.values())[3:]  # self, events, seed
+        if any(p.kind is p.VAR_KEYWORD for p in params):
+            return ("*",)
+        return tuple(p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD))
+
+
+#: what ``generate`` yields: ``(key, value)`` for the first input topic, or ``(topic, key, value)``
+Generated = tuple[bytes | None, bytes] | tuple[str, bytes | None, bytes]
+
+
+def topic_records(items: Iterable[Generated], topics: Sequence[str], *, source: str = "generate()"
+                  ) -> Iterator[tuple[str, bytes | None, bytes]]:
+    """``generate``'s records as ``(topic, key, value)``: a pair goes to ``topics[0]``; a triple
+    must name one of ``topics`` (else ``JobDeclarationError``, naming the record)."""
+    default, known = topics[0], set(topics)
+    for i, item in enumerate(items):
+        if isinstance(item, tuple) and len(item) == 2:
+            yield default, item[0], item[1]
+        elif isinstance(item, tuple) and len(item) == 3 and item[0] in known:
+            yield item
+        elif isinstance(item, tuple) and len(item) == 3:
+            raise JobDeclarationError(f"{source} record {i} is for topic {item[0]!r}, which the app does not read "
+                                      f"(its input topics: {', '.join(topics)})")
+        else:
+            raise JobDeclarationError(f"{source} record {i} must be (key, value) or (topic, key, value), "
+                                      f"got {type(item).__name__}{f' of {len(item)}' if isinstance(item, tuple) else ''}")
 
 
 def validate_job(cls: type) -> type[Job]:

@@ -11,40 +11,40 @@ from streamops.exceptions import UsageError
 
 
 def cmd_lint(args: argparse.Namespace) -> int:
-    from streamops.cli.produce import _file_lines
-    from streamops.job import JobDeclarationError
+    from streamops.cli.produce import Target, file_sources, keyed_lines
+    from streamops.job import JobDeclarationError, find_job
     from streamops.spec import default_spec_path, get_app, import_job, load_specs
     from streamops.state.lint import LintCheck, LintReport, lint, render, sample_records
 
     settings = settings_from(args)
     spec = get_app(load_specs(default_spec_path(settings.repo)), args.app)
-    from streamops.job import find_job
-
+    files = file_sources(args.from_file, Target(spec, tuple(spec.input_topics), False)) if args.from_file else None
     try:
         job_cls = find_job(import_job(spec, settings.repo))
     except JobDeclarationError as exc:
         report = LintReport(spec.job, 0, [LintCheck("declaration", False, str(exc))])
         emit(args, report.to_dict(), render(report))
         return 1
-    if args.from_file:
-        values = [(None, v) for v in _file_lines(args.from_file)]
-        job = job_cls()
-        from streamops.job import Record, Reject
-
-        keyed = []
-        for i, (_k, v) in enumerate(values):
-            parsed = job.parse(Record(spec.input_topics[0], -1, i, None, v))
-            keyed.append((None if isinstance(parsed, Reject) else job.key(parsed).encode(), v))
-        values = keyed
+    if files is not None:  # keyed by the job's key, as `produce --from-file` keys them
+        values = [(t, k, v) for t, lines in files.items() for k, v in keyed_lines(job_cls, t, lines)]
     elif job_cls.can_generate():
         values = list(job_cls().generate(args.events, args.seed))
     else:
         raise UsageError(f"{spec.name}'s job declares no generate(): give a sample with --from-file F.jsonl")
-    records = sample_records(job_cls, spec.input_topics[0], spec.input_partitions, values)
+    try:
+        records = sample_records(job_cls, spec.input_topics, spec.input_partitions, values)
+    except JobDeclarationError as exc:
+        report = LintReport(job_cls.__name__, 0, [LintCheck("generate", False, str(exc))])
+        emit(args, report.to_dict(), render(report))
+        return 1
     spark = None
     if not args.no_spark:
+        import os
+
         from streamops.state.seed import seed_session
 
+        # Spark's Python workers unpickle the job too: the checkout on their path, from any cwd
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(settings.repo), os.environ.get("PYTHONPATH")) if p)
         progress_printer(args)("starting a local Spark ...")
         spark = seed_session(settings, name="streamops-lint")
     try:
@@ -82,13 +82,17 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p_app = sub.add_parser("app", help="work on an app's job: lint")
     asub = p_app.add_subparsers(dest="app_command", metavar="SUBCOMMAND", required=True)
     p = asub.add_parser("lint", parents=[common], help="check a job without a cluster (local Spark on a sample)",
-                        description="Check APP's job on a sample: the declaration, parse, the state serde, "
-                                    "update over split batches, then the Spark query against the plain-Python "
+                        description="Check APP's job on a sample for every input topic: the declaration, "
+                                    "parse, the state serde, update over split batches, one key in one partition "
+                                    "when the job depends on order, then the Spark query against the plain-Python "
                                     "fold and a seeded checkpoint. Exit 0 when all pass, 1 otherwise.")
     p.add_argument("app", metavar="APP")
     p.add_argument("--events", type=int, default=2000, help="sample size from the job's generate() (default 2000)")
     p.add_argument("--seed", type=int, default=0, help="generator seed (default 0)")
-    p.add_argument("--from-file", metavar="F.jsonl", help="the sample from a file instead (one value per line)")
+    p.add_argument("--from-file", metavar="[TOPIC=]F.jsonl", action="append",
+                   help="the sample from a file instead, one value per line, each keyed by the job's key() so "
+                        "one key stays in one partition, as order-dependent jobs (screen) need of their real "
+                        "input too; TOPIC= once per topic for an app with several input topics")
     p.add_argument("--no-spark", action="store_true", help="only the checks without Spark (seconds, not a minute)")
     p.set_defaults(func=cmd_lint)
     p = sub.add_parser("new-app", parents=[common], help="scaffold a job file, its spec entry and a unit test",

@@ -1,29 +1,40 @@
-"""``streamops produce APP|TOPIC``: feed an app from the generator its job declares (or from a
-JSON-lines file), or load a raw topic with deterministic ``user_activity`` events."""
+"""``streamops produce APP|TOPIC``: feed an app's input from the generator its job declares (or
+from JSON-lines files). A TOPIC is fed through the job of the app that reads it, so the core never
+imports a job itself (``spec.load_job`` finds it in the checkout from any working directory)."""
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import re
 import sys
 import time
-from collections.abc import Callable
-from typing import TextIO
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TextIO
 
 from streamops.cli.common import emit, settings_from
 from streamops.exceptions import UsageError
 
+if TYPE_CHECKING:
+    from streamops.spec import AppSpec
+
 USAGE_NOTE = """\
-APP (a name in include/streams.yaml): --events N makes N records with the app's own generator
-(its job's generate(); --seed picks the sample), --from-file F.jsonl sends one record per line
-(the line is the value; the key is what the job's key() gives for it, none for a line it
-rejects). Both write to the app's first input topic, created with the spec's partitions if
-missing.
-TOPIC (any other name): user_activity events; --users is required. The same --seed, --events,
---users, --skew and --bad-ratio always produce the same records, in the same order per
-partition. Creates TOPIC (--partitions, default 6) only if it is missing; an existing topic is
-used as it is (never altered, never emptied): records are appended to it.
+APP (a name in include/streams.yaml) feeds every input topic of the app; TOPIC feeds that topic
+only, through the job of the app that reads it (an error, exit 2, when no app reads it).
+--events N makes N records with the job's own generator (its generate(); --seed picks the
+sample; --users, --bad-ratio and --skew are passed to it when given and when it takes them).
+--from-file F.jsonl sends one record per line (the line is the value, the key is what the job's
+key() gives for it, none for a line it rejects); an app with several input topics takes
+--from-file TOPIC=F.jsonl once per topic. The same options always give the same records, in the
+same order per partition.
+
+Partitioning: a keyed record goes where Kafka's default partitioner puts it,
+toPositive(murmur2(key)) % partitions (as Java producers and Kafka Streams do), so one key stays
+in one partition, which order-dependent jobs need; records without a key go round-robin.
+Topics are created with the spec's input_partitions when missing; an existing topic is used as
+it is (never altered, never emptied): records are appended to it.
 """
 
 
@@ -63,16 +74,6 @@ def _ratio(text: str) -> float:
     if not 0.0 <= value <= 1.0:
         raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
     return value
-
-
-def _skew(text: str) -> str:
-    from jobs.demo.generator import parse_skew
-
-    try:
-        parse_skew(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text
 
 
 _HOSTPORT = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$")
@@ -135,64 +136,143 @@ class ProgressBar:
 
 
 # -- command -----------------------------------------------------------------------------------
+#: generator options: flag -> the keyword ``generate`` takes
+GENERATE_OPTIONS = {"--users": "users", "--bad-ratio": "bad_ratio", "--skew": "skew"}
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a run feeds: an app, and which of its input topics."""
+
+    spec: AppSpec
+    topics: tuple[str, ...]
+    named_topic: bool  # the command named a topic, not the app
+
+
+def resolve_target(specs: dict[str, AppSpec], name: str) -> Target:
+    """An app by name (all its input topics), or the app reading topic ``name`` (that topic only)."""
+    if name in specs:
+        return Target(specs[name], tuple(specs[name].input_topics), False)
+    readers = [s for s in specs.values() if name in s.input_topics]
+    if not readers:
+        read = sorted({t for s in specs.values() for t in s.input_topics})
+        raise UsageError(f"{name!r} is neither an app nor a topic an app reads; apps: {', '.join(sorted(specs))}; "
+                         f"topics they read: {', '.join(read)}")
+    jobs = {s.job for s in readers}
+    if len(jobs) > 1:
+        who = ", ".join(f"{s.name} ({s.job})" for s in readers)
+        raise UsageError(f"{name} is read by apps with different jobs: {who}; name the app whose generator "
+                         f"to use (`streamops produce APP`)")
+    return Target(readers[0], (name,), True)
+
+
 def cmd_produce(args: argparse.Namespace) -> int:
-    from streamops.spec import default_spec_path, load_specs
+    from streamops.spec import default_spec_path, load_job, load_specs
 
     settings = settings_from(args)
-    specs = load_specs(default_spec_path(settings.repo))
-    if args.topic in specs:
-        return _produce_app(args, settings, specs[args.topic])
-    if args.from_file is not None:
-        raise UsageError(f"--from-file needs an app (one of {', '.join(sorted(specs))}), got the topic {args.topic!r}")
-    if args.users is None:
-        raise UsageError(f"{args.topic!r} is not an app ({', '.join(sorted(specs))}): producing user_activity events "
-                         f"to a raw topic needs --users K")
-    if args.events is None:
-        raise UsageError("--events N is required")
-    return _produce_topic(args, settings)
-
-
-def _produce_app(args: argparse.Namespace, settings, spec) -> int:
-    """An app's input from its job's generator or from a JSON-lines file."""
-    from streamops.kafka.admin import TopicSpec, ensure_topics
-    from streamops.kafka.produce import produce
-    from streamops.spec import load_job
-
-    given = [o for o, v in (("--users", args.users), ("--skew", args.skew), ("--partitions", args.partitions_given))
-             if v is not None] + (["--bad-ratio"] if args.bad_ratio else [])
-    if given:
-        raise UsageError(f"{', '.join(given)} apply to a raw topic; {spec.name}'s job decides its own sample "
-                         f"(its generate()); use --events and --seed, or --from-file")
-    if (args.events is None) == (args.from_file is None):
-        raise UsageError(f"give exactly one of --events N or --from-file F.jsonl for the app {spec.name}")
+    target = resolve_target(load_specs(default_spec_path(settings.repo)), args.topic)
+    spec = target.spec
+    options = {kw: getattr(args, kw) for kw in GENERATE_OPTIONS.values() if getattr(args, kw) is not None}
+    if (args.events is None) == (not args.from_file):
+        raise UsageError(f"give exactly one of --events N or --from-file F.jsonl (for {args.topic})")
+    if args.from_file and options:
+        raise UsageError(f"{_flags(options)} go to the job's generate(), which --from-file does not use")
+    files = file_sources(args.from_file or [], target) if args.from_file else None  # before any broker call
     job_cls = load_job(spec, settings.repo)
-    lines = _file_lines(args.from_file) if args.from_file is not None else None  # before any broker call
-    bootstrap = args.bootstrap or settings.kafka_bootstrap
-    name = spec.input_topics[0]
-    topic = ensure_topics(bootstrap, [TopicSpec(name=name, partitions=spec.input_partitions)])[name]
-    if lines is not None:
-        total = len(lines)
-        records = _keyed_lines(job_cls, name, lines)
+    if files is not None:
+        total = sum(len(lines) for lines in files.values())
+        records: Iterable[tuple[str, bytes | None, bytes]] = _keyed_lines(job_cls, files)
+        source = ", ".join(f"{t}={p}" for t, p in zip(files, args.from_file))
     else:
-        if not job_cls.can_generate():
-            raise UsageError(f"{spec.name}'s job ({job_cls.__name__}) declares no generate(): use --from-file F.jsonl")
         total = args.events
-        records = job_cls().generate(args.events, args.seed)
+        records = _generated(job_cls, spec, target, args.events, args.seed, options)
+        source = f"{job_cls.__name__}.generate"
+    bootstrap = args.bootstrap or settings.kafka_bootstrap
+    return _send(args, spec, target, bootstrap, records, total, source, options)
+
+
+def _flags(options: dict[str, Any]) -> str:
+    by_kw = {kw: flag for flag, kw in GENERATE_OPTIONS.items()}
+    return ", ".join(by_kw[kw] for kw in options)
+
+
+def _generated(job_cls: type, spec: AppSpec, target: Target, events: int, seed: int,
+               options: dict[str, Any]) -> Iterator[tuple[str, bytes | None, bytes]]:
+    """The job's generate() as (topic, key, value), only for the topics fed; a refused option is a
+    usage error found before anything is sent (the first record is made here)."""
+    from streamops.job import topic_records
+
+    if not job_cls.can_generate():
+        raise UsageError(f"{spec.name}'s job ({job_cls.__name__} in {spec.job}) declares no generate(): use "
+                         f"--from-file F.jsonl, or add generate() to it (docs/writing-a-job.md)")
+    name = f"{spec.name}: {job_cls.__name__}.generate()"
+    takes = job_cls.generate_options()
+    refused = [kw for kw in options if "*" not in takes and kw not in takes]
+    if refused:
+        said = ", ".join(takes) if takes else "no options"
+        raise UsageError(f"{_flags({kw: None for kw in refused})}: {name} does not take "
+                         f"{', '.join(refused)} (it takes {said})")
+    try:
+        it = iter(job_cls().generate(events, seed, **options))
+        first = list(itertools.islice(it, 1))
+    except (ValueError, TypeError) as exc:
+        if not options:
+            raise
+        raise UsageError(f"{_flags(options)}: {name} refused them: {exc}") from None
+    records = topic_records(itertools.chain(first, it), spec.input_topics, source=f"{job_cls.__name__}.generate()")
+    if not target.named_topic:
+        return records
+    fed = set(target.topics)
+    return (r for r in records if r[0] in fed)
+
+
+def file_sources(given: list[str], target: Target) -> dict[str, list[bytes]]:
+    """``--from-file [TOPIC=]F.jsonl`` (repeatable) -> the lines per topic, read now."""
+    out: dict[str, list[bytes]] = {}
+    for text in given:
+        topic, sep, path = text.partition("=")
+        if not (sep and topic in target.spec.input_topics):
+            if len(target.topics) > 1:
+                raise UsageError(f"{target.spec.name} reads several topics ({', '.join(target.topics)}): give "
+                                 f"--from-file TOPIC=F.jsonl for each topic to feed, got {text!r}")
+            topic, path = target.topics[0], text
+        elif topic not in target.topics:
+            raise UsageError(f"--from-file {text}: this run feeds {', '.join(target.topics)}, not {topic}")
+        if topic in out:
+            raise UsageError(f"--from-file: two files for {topic}")
+        out[topic] = _file_lines(path)
+    return out
+
+
+def _send(args: argparse.Namespace, spec: AppSpec, target: Target, bootstrap: str,
+          records: Iterable[tuple[str, bytes | None, bytes]], total: int, source: str,
+          options: dict[str, Any]) -> int:
+    from streamops.kafka.admin import TopicSpec, ensure_topics
+    from streamops.kafka.produce import produce_to_topics
+
+    made = ensure_topics(bootstrap, [TopicSpec(name=t, partitions=spec.input_partitions) for t in target.topics])
     show = sys.stderr.isatty() or not args.json
     bar = ProgressBar(total, sys.stderr) if show else None
     try:
-        result = produce(bootstrap, name, records, partitions=topic.partitions, rate=args.rate,
-                         progress=bar.update if bar else None)
+        result = produce_to_topics(bootstrap, records, partitions={t: made[t].partitions for t in target.topics},
+                                   rate=args.rate, progress=bar.update if bar else None)
     finally:
         if bar is not None:
             bar.close()
-    payload = {"app": spec.name, "topic": name, "bootstrap": bootstrap, "topic_created": topic.created,
-               "partitions": topic.partitions, "events": result.records, "bytes": result.bytes,
-               "seconds": round(result.seconds, 3), "events_per_s": round(result.records_per_s, 1),
-               "source": str(args.from_file) if args.from_file is not None else f"{job_cls.__name__}.generate",
-               "seed": None if args.from_file is not None else args.seed, "rate": args.rate}
-    text = (f"produced {result.records:,} records for {spec.name} to {name} ({topic.partitions} partitions"
-            f"{', created' if topic.created else ''}) in {result.seconds:.2f}s: {result.records_per_s:,.0f} records/s")
+    topics = {t: {"partitions": made[t].partitions, "created": made[t].created, "records": result.per_topic.get(t, 0)}
+              for t in target.topics}
+    payload: dict[str, Any] = {
+        "app": spec.name, "topics": topics, "bootstrap": bootstrap, "events": result.records, "bytes": result.bytes,
+        "seconds": round(result.seconds, 3), "events_per_s": round(result.records_per_s, 1), "source": source,
+        "seed": None if args.from_file else args.seed, "options": options, "rate": args.rate,
+        "partitioner": "murmur2 (Kafka's default)"}
+    if len(target.topics) == 1:
+        (t,) = target.topics
+        payload.update(topic=t, partitions=made[t].partitions, topic_created=made[t].created)
+    where = ", ".join(f"{t} ({v['records']:,} records, {v['partitions']} partitions{', created' if v['created'] else ''})"
+                      for t, v in topics.items())
+    text = (f"produced {result.records:,} records for {spec.name} to {where} in {result.seconds:.2f}s: "
+            f"{result.records_per_s:,.0f} records/s")
     emit(args, payload, text)
     return 0
 
@@ -205,10 +285,10 @@ def _file_lines(path: str) -> list[bytes]:
         raise UsageError(f"--from-file {path}: {exc.strerror or exc}") from None
 
 
-def _keyed_lines(job_cls, topic: str, lines: list[bytes]):
-    """Each line as a record value, keyed by the job's key for it (so one key's records share a
-    partition, as the job's ordering needs); a line the job rejects goes unkeyed (the app sends it to
-    its DLQ)."""
+def keyed_lines(job_cls: type, topic: str, lines: list[bytes]) -> Iterator[tuple[bytes | None, bytes]]:
+    """Each line as a record value, keyed by the job's key for it, so that one key's records share a
+    partition (order-dependent jobs need that); a line the job rejects goes unkeyed (the app sends
+    it to its DLQ)."""
     from streamops.job import Record, Reject
 
     job = job_cls()
@@ -217,74 +297,34 @@ def _keyed_lines(job_cls, topic: str, lines: list[bytes]):
         yield (None if isinstance(parsed, Reject) else job.key(parsed).encode()), value
 
 
-def _produce_topic(args: argparse.Namespace, settings) -> int:
-    from jobs.demo.generator import generate_records
-    from streamops.kafka.admin import TopicSpec, ensure_topics
-    from streamops.kafka.produce import produce
-
-    bootstrap = args.bootstrap or settings.kafka_bootstrap
-    args.partitions = 6 if args.partitions_given is None else args.partitions_given
-    topic = ensure_topics(bootstrap, [TopicSpec(name=args.topic, partitions=args.partitions)])[args.topic]
-    bad = 0
-
-    def records():
-        nonlocal bad
-        for rec in generate_records(args.events, args.users, seed=args.seed, skew=args.skew,
-                                    bad_ratio=args.bad_ratio):
-            if rec.reason is not None:
-                bad += 1
-            yield rec.key, rec.value
-
-    show = sys.stderr.isatty() or not args.json
-    bar = ProgressBar(args.events, sys.stderr) if show else None
-    try:
-        result = produce(bootstrap, args.topic, records(), partitions=topic.partitions, rate=args.rate,
-                         progress=bar.update if bar else None)
-    finally:
-        if bar is not None:
-            bar.close()
-    payload = {
-        "topic": args.topic,
-        "bootstrap": bootstrap,
-        "topic_created": topic.created,
-        "partitions": topic.partitions,
-        "events": result.records,
-        "bad": bad,
-        "bytes": result.bytes,
-        "seconds": round(result.seconds, 3),
-        "events_per_s": round(result.records_per_s, 1),
-        "seed": args.seed,
-        "users": args.users,
-        "skew": args.skew,
-        "bad_ratio": args.bad_ratio,
-        "rate": args.rate,
-    }
-    text = (f"produced {result.records:,} events ({bad:,} bad) to {args.topic} "
-            f"({topic.partitions} partitions{', created' if topic.created else ''}) in "
-            f"{result.seconds:.2f}s: {result.records_per_s:,.0f} events/s")
-    emit(args, payload, text)
-    return 0
+def _keyed_lines(job_cls: type, files: dict[str, list[bytes]]) -> Iterator[tuple[str, bytes | None, bytes]]:
+    for topic, lines in files.items():
+        for key, value in keyed_lines(job_cls, topic, lines):
+            yield topic, key, value
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
-        "produce", parents=[common], help="feed an app from its generator or a file, or load a raw topic",
-        description="Feed APP's input from the generator its job declares (--events) or from a JSON-lines "
-                    "file (--from-file), or produce deterministic user_activity events to a raw TOPIC.",
+        "produce", parents=[common], help="feed an app (or a topic an app reads) from its job's generator or a file",
+        description="Feed APP's input topics, or the one TOPIC an app reads, from the generator its job declares "
+                    "(--events) or from JSON-lines files (--from-file). Keyed records are placed by Kafka's "
+                    "default partitioner (murmur2, as Java producers and Kafka Streams place them).",
         epilog=USAGE_NOTE, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("topic", metavar="APP|TOPIC", help="an app name, or a topic to write to (created if missing)")
-    p.add_argument("--events", metavar="N", type=_int_at_least(0), help="records to produce (>= 0)")
-    p.add_argument("--from-file", metavar="F.jsonl", help="APP only: one record value per line")
-    p.add_argument("--users", metavar="K", type=_int_at_least(1), help="TOPIC only: distinct user ids (>= 1)")
-    p.add_argument("--rate", metavar="R", type=_rate, help="events per second (> 0; default: as fast as possible)")
-    p.add_argument("--skew", metavar="zipf:S", type=_skew,
-                   help="user popularity: zipf:S with S > 0 (e.g. zipf:1.2); default uniform")
-    p.add_argument("--bad-ratio", metavar="F", type=_ratio, default=0.0,
-                   help="share of invalid records, 0..1 (default 0); they rotate through every DLQ reason")
+    p.add_argument("topic", metavar="APP|TOPIC", help="an app name, or an input topic of an app (created if missing)")
+    p.add_argument("--events", metavar="N", type=_int_at_least(0), help="records to generate (>= 0)")
+    p.add_argument("--from-file", metavar="[TOPIC=]F.jsonl", action="append",
+                   help="one record value per line; TOPIC= for an app with several input topics (repeatable)")
+    p.add_argument("--users", metavar="K", type=_int_at_least(1),
+                   help="generator option: distinct users (>= 1), for a generate() that takes users")
+    p.add_argument("--rate", metavar="R", type=_rate, help="records per second (> 0; default: as fast as possible)")
+    p.add_argument("--skew", metavar="zipf:S",
+                   help="generator option: key popularity, e.g. zipf:1.2 (default uniform), for a generate() that "
+                        "takes skew")
+    p.add_argument("--bad-ratio", metavar="F", type=_ratio,
+                   help="generator option: share of invalid records, 0..1 (default: the job's), for a generate() "
+                        "that takes bad_ratio")
     p.add_argument("--seed", metavar="S", type=int, default=0, help="random seed (default 0)")
-    p.add_argument("--partitions", metavar="P", type=_int_at_least(1), dest="partitions_given",
-                   help="TOPIC only: partitions if the topic is created (default 6)")
     p.add_argument("--bootstrap", metavar="HOST:PORT", type=_bootstrap,
                    help="Kafka bootstrap servers (default: $STREAMOPS_BOOTSTRAP_SERVERS or the embedded broker)")
     p.set_defaults(func=cmd_produce)

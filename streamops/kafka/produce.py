@@ -1,16 +1,18 @@
 """Produce keyed records fast (batched, idempotent), optionally at a steady rate.
 
-Partitioning is deterministic: keyed records use the Java client's murmur2 partitioner (same
-key -> same partition as any Java/Spark producer), records without a key go round-robin by their
-position. With idempotence on, each partition receives its records in the order given, so the
-same input gives the same (key, value) sequence per partition.
+Partitioning is deterministic: keyed records go where Kafka's default partitioner puts them,
+``toPositive(murmur2(key)) % partitions`` (``default_partition``; librdkafka's ``murmur2_random``
+partitioner computes it), so a key lands in the same partition as from a Java producer or Kafka
+Streams, and one key stays in one partition, which order-dependent jobs need. Records without a
+key go round-robin by their position per topic. With idempotence on, each partition receives its
+records in the order given, so the same input gives the same (key, value) sequence per partition.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import KafkaError, Producer
@@ -27,9 +29,49 @@ PRODUCE_DEFAULTS: dict[str, Any] = {
     "queue.buffering.max.messages": 500_000,
     "queue.buffering.max.kbytes": 512 * 1024,
     "message.timeout.ms": 30_000,  # a broker that went away fails the run instead of hanging it
-    "partitioner": "murmur2_random",
+    "partitioner": "murmur2_random",  # Kafka's default partitioner for keyed records (Java-compatible)
     "delivery.report.only.error": True,
 }
+
+
+# -- Kafka's default partitioner ---------------------------------------------------------------
+_M = 0x5BD1E995
+_MASK = 0xFFFFFFFF
+
+
+def murmur2(data: bytes) -> int:
+    """Kafka's ``Utils.murmur2`` (seed 0x9747b28c) as a signed 32-bit int, like Java's.
+
+    librdkafka computes the same for the produce path; this copy lets the tooling say where a key
+    lands without a broker (``app lint``'s sample, ``check``'s diagnosis)."""
+    length = len(data)
+    h = (0x9747B28C ^ length) & _MASK
+    end = length & ~3
+    for i in range(0, end, 4):
+        k = int.from_bytes(data[i:i + 4], "little")
+        k = (k * _M) & _MASK
+        k ^= k >> 24
+        k = (k * _M) & _MASK
+        h = ((h * _M) & _MASK) ^ k
+    rest = length & 3
+    if rest:
+        if rest == 3:
+            h ^= data[end + 2] << 16
+        if rest >= 2:
+            h ^= data[end + 1] << 8
+        h ^= data[end]
+        h = (h * _M) & _MASK
+    h ^= h >> 13
+    h = (h * _M) & _MASK
+    h ^= h >> 15
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def default_partition(key: bytes, partitions: int) -> int:
+    """The partition Kafka's default partitioner gives a non-null key: ``toPositive(murmur2(key)) % n``."""
+    if partitions < 1:
+        raise ValueError(f"partitions must be >= 1, got {partitions}")
+    return (murmur2(key) & 0x7FFFFFFF) % partitions
 
 
 class TokenBucket:
@@ -69,10 +111,11 @@ def paced_wait(bucket: TokenBucket) -> float:
 
 @dataclass(frozen=True)
 class ProduceResult:
-    topic: str
+    topic: str  # the topic, or the topics joined by ", "
     records: int
     bytes: int
     seconds: float
+    per_topic: Mapping[str, int] = field(default_factory=dict)  # records sent per topic
 
     @property
     def records_per_s(self) -> float:
@@ -90,10 +133,26 @@ def produce(
     config: Mapping[str, Any] | None = None,
     flush_timeout: float = 60.0,
 ) -> ProduceResult:
-    """Send ``(key, value)`` records to ``topic`` (with ``partitions`` partitions) and wait until
-    every one is acknowledged. ``rate`` (records/s) paces sending smoothly; ``progress(sent)`` is
-    called at most 10 times per second and once at the end. Raises ``ProduceError`` if any record
-    is not delivered."""
+    """Send ``(key, value)`` records to ``topic`` (with ``partitions`` partitions); see
+    ``produce_to_topics``."""
+    return produce_to_topics(bootstrap, ((topic, k, v) for k, v in records), partitions={topic: partitions},
+                             rate=rate, progress=progress, config=config, flush_timeout=flush_timeout)
+
+
+def produce_to_topics(
+    bootstrap: str,
+    records: Iterable[tuple[str, bytes | None, bytes | None]],
+    *,
+    partitions: Mapping[str, int],
+    rate: float | None = None,
+    progress: Callable[[int], None] | None = None,
+    config: Mapping[str, Any] | None = None,
+    flush_timeout: float = 60.0,
+) -> ProduceResult:
+    """Send ``(topic, key, value)`` records (``partitions``: each topic's partition count; a
+    record for another topic is a ``ValueError``) and wait until every one is acknowledged.
+    ``rate`` (records/s) paces sending smoothly; ``progress(sent)`` is called at most 10 times per
+    second and once at the end. Raises ``ProduceError`` if any record is not delivered."""
     failures: list[str] = []
     fatal: list[str] = []
 
@@ -113,50 +172,63 @@ def produce(
     clock = time.monotonic
     t0 = clock()
     next_tick = t0 + 0.1
-    sent = nbytes = keyless = 0
+    sent = nbytes = 0
+    keyless = dict.fromkeys(partitions, 0)
+    per_topic = dict.fromkeys(partitions, 0)
+    names = ", ".join(partitions)
+    only = names if len(partitions) == 1 else None  # one topic: its count is ``sent`` (a hot loop)
     try:
-        for key, value in records:
+        for topic, key, value in records:
+            if only is None:
+                try:
+                    per_topic[topic] += 1
+                except KeyError:
+                    raise ValueError(f"a record for topic {topic!r}, which is not one of {names}") from None
+            elif topic != only:
+                raise ValueError(f"a record for topic {topic!r}, which is not {only}")
             if bucket is not None and (wait := paced_wait(bucket)) > 0:
                 until = clock() + wait
                 while (left := until - clock()) > 0:
                     poll(max(left, 0.001))  # serve callbacks while waiting
             if key is None:
-                part = keyless % partitions
-                keyless += 1
+                part = keyless[topic] % partitions[topic]
+                keyless[topic] += 1
             else:
-                part = -1  # the partitioner decides
+                part = -1  # the partitioner decides: murmur2_random, Kafka's default
             while True:
                 try:
                     send(topic, value, key, part)
                     break
                 except BufferError:  # local queue full: let deliveries drain it
                     poll(0.05)
-                    _check(failures, fatal, topic, sent)
+                    _check(failures, fatal, names, sent)
             sent += 1
             if value is not None:
                 nbytes += len(value)
             if sent & 1023 == 0 or bucket is not None:
                 if sent & 1023 == 0:
                     poll(0)
-                    _check(failures, fatal, topic, sent)
+                    _check(failures, fatal, names, sent)
                 if progress is not None and clock() >= next_tick:
                     progress(sent)
                     next_tick = clock() + 0.1
         deadline = clock() + flush_timeout
         while (pending := producer.flush(min(1.0, max(0.0, deadline - clock())))) > 0:
-            _check(failures, fatal, topic, sent)
+            _check(failures, fatal, names, sent)
             if clock() >= deadline:
-                raise ProduceError(f"{pending} of {sent} records to {topic} were not acknowledged within "
+                raise ProduceError(f"{pending} of {sent} records to {names} were not acknowledged within "
                                    f"{flush_timeout:g}s after the last send")
     except BaseException:
         producer.purge()  # drop what is still queued: do not deliver after a failure
         producer.poll(0)
         raise
-    _check(failures, fatal, topic, sent)
+    _check(failures, fatal, names, sent)
     elapsed = clock() - t0
     if progress is not None:
         progress(sent)
-    return ProduceResult(topic, sent, nbytes, elapsed)
+    if only is not None:
+        per_topic[only] = sent
+    return ProduceResult(names, sent, nbytes, elapsed, per_topic)
 
 
 def _check(failures: list[str], fatal: list[str], topic: str, sent: int) -> None:

@@ -71,6 +71,38 @@ def compare(view: str, expected: dict, actual: dict) -> Diff:
     return Diff(view, len(expected), len(actual), missing, extra, different)
 
 
+@dataclass(frozen=True)
+class SplitKeys:
+    """Keys whose input came from several partitions: the likely cause of a difference in an
+    order-dependent job (Spark keeps a key's order only within one partition)."""
+
+    count: int
+    example: str
+    partitions: tuple[tuple[str, int], ...]
+
+    def message(self) -> str:
+        where = ", ".join(f"{t}/{p}" for t, p in self.partitions)
+        return (f"{self.count} key(s) have input in several partitions, e.g. {self.example!r} in {where}: the app "
+                f"orders a key's events per micro-batch by (topic, partition, offset) and this fold over the whole "
+                f"input, which differ for such a key when the job depends on order; key the input by the job's "
+                f"key so one key stays in one partition (`streamops produce` does: Kafka's default partitioner)")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"keys": self.count, "example": self.example,
+                "partitions": [f"{t}/{p}" for t, p in self.partitions], "message": self.message()}
+
+
+def likely_cause(job_cls: type, diffs: list[Diff], split_keys: dict[str, set[tuple[str, int]]]) -> SplitKeys | None:
+    """Name keys in several input partitions when views differ and the job may depend on order
+    (a native aggregation does not); the example is a key that differs when there is one."""
+    if all(d.ok for d in diffs) or not split_keys or job_cls.is_aggregate():
+        return None
+    named = [str(k) for d in diffs if d.view in ("state", "changelog")
+             for k in (*d.missing, *d.extra, *(k for k, _e, _a in d.different))]
+    example = next((k for k in named if k in split_keys), None) or min(split_keys)
+    return SplitKeys(len(split_keys), example, tuple(sorted(split_keys[example])))
+
+
 @dataclass
 class CheckReport:
     app: str
@@ -79,6 +111,7 @@ class CheckReport:
     offsets: dict
     diffs: list[Diff]
     range: dict | None = None  # the input range folded, when not all of it
+    cause: SplitKeys | None = None  # the likely cause of the differences, when one is known
 
     @property
     def ok(self) -> bool:
@@ -87,7 +120,8 @@ class CheckReport:
     def to_dict(self) -> dict[str, Any]:
         return {"app": self.app, "ok": self.ok, "batch_id": self.batch_id,
                 "input_records": self.input_records, "offsets": self.offsets, "range": self.range,
-                "views": [d.summary() for d in self.diffs]}
+                "views": [d.summary() for d in self.diffs],
+                "likely_cause": None if self.cause is None else {"split_keys": self.cause.to_dict()}}
 
 
 class NothingCommittedError(StreamopsError):
@@ -195,6 +229,7 @@ def run_check(spec: AppSpec, settings: Settings, *, spark=None, since_ms: int | 
     report = CheckReport(spec.name, batch, counted["n"],
                          {t: {str(p): o for p, o in parts.items()} for t, parts in offsets.items()}, diffs)
     report.range = {"start_offsets": start or None, "since_ms": since_ms} if ranged else None
+    report.cause = likely_cause(job_cls, diffs, folded.split_keys)
     return report
 
 
@@ -243,5 +278,7 @@ def render(report: CheckReport) -> str:
         for kind in ("missing", "extra", "different"):
             for sample in s["samples"][kind]:
                 lines.append(f"      {kind}: {json.dumps(sample, default=str)}")
+    if report.cause is not None:
+        lines.append(f"  likely cause: {report.cause.message()}")
     return "\n".join(lines)
 

@@ -3,7 +3,9 @@
 On a sample (the job's ``generate``, or a JSON-lines file): the declaration is complete; every
 record parses to an event or a rejection; every state survives its serde; ``update`` gives the
 same state whether a key's events come in one call or split over two batches, and ``expire`` as
-often as Spark may call it changes nothing (the two properties ``check`` relies on); then, in a
+often as Spark may call it changes nothing (the two properties ``check`` relies on); a job whose
+result depends on order gets each key's records from one partition (Spark keeps order only
+within a partition, so ``check``'s fold and the app would disagree otherwise); then, in a
 local Spark, the job's own query over the sample in several micro-batches equals the plain-Python
 fold (output, changelog, DLQ and state store), and a checkpoint seeded from the changelog's states
 reads back the same states (what rebuild-state and compaction do).
@@ -14,12 +16,22 @@ from __future__ import annotations
 import shutil
 import tempfile
 import traceback
-from collections.abc import Callable, Iterable
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from streamops.job import Job, JobDeclarationError, JsonSerde, Record, Reject, validate_job
+from streamops.job import (
+    Generated,
+    Job,
+    JobDeclarationError,
+    JsonSerde,
+    Record,
+    Reject,
+    topic_records,
+    validate_job,
+)
 from streamops.state.oracle import Expected, events_by_key, fold_input, fold_key, normalized
 
 SAMPLES = 3
@@ -38,34 +50,45 @@ class LintReport:
     job: str
     records: int
     checks: list[LintCheck] = field(default_factory=list)
+    topics: dict[str, int] = field(default_factory=dict)  # sample records per input topic
 
     @property
     def ok(self) -> bool:
         return all(c.ok for c in self.checks)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"job": self.job, "ok": self.ok, "records": self.records,
+        return {"job": self.job, "ok": self.ok, "records": self.records, "topics": self.topics,
                 "checks": [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in self.checks]}
 
 
 def render(report: LintReport) -> str:
-    lines = [f"lint {report.job}: {'OK' if report.ok else 'FAILED'} ({report.records} sample records)"]
+    per_topic = ": " + ", ".join(f"{t} {n}" for t, n in report.topics.items()) if len(report.topics) > 1 else ""
+    lines = [f"lint {report.job}: {'OK' if report.ok else 'FAILED'} ({report.records} sample records{per_topic})"]
     for c in report.checks:
         lines.append(f"  {'ok  ' if c.ok else 'FAIL'} {c.name}" + (f": {c.detail}" if c.detail else ""))
     return "\n".join(lines)
 
 
-def sample_records(job_cls: type[Job], topic: str, partitions: int, values: Iterable[tuple[bytes | None, bytes]]
-                   ) -> list[Record]:
-    """Sample (key, value) pairs as input records, spread over partitions by key as a producer would."""
-    import zlib
+def sample_records(job_cls: type[Job], topics: str | Sequence[str], partitions: int,
+                   values: Iterable[Generated]) -> list[Record]:
+    """Sample records (``generate``'s shapes: ``(key, value)`` for the first of ``topics``, or
+    ``(topic, key, value)``) as input records, placed as ``streamops produce`` places them: a key by
+    Kafka's default partitioner (murmur2), keyless records round-robin per topic."""
+    from streamops.kafka.produce import default_partition
 
-    nxt = [0] * partitions
+    names = [topics] if isinstance(topics, str) else list(topics)
+    nxt: dict[tuple[str, int], int] = {}
+    keyless: Counter[str] = Counter()
     out = []
-    for key, value in values:
-        p = zlib.crc32(key) % partitions if key is not None else len(out) % partitions
-        out.append(Record(topic, p, nxt[p], key, value))
-        nxt[p] += 1
+    for topic, key, value in topic_records(values, names):
+        if key is None:
+            p = keyless[topic] % partitions
+            keyless[topic] += 1
+        else:
+            p = default_partition(key, partitions)
+        offset = nxt.get((topic, p), 0)
+        out.append(Record(topic, p, offset, key, value))
+        nxt[(topic, p)] = offset + 1
     return out
 
 
@@ -73,7 +96,7 @@ def lint(job_cls: type, records: list[Record], *, spark: Any = None, state_parti
          progress: Callable[[str], None] = lambda _m: None) -> LintReport:
     """Run the checks (module docstring); ``spark=None`` skips the Spark ones (pure checks only)."""
     name = getattr(job_cls, "__name__", str(job_cls))
-    report = LintReport(name, len(records))
+    report = LintReport(name, len(records), topics=dict(Counter(r.topic for r in records)))
     try:
         validate_job(job_cls)
     except JobDeclarationError as exc:
@@ -84,6 +107,7 @@ def lint(job_cls: type, records: list[Record], *, spark: Any = None, state_parti
         ("parse", lambda: _parse(job_cls, records)),
         ("serde round trip", lambda: _serde(job_cls, records)),
         ("batch split", lambda: _split(job_cls, records)),
+        (ONE_PARTITION, lambda: _one_partition(job_cls, records)),
     ]
     if spark is not None:
         checks.append(("spark equals the python fold", lambda: _spark(job_cls, records, spark, state_partitions,
@@ -181,6 +205,55 @@ def _split(job_cls: type[Job], records: list[Record]) -> str:
                     raise _Failed(f"key {k!r}: expiring after event {split} changed the final state: expire may drop "
                                   f"only what no later event changes (screen must reject events for it)")
     return f"{len(events)} keys, each split in up to three places"
+
+
+#: the name of the check that one key's records come from one partition
+ONE_PARTITION = "one key, one partition"
+
+
+def key_partitions(job_cls: type[Job], records: Iterable[Record]) -> dict[str, set[tuple[str, int]]]:
+    """Each key's (topic, partition) pairs, over the records ``parse`` accepts."""
+    job = job_cls()
+    where: dict[str, set[tuple[str, int]]] = {}
+    for r in records:
+        parsed = job.parse(r)
+        if not isinstance(parsed, Reject):
+            where.setdefault(job.key(parsed), set()).add((r.topic, r.partition))
+    return where
+
+
+def order_dependence(job_cls: type[Job], records: list[Record]) -> str | None:
+    """Why the job's result depends on the order of a key's events (None: it does not, as far as
+    the sample shows): ``screen`` judges each event by the state before it; otherwise ``update``
+    over a key's events reversed gives another state."""
+    if job_cls.is_aggregate():
+        return None
+    if job_cls.has_screen():
+        return "it declares screen(), which judges each event by the state before it"
+    job = job_cls()
+    for k, evs in events_by_key(job, records).items():
+        events = [ev for _w, ev in evs]
+        if len(events) > 1 and normalized(job_cls, job.update(k, job.initial(k), events)) != \
+                normalized(job_cls, job.update(k, job.initial(k), events[::-1])):
+            return f"update() gives key {k!r} another state when its events come in another order"
+    return None
+
+
+def _one_partition(job_cls: type[Job], records: list[Record]) -> str:
+    where = key_partitions(job_cls, records)
+    split = {k: v for k, v in where.items() if len(v) > 1}
+    need = "a job whose result depends on order needs that: Spark keeps a key's order only within a partition"
+    if not split:
+        return f"each of {len(where)} keys has its records in one partition ({need})"
+    k = min(split)
+    found = (f"{len(split)} of {len(where)} keys have records in several partitions, e.g. {k!r} in "
+             f"{', '.join(f'{t}/{p}' for t, p in sorted(split[k]))}")
+    why = order_dependence(job_cls, records)
+    if why is not None:
+        raise _Failed(f"{found}, and the job depends on order ({why}); {need}. Key the input by the job's key "
+                      f"(Kafka's default partitioner keeps one key in one partition; `streamops produce` and "
+                      f"--from-file do that)")
+    return f"{found}: fine for this job, its result does not depend on order"
 
 
 def _spark(job_cls: type[Job], records: list[Record], spark: Any, state_partitions: int,

@@ -32,6 +32,11 @@ class Expected:
     output: dict[str, Any] = field(default_factory=dict)  # latest value per output key, as JSON reads it
     rejected: dict[Coords, str] = field(default_factory=dict)  # input record -> DLQ reason
     records: int = 0
+    #: keys whose accepted events came from more than one (topic, partition): their order in the
+    #: app (per batch) and in this fold (all at once) may differ
+    split_keys: dict[str, set[tuple[str, int]]] = field(default_factory=dict)
+    #: each key's first (topic, partition), to find the split ones
+    _first: dict[str, tuple[str, int]] = field(default_factory=dict, repr=False, compare=False)
 
 
 def normalized(job_cls: type[Job], state: Any) -> Any:
@@ -64,7 +69,9 @@ def fold_input(job_cls: type[Job], records: Iterable[Record]) -> Expected:
 
 def events_by_key(job: Job, records: Iterable[Record], out: Expected | None = None
                   ) -> dict[str, list[tuple[Coords, Any]]]:
-    """Each key's accepted events with where they came from, in input order (as Spark folds them)."""
+    """Each key's accepted events with where they came from, sorted by (topic, partition, offset):
+    the order Spark folds them in when they come from one partition (Spark sorts each micro-batch's
+    events so; events of several partitions may interleave differently across batches)."""
     events: dict[str, list[tuple[Coords, Any]]] = {}
     for where, k, event in _parsed(job, records, Expected() if out is None else out):
         events.setdefault(k, []).append((where, event))
@@ -91,14 +98,22 @@ def fold_key(job: Job, key: str, events: list[tuple[Coords, Any]], *, screens: b
 
 
 def _parsed(job: Job, records: Iterable[Record], out: Expected) -> Iterator[tuple[Coords, str, Any]]:
-    """(where, key, event) of each record ``parse`` accepts; rejections and the count go to ``out``."""
+    """(where, key, event) of each record ``parse`` accepts; rejections, the count and keys seen in
+    several partitions go to ``out``."""
+    first, split = out._first, out.split_keys
     for r in records:
         out.records += 1
         parsed = job.parse(r)
         if isinstance(parsed, Reject):
             out.rejected[(r.topic, r.partition, r.offset)] = parsed.reason
         else:
-            yield (r.topic, r.partition, r.offset), job.key(parsed), parsed
+            k = job.key(parsed)
+            tp = first.get(k)
+            if tp is None:
+                first[k] = (r.topic, r.partition)
+            elif tp[1] != r.partition or tp[0] != r.topic:
+                split.setdefault(k, {tp}).add((r.topic, r.partition))
+            yield (r.topic, r.partition, r.offset), k, parsed
 
 
 def record_of(message) -> Record:

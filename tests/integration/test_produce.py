@@ -1,15 +1,20 @@
 """``streamops produce`` against a real broker, checked record by record against the oracle;
-bounded reads (``read_topic``, ``latest_per_key``) and topic creation."""
+bounded reads (``read_topic``, ``latest_per_key``) and topic creation.
+
+``produce`` feeds only topics an app reads, so the tests of fresh topics run the CLI in a
+throwaway checkout (``STREAMOPS_REPO``) whose spec has an app per topic (``tests.fixtures.job_repo``)."""
 
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
 import time
 import uuid
 from collections import Counter, defaultdict
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
@@ -19,7 +24,10 @@ from jobs.demo.fold import fold, validate
 from jobs.demo.generator import generate, generate_records
 from streamops.kafka import TopicSpec, end_offsets, ensure_topics, latest_per_key, partitions, read_topic
 from streamops.kafka.exceptions import TopicNotFoundError
+from tests.fixtures.job_repo import KEY_TABLE, TWO_TOPICS, write_repo
+from tests.unit.test_partitioner import KEYS, kafka_partition
 
+REPO = Path(__file__).resolve().parents[2]
 STREAMOPS = [sys.executable, "-m", "streamops.cli"]
 SEEDED = {"events": 20_000, "users": 500, "bad_ratio": 0.02, "seed": 7}
 SEEDED_ARGS = ["--events", "20000", "--users", "500", "--bad-ratio", "0.02", "--seed", "7"]
@@ -29,12 +37,29 @@ def fresh(prefix: str = "t") -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
 
-def run(*argv: str, timeout: float = 180) -> subprocess.CompletedProcess:
-    return subprocess.run([*STREAMOPS, *argv], check=False, capture_output=True, text=True, timeout=timeout)
+#: topic of each user_activity app of the throwaway checkout (app name = key with _)
+TOPICS = {name: fresh(name) for name in ("seeded", "seeded-again", "rate", "human", "existing")}
+KEYS_TOPIC, CLICKS, VIEWS = fresh("keys"), fresh("clicks"), fresh("views")
 
 
-def produce_json(kafka: str, topic: str, *argv: str) -> dict:
-    r = run("produce", topic, *argv, "--bootstrap", kafka, "--json")
+@pytest.fixture(scope="module")
+def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    apps = {name.replace("-", "_"): ("jobs.user_activity", [topic], 6) for name, topic in TOPICS.items()}
+    apps["keys"] = ("keys", [KEYS_TOPIC], 7)
+    apps["two_topics"] = ("two", [CLICKS, VIEWS], 4)
+    root, _ = write_repo(tmp_path_factory.mktemp("checkout"),
+                         {"keys": KEY_TABLE.format(KEYS=KEYS), "two": TWO_TOPICS.format(A=CLICKS, B=VIEWS)},
+                         apps, link_jobs=True)
+    return root
+
+
+def run(*argv: str, timeout: float = 180, repo: Path | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "STREAMOPS_REPO": str(repo or REPO)}
+    return subprocess.run([*STREAMOPS, *argv], check=False, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def produce_json(kafka: str, topic: str, *argv: str, repo: Path | None = None) -> dict:
+    r = run("produce", topic, *argv, "--bootstrap", kafka, "--json", repo=repo)
     assert r.returncode == 0, r.stderr
     assert r.stderr == "", "no progress bar under --json when stderr is not a terminal"
     return json.loads(r.stdout)
@@ -50,19 +75,49 @@ def by_partition(kafka: str, topic: str) -> dict[int, list[tuple[bytes | None, b
     return dict(out)
 
 
+def total(kafka: str, topic: str) -> int:
+    try:
+        return sum(hi for _lo, hi in end_offsets(kafka, topic).values())
+    except TopicNotFoundError:
+        return 0
+
+
+def test_the_readme_command_runs_from_the_console_script_in_any_directory(kafka: str, tmp_path: Path) -> None:
+    """The README's `streamops produce user-events ...`: the console script, started outside the
+    checkout with nothing of it on the path, finds user_activity (the app that reads user-events)
+    and its job's generator; every record lands, each key where Kafka's default partitioner puts it."""
+    script = REPO / ".venv" / "bin" / "streamops"
+    if not script.exists():
+        script = Path(sys.executable).with_name("streamops")
+    env = {k: v for k, v in os.environ.items() if k not in ("STREAMOPS_REPO", "PYTHONPATH")}
+    before = total(kafka, "user-events")
+    r = subprocess.run([str(script), "produce", "user-events", "--events", "100000", "--users", "1000",
+                        "--bad-ratio", "0.01", "--seed", "1", "--bootstrap", kafka, "--json"],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout)
+    assert summary["app"] == "user_activity" and summary["topic"] == "user-events"
+    assert summary["events"] == 100_000 and summary["source"] == "UserActivity.generate"
+    assert summary["options"] == {"users": 1000, "bad_ratio": 0.01}
+    assert total(kafka, "user-events") - before == 100_000
+    n = len(end_offsets(kafka, "user-events"))
+    keyed = [(m.key(), m.partition()) for m in read_topic(kafka, "user-events") if m.key() is not None]
+    assert len({k for k, _ in keyed}) >= 1000
+    assert all(p == kafka_partition(k, n) for k, p in keyed)
+
+
 @pytest.fixture(scope="module")
-def seeded(kafka: str) -> tuple[str, dict, dict]:
+def seeded(kafka: str, checkout: Path) -> tuple[str, dict, dict]:
     """One topic loaded by the CLI with the seeded arguments: (topic, summary, records per partition)."""
-    topic = fresh("seeded")
-    summary = produce_json(kafka, topic, *SEEDED_ARGS)
+    topic = TOPICS["seeded"]
+    summary = produce_json(kafka, topic, *SEEDED_ARGS, repo=checkout)
     return topic, summary, by_partition(kafka, topic)
 
 
 def test_produced_topic_folds_to_the_oracle(kafka: str, seeded: tuple[str, dict, dict]) -> None:
     topic, summary, parts = seeded
     expected_records = list(generate_records(**SEEDED))
-    expected_bad = sum(r.reason is not None for r in expected_records)
-    assert summary["events"] == 20_000 and summary["bad"] == expected_bad > 0
+    assert summary["events"] == 20_000 and summary["app"] == "seeded"
     assert summary["topic_created"] is True and summary["partitions"] == 6
     assert summary["seconds"] > 0 and summary["events_per_s"] > 0
 
@@ -76,7 +131,7 @@ def test_produced_topic_folds_to_the_oracle(kafka: str, seeded: tuple[str, dict,
     checked = [(key, *validate(value)) for key, value in records]
     got_bad = Counter(reason for _, _, reason in checked if reason)
     want_bad = Counter(r.reason for r in expected_records if r.reason)
-    assert got_bad == want_bad
+    assert got_bad == want_bad and sum(want_bad.values()) > 0
     for key, event, _ in checked:
         if event is not None:
             assert key == event["user_id"].encode()
@@ -86,25 +141,25 @@ def test_produced_topic_folds_to_the_oracle(kafka: str, seeded: tuple[str, dict,
     assert len(actual) == 500
     assert actual == expected
 
-    for p, recs in parts.items():  # a key lives in exactly one partition
-        for other, others in parts.items():
-            if other != p:
-                assert not {k for k, _ in recs if k} & {k for k, _ in others if k}
+    for p, recs in parts.items():  # a key lives in exactly one partition: Kafka's default partitioner's
+        assert all(kafka_partition(k, 6) == p for k, _ in recs if k is not None)
 
 
-def test_same_seed_gives_byte_identical_partitions(kafka: str, seeded: tuple[str, dict, dict]) -> None:
+def test_same_seed_gives_byte_identical_partitions(kafka: str, checkout: Path,
+                                                   seeded: tuple[str, dict, dict]) -> None:
     _, _, first = seeded
-    topic = fresh("seeded-again")
-    produce_json(kafka, topic, *SEEDED_ARGS)
+    topic = TOPICS["seeded-again"]
+    produce_json(kafka, topic, *SEEDED_ARGS, repo=checkout)
     second = by_partition(kafka, topic)
     assert sorted(second) == sorted(first)
     for p in first:
         assert second[p] == first[p], f"partition {p} differs"
 
 
-def test_rate_limits_events_per_second(kafka: str) -> None:
+def test_rate_limits_events_per_second(kafka: str, checkout: Path) -> None:
     t0 = time.monotonic()
-    summary = produce_json(kafka, fresh("rate"), "--events", "4000", "--users", "100", "--rate", "2000")
+    summary = produce_json(kafka, TOPICS["rate"], "--events", "4000", "--users", "100", "--rate", "2000",
+                           repo=checkout)
     elapsed = time.monotonic() - t0
     assert summary["events"] == 4000
     assert summary["seconds"] >= 1.8, summary
@@ -112,21 +167,53 @@ def test_rate_limits_events_per_second(kafka: str) -> None:
     assert summary["events_per_s"] <= 2200
 
 
-def test_human_output_with_progress_lines(kafka: str) -> None:
-    r = run("produce", fresh("human"), "--events", "3000", "--users", "10", "--skew", "zipf:1.5",
-            "--bad-ratio", "0.1", "--bootstrap", kafka)
+def test_human_output_with_progress_lines(kafka: str, checkout: Path) -> None:
+    topic = TOPICS["human"]
+    r = run("produce", topic, "--events", "3000", "--users", "10", "--skew", "zipf:1.5", "--bad-ratio", "0.1",
+            "--bootstrap", kafka, repo=checkout)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.startswith("produced 3,000 events (") and "events/s" in r.stdout
+    assert r.stdout.startswith(f"produced 3,000 records for human to {topic} (3,000 records, 6 partitions, "
+                               f"created) in "), r.stdout
     assert "100.0%" in r.stderr and "\r" not in r.stderr  # stderr is not a terminal: plain lines
 
 
-def test_existing_topic_is_used_as_it_is(kafka: str) -> None:
-    topic = fresh("existing")
+def test_existing_topic_is_used_as_it_is(kafka: str, checkout: Path) -> None:
+    topic = TOPICS["existing"]
     ensure_topics(kafka, [TopicSpec(name=topic, partitions=2)])
-    summary = produce_json(kafka, topic, "--events", "100", "--users", "10", "--partitions", "6")
-    assert summary["topic_created"] is False and summary["partitions"] == 2
-    summary = produce_json(kafka, topic, "--events", "50", "--users", "10")
+    summary = produce_json(kafka, topic, "--events", "100", "--users", "10", repo=checkout)
+    assert summary["topic_created"] is False and summary["partitions"] == 2  # not the spec's 6
+    summary = produce_json(kafka, topic, "--events", "50", "--users", "10", repo=checkout)
     assert sum(hi - lo for lo, hi in end_offsets(kafka, topic).values()) == 150
+
+
+def test_keys_land_where_kafkas_default_partitioner_puts_them(kafka: str, checkout: Path) -> None:
+    """ascii, unicode, empty and long keys, read back from the broker: the partition is
+    toPositive(murmur2(key)) % 7 by the reference transcribed from Kafka's Utils.murmur2."""
+    summary = produce_json(kafka, "keys", "--events", str(3 * len(KEYS)), repo=checkout)
+    assert summary["events"] == 3 * len(KEYS) and summary["partitions"] == 7
+    got = [(m.key(), m.partition()) for m in read_topic(kafka, KEYS_TOPIC)]
+    assert sorted(k for k, _ in got) == sorted(KEYS * 3)  # the empty key stays empty, not null
+    wrong = [(k[:20], p, kafka_partition(k, 7)) for k, p in got if p != kafka_partition(k, 7)]
+    assert not wrong
+    assert len({p for _, p in got}) > 3
+
+
+def test_an_app_with_two_input_topics_is_fed_on_both(kafka: str, checkout: Path) -> None:
+    summary = produce_json(kafka, "two_topics", "--events", "600", "--seed", "3", repo=checkout)
+    assert summary["events"] == 600 and "topic" not in summary
+    assert {t: v["records"] for t, v in summary["topics"].items()} == {CLICKS: 400, VIEWS: 200}
+    assert total(kafka, CLICKS) == 400 and total(kafka, VIEWS) == 200
+    for topic in (CLICKS, VIEWS):  # one user, one partition, on both topics
+        assert all(m.partition() == kafka_partition(m.key(), 4) for m in read_topic(kafka, topic))
+    summary = produce_json(kafka, CLICKS, "--events", "600", "--seed", "3", repo=checkout)  # that topic only
+    assert summary["app"] == "two_topics" and summary["events"] == 400
+    assert total(kafka, CLICKS) == 800 and total(kafka, VIEWS) == 200
+
+
+def test_a_topic_no_app_reads_is_refused_before_any_broker_call(checkout: Path) -> None:
+    r = run("produce", fresh("nobody"), "--events", "10", "--users", "1", "--bootstrap", "127.0.0.1:1",
+            repo=checkout)
+    assert r.returncode == 2 and "is neither an app nor a topic an app reads" in r.stderr, r.stderr
 
 
 def test_unreachable_broker_fails_fast_with_a_clear_error() -> None:
@@ -134,7 +221,8 @@ def test_unreachable_broker_fails_fast_with_a_clear_error() -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed again: nothing listens there
     t0 = time.monotonic()
-    r = run("produce", "t", "--events", "10", "--users", "1", "--bootstrap", f"127.0.0.1:{port}", timeout=30)
+    r = run("produce", "user-events", "--events", "10", "--users", "1", "--bootstrap", f"127.0.0.1:{port}",
+            timeout=30)
     assert r.returncode == 1
     assert time.monotonic() - t0 < 12
     assert r.stderr.startswith(f"error: no Kafka broker answered at 127.0.0.1:{port}"), r.stderr

@@ -93,7 +93,8 @@ def test_the_oracle_folds_an_aggregation_like_spark() -> None:
 def test_lint_passes_a_sound_job() -> None:
     report = lint(Counts, SAMPLE)
     assert report.ok, report.checks
-    assert [c.name for c in report.checks] == ["declaration", "parse", "serde round trip", "batch split"]
+    assert [c.name for c in report.checks] == ["declaration", "parse", "serde round trip", "batch split",
+                                              "one key, one partition"]
 
 
 def test_lint_catches_a_serde_that_does_not_round_trip() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from typing import ClassVar
 
 import pytest
 
@@ -31,10 +32,6 @@ class FakeClock:
         pytest.param(["--events", "10", "--users", "5", "--rate", "inf"], "--rate", id="inf-rate"),
         pytest.param(["--events", "10", "--users", "5", "--bad-ratio", "1.5"], "--bad-ratio", id="ratio>1"),
         pytest.param(["--events", "10", "--users", "5", "--bad-ratio", "-0.1"], "--bad-ratio", id="ratio<0"),
-        pytest.param(["--events", "10", "--users", "5", "--skew", "zipf:0"], "--skew", id="zipf-zero"),
-        pytest.param(["--events", "10", "--users", "5", "--skew", "pareto:2"], "--skew", id="unknown-skew"),
-        pytest.param(["--events", "10", "--users", "5", "--skew", "zipf"], "--skew", id="zipf-no-exponent"),
-        pytest.param(["--events", "10", "--users", "5", "--partitions", "0"], "--partitions", id="zero-partitions"),
         pytest.param(["--events", "10", "--users", "5", "--bootstrap", "localhost"], "--bootstrap", id="no-port"),
         pytest.param(["--events", "10", "--users", "5", "--bootstrap", "h:99999"], "--bootstrap", id="bad-port"),
     ],
@@ -42,25 +39,33 @@ class FakeClock:
 def test_usage_errors_exit_2_and_name_the_option(argv: list[str], needle: str,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exc:
-        main(["produce", "some-topic", *argv])
+        main(["produce", "user-events", *argv])
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "usage: streamops produce" in err and needle in err, err
 
 
 @pytest.mark.parametrize(("target", "argv", "needle"), [
-    ("some-topic", ["--users", "5"], "--events N is required"),
-    ("some-topic", ["--events", "10"], "needs --users K"),
-    ("some-topic", ["--from-file", "x.jsonl"], "--from-file needs an app"),
-    ("page_stats", ["--events", "10", "--users", "5"], "--users apply to a raw topic"),
+    ("some-topic", ["--events", "10"], "'some-topic' is neither an app nor a topic an app reads"),
+    ("some-topic", ["--events", "10"], "topics they read: orders, page-views, user-events"),
+    ("user-events", ["--users", "5"], "give exactly one of --events N or --from-file"),
     ("page_stats", [], "exactly one of --events N or --from-file"),
     ("page_stats", ["--events", "1", "--from-file", "x.jsonl"], "exactly one of --events N or --from-file"),
     ("page_stats", ["--from-file", "/nonexistent/x.jsonl"], "--from-file /nonexistent/x.jsonl"),
+    ("page_stats", ["--from-file", "x.jsonl", "--bad-ratio", "0.1"], "--bad-ratio go to the job's generate()"),
+    ("page_stats", ["--events", "10", "--skew", "zipf:1"], ("PageStats.generate() does not take skew (it takes "
+                                                           "users, bad_ratio)")),
+    ("orders", ["--events", "10", "--users", "3"], "Orders.generate() does not take users (it takes bad_ratio)"),
+    ("user-events", ["--events", "10", "--users", "5", "--skew", "zipf:0"], ("--skew: user_activity: "
+                                                                             "UserActivity.generate() refused them")),
+    ("user-events", ["--events", "10", "--skew", "pareto:2"], "skew must be 'zipf:S'"),
+    ("user_activity", ["--events", "10", "--skew", "zipf"], "--skew"),
 ])
 def test_usage_errors_found_by_the_command_exit_2(target: str, argv: list[str], needle: str,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    """Which options apply depends on whether the target is an app or a raw topic."""
-    assert main(["produce", target, *argv]) == 2
+    """Found before any broker is asked (none runs here): the target, the sources, the options the
+    job's generate() takes and refuses."""
+    assert main(["produce", target, *argv, "--bootstrap", "127.0.0.1:1"]) == 2
     assert needle in capsys.readouterr().err
 
 
@@ -70,11 +75,64 @@ def test_missing_topic_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> N
     assert exc.value.code == 2
 
 
-def test_help_says_what_it_will_not_do(capsys: pytest.CaptureFixture[str]) -> None:
+def test_help_names_the_partitioner_and_what_it_will_not_do(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["produce", "--help"])
-    out = capsys.readouterr().out
+    out = " ".join(capsys.readouterr().out.split())
     assert "never altered" in out and "--skew" in out
+    assert "Kafka's default partitioner" in out and "toPositive(murmur2(key)) % partitions" in out
+    assert "one key stays in one partition" in out
+
+
+# -- targets resolved through the spec (a throwaway checkout) -----------------------------------------
+@pytest.fixture
+def job_repo(tmp_path, monkeypatch: pytest.MonkeyPatch):
+    from tests.fixtures.job_repo import NO_GENERATE, TWO_TOPICS, write_repo
+
+    root, _pkg = write_repo(tmp_path / "repo", {"two": TWO_TOPICS.format(A="clicks", B="views"),
+                                                "nogen": NO_GENERATE},
+                            {"two_topics": ("two", ["clicks", "views"], 4), "nogen": ("nogen", ["raw"], 2),
+                             "other": ("nogen", ["views"], 2)})
+    monkeypatch.setenv("STREAMOPS_REPO", str(root))
+    monkeypatch.chdir(tmp_path)  # nothing of the real checkout on the way
+    return root
+
+
+@pytest.mark.parametrize(("target", "argv", "needle"), [
+    ("nogen", ["--events", "10"], "nogen's job (NoGenerate in testjobs_"),
+    ("raw", ["--events", "10"], "declares no generate(): use --from-file F.jsonl"),
+    ("views", ["--events", "10"], "views is read by apps with different jobs: two_topics (testjobs_"),
+    ("two_topics", ["--from-file", "a.jsonl"], ("two_topics reads several topics (clicks, views): give "
+                                                "--from-file TOPIC=F.jsonl")),
+    ("clicks", ["--from-file", "views=a.jsonl"], "this run feeds clicks, not views"),
+    ("two_topics", ["--from-file", "clicks=a.jsonl", "--from-file", "clicks=b.jsonl"], "two files for clicks"),
+])
+def test_the_app_of_a_topic_and_its_generator_are_found_in_the_spec(job_repo, target: str, argv: list[str],
+                                                                      needle: str,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    (job_repo.parent / "a.jsonl").write_text('{"user": "u"}\n')
+    (job_repo.parent / "b.jsonl").write_text('{"user": "u"}\n')
+    assert main(["produce", target, *argv, "--bootstrap", "127.0.0.1:1"]) == 2
+    assert needle in capsys.readouterr().err
+
+
+def test_generated_records_feed_every_input_topic_of_an_app_or_the_one_named(job_repo) -> None:
+    from streamops.cli.produce import _generated, resolve_target
+    from streamops.settings import Settings
+    from streamops.spec import default_spec_path, load_job, load_specs
+
+    settings = Settings.from_env()
+    specs = load_specs(default_spec_path(settings.repo))
+    app = resolve_target(specs, "two_topics")
+    job_cls = load_job(app.spec, settings.repo)
+    both = list(_generated(job_cls, app.spec, app, 300, 1, {}))
+    assert app.topics == ("clicks", "views") and len(both) == 300
+    assert {t for t, _k, _v in both} == {"clicks", "views"}
+    one = resolve_target(specs, "clicks")
+    assert one.spec.name == "two_topics" and one.topics == ("clicks",)
+    only = list(_generated(job_cls, one.spec, one, 300, 1, {}))
+    assert only == [r for r in both if r[0] == "clicks"]
+    assert list(_generated(job_cls, app.spec, app, 300, 1, {"users": 3})) != both
 
 
 # -- token bucket -------------------------------------------------------------------------------
@@ -170,3 +228,40 @@ def test_progress_bar_render_midway() -> None:
 def test_progress_bar_with_zero_total() -> None:
     bar = ProgressBar(0, io.StringIO())
     assert "100.0%" in bar.render(0)
+
+
+# -- several topics in one run (a fake client: what would be sent where) --------------------------------
+class FakeProducer:
+    sent: ClassVar[list[tuple[str, bytes | None, bytes | None, int]]] = []
+
+    def __init__(self, conf: dict) -> None:
+        assert conf["partitioner"] == "murmur2_random"  # librdkafka's Java-compatible murmur2
+        FakeProducer.sent = []
+
+    def produce(self, topic, value, key, partition) -> None:
+        FakeProducer.sent.append((topic, key, value, partition))
+
+    def poll(self, timeout: float = 0) -> int:
+        return 0
+
+    def flush(self, timeout: float = 0) -> int:
+        return 0
+
+    def purge(self) -> None:
+        pass
+
+
+def test_produce_to_topics_counts_per_topic_and_round_robins_keyless_records_per_topic(monkeypatch) -> None:
+    from streamops.kafka import produce as mod
+
+    monkeypatch.setattr(mod, "Producer", FakeProducer)
+    records = [("a", None, b"1"), ("b", None, b"2"), ("a", b"k", b"3"), ("a", None, b"4"), ("b", None, b"5"),
+               ("a", None, b"6")]
+    result = mod.produce_to_topics("127.0.0.1:1", records, partitions={"a": 2, "b": 3})
+    assert result.records == 6 and result.per_topic == {"a": 4, "b": 2} and result.topic == "a, b"
+    assert [(t, p) for t, _k, _v, p in FakeProducer.sent] == [("a", 0), ("b", 0), ("a", -1), ("a", 1), ("b", 1),
+                                                               ("a", 0)]
+    with pytest.raises(ValueError, match="a record for topic 'c', which is not one of a, b"):
+        mod.produce_to_topics("127.0.0.1:1", [("c", None, b"x")], partitions={"a": 2, "b": 3})
+    one = mod.produce("127.0.0.1:1", "a", [(None, b"x"), (b"k", b"y")], partitions=2)
+    assert one.per_topic == {"a": 2} and one.topic == "a"
