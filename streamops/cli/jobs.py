@@ -39,12 +39,8 @@ def cmd_lint(args: argparse.Namespace) -> int:
         return 1
     spark = None
     if not args.no_spark:
-        import os
-
         from streamops.state.seed import seed_session
 
-        # Spark's Python workers unpickle the job too: the checkout on their path, from any cwd
-        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(settings.repo), os.environ.get("PYTHONPATH")) if p)
         progress_printer(args)("starting a local Spark ...")
         spark = seed_session(settings, name="streamops-lint")
     try:

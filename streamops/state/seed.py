@@ -54,6 +54,11 @@ def seed_session(settings: Settings, *, name: str = "streamops-seed"):
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", settings.host)
+    # Spark's Python workers unpickle the job too: the checkout on their path, from any cwd
+    # (app lint, rebuild-state, compaction and savepoint checks all seed through this session)
+    paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    if str(settings.repo) not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(settings.repo), *paths) if p)
     spark = (SparkSession.builder.master("local[2]").appName(name)
              .config("spark.ui.enabled", "false")
              .config("spark.ui.showConsoleProgress", "false")
