@@ -99,7 +99,13 @@ def effective(pinned: AppSpec | None, current: AppSpec | None) -> AppSpec | None
     if current is None:
         return pinned
     keep = _fields(pinned)
-    return current.model_validate({**_fields(current), **{k: keep[k] for k in RESTART_FIELDS}})
+    try:
+        return current.model_validate({**_fields(current), **{k: keep[k] for k in RESTART_FIELDS}})
+    except ValueError:
+        # the file's other fields do not fit the pinned ones (say a parallelism range beyond the
+        # pinned partitions): the running app keeps them as pinned, the file's apply at the deploy
+        # that applies the rest, which validates them together
+        return pinned.model_copy(update={"output_version": current.output_version})
 
 
 def spec_from_json(data: dict[str, Any] | None) -> AppSpec | None:

@@ -286,7 +286,10 @@ class Supervisor:
                            before={"parallelism": observed.parallelism}, after={"pid": rec.pid})
 
     def reconcile_once(self) -> dict[str, Action]:
-        self.reload()
+        try:
+            self.reload()
+        except Exception:  # the loop must go on: the apps stay as the last reload left them
+            log.exception("reloading the spec file failed; the apps stay as they were")
         out = {}
         for spec in self.specs.values():
             try:

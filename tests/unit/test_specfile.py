@@ -93,3 +93,12 @@ def test_effective_keeps_the_pinned_restart_fields_and_takes_the_rest_from_the_f
     assert effective(None, current) == current and effective(pinned, None) == pinned
     assert restart_changes(pinned, _spec(state_partitions=4, description="x")) == ()
     assert diff({"a": pinned}, {"a": pinned}).changed == {}
+
+
+def test_effective_keeps_the_pinned_spec_when_the_files_other_fields_do_not_fit_it() -> None:
+    pinned = _spec(input_partitions=2, state_partitions=2, parallelism={"default": 1, "min": 1, "max": 2})
+    # the file raises the partitions and the parallelism range together: alone, the range does
+    # not fit the pinned partitions, so the running app keeps its pinned spec whole
+    current = _spec(input_partitions=4, state_partitions=4, parallelism={"default": 1, "min": 1, "max": 4})
+    eff = effective(pinned, current)
+    assert (eff.input_partitions, eff.state_partitions, eff.parallelism.max) == (2, 2, 2)

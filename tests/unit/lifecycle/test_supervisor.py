@@ -205,3 +205,16 @@ def test_apps_added_changed_removed_or_broken_in_the_spec_file_without_a_restart
         assert sorted(sup.specs) == ["a"] and "b" not in sup.notes
     finally:
         ledger.close()
+
+
+def test_a_reload_that_fails_leaves_the_apps_as_they_were_and_the_loop_going(env) -> None:
+    _settings, ledger, fake, sup = env
+
+    class Broken:
+        def refresh(self):
+            raise OSError("permission denied")
+
+    sup.spec_file = Broken()
+    ledger.set_desired("a", status="running", parallelism=1)
+    actions = _in_time(sup.reconcile_once)
+    assert sorted(actions) == ["a", "b"] and actions["a"].kind == "launch" and fake.launched == ["a"]
