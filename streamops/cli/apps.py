@@ -32,7 +32,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
 def cmd_stop(args: argparse.Namespace) -> int:
     from streamops.lifecycle.operations import stop
 
-    settings, spec = load_app(args)
+    settings, spec = load_app(args, last_good_ok=True)  # stopping must work while the file is broken
     ledger = _ledger(settings)
     try:
         out = stop(settings, spec, ledger, now=args.now, timeout=args.timeout, progress=progress_printer(args))

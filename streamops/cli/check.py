@@ -7,12 +7,13 @@ import argparse
 from streamops.cli.common import comparing, emit, progress_printer, settings_from
 
 
-def load_app(args: argparse.Namespace):
-    """(settings, spec) for ``args.app``; unknown app -> usage error listing the known ones."""
+def load_app(args: argparse.Namespace, *, last_good_ok: bool = False):
+    """(settings, spec) for ``args.app``; unknown app -> usage error listing the known ones.
+    ``last_good_ok``: on the last good spec file if the file does not load (``stop``)."""
     from streamops.ledger.outputs import load_live_spec
 
     settings = settings_from(args)
-    return settings, load_live_spec(settings, args.app)
+    return settings, load_live_spec(settings, args.app, last_good_ok=last_good_ok)
 
 
 def cmd_check(args: argparse.Namespace) -> int:

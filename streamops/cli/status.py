@@ -8,16 +8,27 @@ from streamops.cli.common import emit, settings_from
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from streamops.exceptions import ConfigError
     from streamops.ledger import Ledger
     from streamops.lifecycle.status import app_status, render
-    from streamops.spec import default_spec_path, get_app, load_specs
+    from streamops.spec import get_app
+    from streamops.specfile import open_spec_file
 
     settings = settings_from(args)
-    specs = load_specs(default_spec_path(settings.repo))
+    # status works when things are broken: a spec file that does not load shows the last good
+    # one's apps, and the error as a note (the supervisor runs on the same last good file)
+    spec_file = open_spec_file(settings.repo, settings.state_dir)
+    if not spec_file.specs:
+        raise ConfigError(spec_file.error or "no app specs")
+    specs = spec_file.specs
     chosen = [get_app(specs, args.app)] if args.app else list(specs.values())
     ledger = Ledger.open(settings.ledger_db_url)
     try:
         states = [app_status(spec, settings, ledger, with_lag=not args.no_lag) for spec in chosen]
+        if spec_file.error:
+            for st in states:
+                if not any("spec file is refused" in n for n in st["notes"]):
+                    st["notes"].append(f"the spec file is refused, shown on the last good one: {spec_file.error}")
     finally:
         ledger.close()
     emit(args, states if not args.app else states[0], "\n".join(render(s) for s in states))

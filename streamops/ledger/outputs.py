@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from streamops.exceptions import UsageError
+from streamops.exceptions import ConfigError, UsageError
 from streamops.ledger import Ledger
 from streamops.settings import Settings
 from streamops.spec import AppSpec, default_spec_path, get_app, load_specs, versioned_output
@@ -33,14 +33,23 @@ def live_spec(spec: AppSpec, ledger: Ledger) -> AppSpec:
     return with_version(spec, ledger.output_version(spec.name))
 
 
-def load_live_spec(settings: Settings, name: str, ledger: Ledger | None = None) -> AppSpec:
+def load_live_spec(settings: Settings, name: str, ledger: Ledger | None = None, *,
+                   last_good_ok: bool = False) -> AppSpec:
     """The app's spec as it runs now (for the driver, the operations, check and verify): the spec
     file's, with the fields a driver reads at its start as the app's last deploy pinned them
-    (``streamops.specfile``), and the output version the ledger names."""
+    (``streamops.specfile``), and the output version the ledger names. ``last_good_ok``: a spec
+    file that does not load gives the last good one instead of its error (``stop`` must work
+    while the file is broken)."""
     from streamops.platform.appdir import AppDir
-    from streamops.specfile import effective
+    from streamops.specfile import effective, open_spec_file
 
-    current = load_specs(default_spec_path(settings.repo))
+    if last_good_ok:
+        spec_file = open_spec_file(settings.repo, settings.state_dir)
+        if not spec_file.specs:
+            raise ConfigError(spec_file.error or f"no app specs at {default_spec_path(settings.repo)}")
+        current = spec_file.specs
+    else:
+        current = load_specs(default_spec_path(settings.repo))
     pinned = AppDir.of(settings, name).pinned_spec()
     spec = effective(pinned, current.get(name)) if name in current or pinned is not None else None
     if spec is None:

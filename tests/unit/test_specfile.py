@@ -102,3 +102,30 @@ def test_effective_keeps_the_pinned_spec_when_the_files_other_fields_do_not_fit_
     current = _spec(input_partitions=4, state_partitions=4, parallelism={"default": 1, "min": 1, "max": 4})
     eff = effective(pinned, current)
     assert (eff.input_partitions, eff.state_partitions, eff.parallelism.max) == (2, 2, 2)
+
+
+def test_status_and_stop_work_on_the_last_good_file_while_the_file_is_broken(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    repo = tmp_path / "repo"
+    (repo / "include").mkdir(parents=True)
+    spec_path = repo / "include" / "streams.yaml"
+    _write(spec_path, TWO)
+    env = {**os.environ, "STREAMOPS_REPO": str(repo), "STREAMOPS_HOME": str(tmp_path / "home"),
+           "STREAMOPS_BOOTSTRAP_SERVERS": "127.0.0.1:1"}
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "streamops.cli", *args], env=env, capture_output=True,
+                              text=True, timeout=120, check=False)
+
+    assert cli("status", "--no-lag").returncode == 0  # loads the file: kept as the last good one
+    _write(spec_path, TWO.replace("output_topic: out-b", "output_topic: out-b\n    trigger_interval: soon"))
+    r = cli("status", "--no-lag")
+    assert r.returncode == 0, r.stderr
+    assert "b: desired" in r.stdout and "the spec file is refused, shown on the last good one" in r.stdout
+    assert "line 12: apps.b.trigger_interval" in r.stdout
+    r = cli("check", "b")  # commands that would act on the file name its error
+    assert r.returncode == 2 and "line 12: apps.b.trigger_interval" in r.stderr
+    r = cli("stop", "b")  # stop resolves the app on the last good file (then needs a supervisor)
+    assert r.returncode == 1 and "supervisor is not running" in r.stderr, r.stderr
