@@ -25,10 +25,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     ledger = Ledger.open(settings.ledger_db_url)
     try:
         states = [app_status(spec, settings, ledger, with_lag=not args.no_lag) for spec in chosen]
-        if spec_file.error:
-            for st in states:
-                if not any("spec file is refused" in n for n in st["notes"]):
-                    st["notes"].append(f"the spec file is refused, shown on the last good one: {spec_file.error}")
+        for st in states if spec_file.error else ():
+            st["notes"].append(f"the spec file is refused, shown on the last good one: {spec_file.error}")
     finally:
         ledger.close()
     emit(args, states if not args.app else states[0], "\n".join(render(s) for s in states))

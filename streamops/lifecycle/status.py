@@ -90,12 +90,8 @@ def app_status(spec: AppSpec, settings: Settings, ledger: Ledger, *, with_lag: b
         if note:
             notes.append(note)
     supervisor = read_json(heartbeat_file(settings))
-    if isinstance(supervisor, dict):
-        if note := (supervisor.get("notes") or {}).get(spec.name):
-            notes.append(f"supervisor: {note}")
-        if (spec_state := supervisor.get("spec") or {}).get("error"):
-            notes.append(f"supervisor: the spec file is refused, the apps run on the last good one: "
-                         f"{spec_state['error']}")
+    if isinstance(supervisor, dict) and (note := (supervisor.get("notes") or {}).get(spec.name)):
+        notes.append(f"supervisor: {note}")
     progress = last_progress(batches_path(settings, spec.name))
     return {
         "app": spec.name,
