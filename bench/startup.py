@@ -4,6 +4,11 @@ cold = a fresh state dir (includes the one-time Airflow DB migration);
 warm = the same state dir again after `down`. Ports are picked free, the state dir is temporary.
 
     .venv/bin/python bench/startup.py [--runs 3] [--idle 20]
+    .venv/bin/python bench/startup.py --broker [--runs 5]   # the broker alone: Apache Kafka vs a baseline
+
+``--broker`` starts only the Kafka component, cold and warm, and measures its idle PSS. The
+Kafka-protocol stand-in the platform ran before issue 23 was measured beside it in the same run
+while it was still installed (docs/benchmarks.md has that table).
 """
 
 from __future__ import annotations
@@ -23,9 +28,9 @@ from streamops.platform import manager
 from streamops.platform.process import read_pid
 
 
-def timed_up(settings) -> float:
+def timed_up(settings, only=None) -> float:
     t0 = time.monotonic()
-    rows = manager.up(settings)
+    rows = manager.up(settings, only=only)
     elapsed = time.monotonic() - t0
     bad = [r.name for r in rows if not r.healthy]
     if bad:
@@ -51,11 +56,48 @@ def pss_by_component(settings) -> dict[str, float]:
     return out
 
 
+def broker_runs(runs: int, idle: float) -> dict[str, list[float]]:
+    """Cold start, warm start (seconds to healthy) and idle PSS (MiB) of the broker alone."""
+    out: dict[str, list[float]] = {"cold": [], "warm": [], "pss": []}
+    for i in range(runs):
+        with tempfile.TemporaryDirectory(prefix="streamops-bench-") as tmp:
+            s = isolated_settings(Path(tmp) / "home")
+            try:
+                out["cold"].append(timed_up(s, only=["kafka"]))
+                manager.down(s, only=["kafka"])
+                out["warm"].append(timed_up(s, only=["kafka"]))
+                time.sleep(idle)
+                out["pss"].append(pss_by_component(s).get("kafka", 0.0))
+            finally:
+                manager.down(s, only=["kafka"])
+        print(f"run {i + 1}: cold {out['cold'][-1]:.1f}s warm {out['warm'][-1]:.1f}s "
+              f"pss {out['pss'][-1]:.0f} MiB", file=sys.stderr, flush=True)
+    return out
+
+
+def broker_main(args) -> None:
+    results = {"Apache Kafka 4.1 (KRaft)": broker_runs(args.runs, args.idle)}
+    print(f"# bench/startup.py --broker — {args.runs} runs, {psutil.cpu_count()} cores\n")
+    base = next(iter(results.values()))
+    rows = []
+    for metric, unit in (("cold", "s"), ("warm", "s"), ("pss", "MiB")):
+        for name, r in results.items():
+            lo, med, hi = summary(r[metric])
+            fmt = "{:.1f}" if unit == "s" else "{:.0f}"
+            rows.append([f"{metric} ({unit})", name, fmt.format(lo), fmt.format(med), fmt.format(hi),
+                         f"{med / summary(base[metric])[1]:.2f}"])
+    print(table(["metric", "broker", "min", "median", "max", "ratio to first (median)"], rows))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--idle", type=float, default=20.0, help="seconds idle before measuring memory")
+    ap.add_argument("--broker", action="store_true", help="the broker alone, cold/warm start and idle PSS")
     args = ap.parse_args()
+    if args.broker:
+        broker_main(args)
+        return
 
     cold, warm, pss_runs = [], [], []
     for i in range(args.runs):

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install what is missing, and nothing that is already there:
-#   uv (into ~/.local/bin), Java 17 (Debian package), Debian's docker-compose client (--test only),
+#   uv (into ~/.local/bin), Java 17 and Maven (Debian packages), the pinned Kafka and Spark-Kafka jars
+#   (scripts/resolve-jars.sh, into .jars/), Debian's docker-compose client (--test only),
 #   and .venv from the hashed lock file requirements.lock (re-synced when the lock changes).
 # Usage: scripts/bootstrap.sh [--test]
 set -euo pipefail
@@ -45,6 +46,13 @@ java_major() { java -version 2>&1 | sed -nE 's/.*version "(1\.)?([0-9]+).*/\2/p'
 if ! command -v java >/dev/null || [ "$(java_major)" -lt 17 ]; then
   apt_install openjdk-17-jre-headless
 fi
+
+# -- Maven, and the pinned jars: Apache Kafka (the embedded broker, its tools) and Spark's own
+# Kafka connector (include/maven/*.pom.xml, checked against include/maven/jars.sha256) -----------
+if ! command -v mvn >/dev/null; then
+  apt_install maven
+fi
+scripts/resolve-jars.sh
 
 # -- docker compose client, for the test that validates docker-compose.yaml ---------------------
 if [ "$want_test" = 1 ] && ! docker compose version >/dev/null 2>&1 && ! command -v docker-compose >/dev/null; then

@@ -20,6 +20,8 @@ ENV_VARS: dict[str, str] = {
     "repo": "STREAMOPS_REPO",
     "host": "STREAMOPS_HOST",
     "kafka_port": "STREAMOPS_KAFKA_PORT",
+    "kafka_controller_port": "STREAMOPS_KAFKA_CONTROLLER_PORT",
+    "kafka_heap": "STREAMOPS_KAFKA_HEAP",
     "spark_master_port": "STREAMOPS_SPARK_MASTER_PORT",
     "spark_ui_port": "STREAMOPS_SPARK_UI_PORT",
     "spark_rest_port": "STREAMOPS_SPARK_REST_PORT",
@@ -55,6 +57,10 @@ class Settings(BaseModel):
     home: Path | None = None
     host: str = "127.0.0.1"
     kafka_port: Port = Field(9092, ge=1, le=65535)
+    #: the embedded broker's KRaft controller listener (loopback only)
+    kafka_controller_port: Port = Field(9093, ge=1, le=65535)
+    #: the embedded broker's JVM heap (-Xmx; -Xms is a quarter of it): small data on 2 cores
+    kafka_heap: str = Field("512m", pattern=r"^\d+[mMgG]$")
     spark_master_port: Port = Field(7077, ge=1, le=65535)
     spark_ui_port: Port = Field(8090, ge=1, le=65535)
     spark_rest_port: Port = Field(6066, ge=1, le=65535)
@@ -119,6 +125,7 @@ class Settings(BaseModel):
         """Every fixed port, keyed by setting name (worker UI ports share one setting)."""
         out = {
             "kafka_port": self.kafka_port,
+            "kafka_controller_port": self.kafka_controller_port,
             "spark_master_port": self.spark_master_port,
             "spark_ui_port": self.spark_ui_port,
             "spark_rest_port": self.spark_rest_port,

@@ -88,3 +88,32 @@ def next_offsets(checkpoint: Path) -> dict[tuple[str, int], int]:
         return {(t, int(p)): int(o) for t, ps in committed.items() for p, o in ps.items()}
     start = start_offsets(checkpoint) or {}
     return {(t, int(p)): int(o) for t, ps in start.items() for p, o in ps.items()}
+
+
+def clamp_batch_offsets(checkpoint: Path, batch_id: int, bound: dict[str, dict[str, int]]) -> bool:
+    """Lower ``batch_id``'s planned end offsets to ``bound`` where they pass it (True if any did).
+
+    For a bounded read (``kafka_io.read_kafka(stop_at_offsets=...)``): the batch planned past the
+    bound but consumed nothing there (those rows were filtered out), so its true end is the bound,
+    and the next run on this checkpoint must start there. Hadoop's checksum sidecar of the rewritten
+    file goes (a missing ``.crc`` is not checked; a stale one would fail the read)."""
+    path = checkpoint / "offsets" / str(batch_id)
+    lines = path.read_text().splitlines()
+    changed = False
+    for i in range(2, len(lines)):
+        if lines[i].strip() in ("", "-"):
+            continue
+        source = json.loads(lines[i])
+        for topic, parts in source.items():
+            for p, o in parts.items():
+                cap = bound.get(topic, {}).get(str(p))
+                if cap is not None and int(o) > int(cap):
+                    parts[p] = int(cap)
+                    changed = True
+        lines[i] = json.dumps(source, separators=(",", ":"))
+    if changed:
+        tmp = path.with_name(f".{path.name}.clamp")
+        tmp.write_text("\n".join(lines))
+        path.with_name(f".{path.name}.crc").unlink(missing_ok=True)
+        tmp.replace(path)
+    return changed

@@ -85,6 +85,23 @@ def cmd_platform_down(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_platform_kafka_tool(args: argparse.Namespace) -> int:
+    """Kafka's own command-line tool from the pinned jars; ``--bootstrap-server`` defaults to the
+    platform's broker. Its exit status is the tool's."""
+    import os
+    import subprocess
+
+    from streamops.platform import kafka_broker
+
+    settings = settings_from(args)
+    rest = list(args.tool_args)
+    if rest and rest[0] == "--":
+        rest = rest[1:]
+    if args.tool != "storage" and "--bootstrap-server" not in rest:
+        rest = ["--bootstrap-server", settings.kafka_bootstrap, *rest]
+    return subprocess.run(kafka_broker.tool_argv(args.tool, rest), env=dict(os.environ), check=False).returncode
+
+
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     p_platform = sub.add_parser("platform", help="the embedded platform: broker, Spark, Airflow")
     psub = p_platform.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -100,3 +117,12 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--only", type=_groups, help=only_help)
     p.add_argument("--timeout", type=float, default=20.0, help="seconds to wait after SIGTERM (default 20)")
     p.set_defaults(func=cmd_platform_down)
+    from streamops.platform.kafka_broker import TOOLS
+
+    p = psub.add_parser("kafka-tool", parents=[common],
+                        help="run one of Kafka's own tools (kafka-NAME.sh) from the pinned jars, e.g. "
+                        "`kafka-tool consumer-groups --describe --group APP`")
+    p.add_argument("tool", choices=sorted(TOOLS), help="the tool, as in kafka-NAME.sh")
+    p.add_argument("tool_args", nargs=argparse.REMAINDER, help="its arguments (--bootstrap-server defaults to "
+                   "the platform's broker)")
+    p.set_defaults(func=cmd_platform_kafka_tool)

@@ -50,6 +50,7 @@ class OpenTransactionError(ConsumeError):
     """A transaction stayed open below the end of a read that must see everything committed.
 
     Operator action: if a driver of the app is stopped or crashed, start it (a starting driver
-    aborts what its predecessor left open); a hanging transaction whose broker-side state was lost
-    is aborted with Kafka's kafka-transactions.sh, or, on the embedded broker, by restarting it.
+    aborts what its predecessor left open), or wait for its transaction timeout; a hanging
+    transaction (KIP-664) is aborted with Kafka's own tool (``streamops platform kafka-tool
+    transactions ... find-hanging`` / ``abort``).
     """

@@ -31,8 +31,6 @@ READ_DEFAULTS: dict[str, Any] = {
     "enable.partition.eof": True,
     "auto.offset.reset": "earliest",  # records deleted under us: continue from the new start
     "isolation.level": "read_committed",
-    # some brokers ignore fetch size limits and answer with all remaining data at once
-    "receive.message.max.bytes": 1_000_000_000,
 }
 
 
@@ -148,11 +146,10 @@ def _drain(consumer: Consumer, topic: str, remaining: dict[int, int], batch_size
                         f"{topic}: a transaction has stayed open for {stall_timeout:g}s below the end of the "
                         f"read (partition: position of end offset, {where}){why}. Until it ends, read_committed "
                         f"readers see none of the records committed after it. A producer that died in it is "
-                        f"aborted when its transactional id is used again (a driver starts) or at its "
-                        f"transaction timeout; one whose broker-side state was lost (a broker crash) hangs: "
-                        f"on Apache Kafka abort it with kafka-transactions.sh (find-hanging, abort); the "
-                        f"embedded broker forgets it when it restarts (`streamops platform down --only kafka` "
-                        f"then `up --only kafka`)")
+                        f"aborted when its transactional id is used again (start the app: its driver does "
+                        f"it) or at its transaction timeout; a hanging one (KIP-664) is aborted with "
+                        f"`streamops platform kafka-tool transactions --bootstrap-server ... find-hanging` "
+                        f"then `abort`")
                 raise ConsumeError(
                     f"reading {topic} made no progress for {stall_timeout:g}s (partitions still to "
                     f"reach their end offsets: {where}){why}"

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from streamops.platform import kafka_broker
 from streamops.settings import ENV_VARS, Settings
 
 Group = Literal["kafka", "spark", "airflow", "supervisor"]
@@ -32,12 +33,6 @@ class Component:
 def bin_dir() -> Path:
     """The virtualenv's bin folder (spark-class, airflow and the python for PySpark live there)."""
     return Path(sys.executable).parent
-
-
-def noida_binary() -> Path:
-    import noida_db
-
-    return Path(noida_db.__file__).parent / "noida-db"
 
 
 def spark_properties(settings: Settings) -> Path:
@@ -74,14 +69,10 @@ def build(settings: Settings) -> list[Component]:
         Component(
             "kafka",
             "kafka",
-            (
-                str(noida_binary()), "start", "--only", "kafka",
-                "--kafka-port", str(settings.kafka_port),
-                "--host", settings.host,
-                "--data-dir", str(state / "kafka"),
-            ),
-            ports=((settings.kafka_port, env["kafka_port"]),),
-            start_timeout=60,
+            kafka_broker.argv(settings),
+            ports=((settings.kafka_port, env["kafka_port"]),
+                   (settings.kafka_controller_port, env["kafka_controller_port"])),
+            start_timeout=90,
         ),
         Component(
             "spark-master",

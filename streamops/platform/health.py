@@ -24,7 +24,8 @@ def kafka_healthy(bootstrap: str, timeout: float = 3.0) -> bool:
     from confluent_kafka.admin import AdminClient
 
     try:
-        md = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout * 1000)}).list_topics(
+        md = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout * 1000),
+                          "log_level": 0}).list_topics(
             timeout=timeout
         )
         return bool(md.brokers)

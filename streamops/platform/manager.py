@@ -171,6 +171,16 @@ def up(
                     f"port {port} on {settings.host}, needed by {c.name}, is already in use"
                     f"{_port_owner(port)}; set {var} to a free port (or stop that process)"
                 )
+    if any(c.group == "kafka" for c in to_start):
+        from streamops.platform import jars, kafka_broker
+
+        jars.verify(jars.KAFKA_BROKER)
+        kafka_broker.write_config(settings)
+        progress("kafka: " + kafka_broker.prepare_storage(settings, env))
+    if any(c.group == "spark" for c in to_start):
+        from streamops.platform import jars
+
+        jars.verify(jars.SPARK_KAFKA)  # every driver and executor of the platform's apps loads them
     started: list[Component] = []
     begun: dict[str, float] = {}
     try:

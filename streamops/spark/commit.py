@@ -104,7 +104,7 @@ def last_marker(bootstrap: str, commits_topic: str, app: str, *, config: dict | 
     c = Consumer({
         "bootstrap.servers": bootstrap, "group.id": f"_streamops-{app}-marker-reader",
         "enable.auto.commit": False, "isolation.level": "read_committed",
-        "enable.partition.eof": True, "receive.message.max.bytes": 1_000_000_000,
+        "enable.partition.eof": True,
         **(config or {}),
     })
     try:
@@ -137,6 +137,13 @@ def last_marker(bootstrap: str, commits_topic: str, app: str, *, config: dict | 
         return last
     finally:
         c.close()
+
+
+def consumer_group(app: str) -> str:
+    """The consumer group that carries ``app``'s committed input offsets (``kafka-consumer-groups
+    --describe --group APP``). Reserved for the app: a consumer that joins it would make the
+    batch's offset commit, and so the batch, fail."""
+    return app
 
 
 def transactional_id(app: str) -> str:
@@ -180,6 +187,11 @@ class BatchCommitter:
         })
         # fences an older instance with the same transactional.id and aborts its open transaction
         self.producer.init_transactions(timeout)
+        # the input offsets of each batch also go to the consumer group named after the app, in the
+        # batch's transaction, for Kafka's tools and lag exporters (the checkpoint stays the truth)
+        self._group = Consumer({"bootstrap.servers": bootstrap, "group.id": consumer_group(app),
+                                "enable.auto.commit": False})
+        self._group_metadata = self._group.consumer_group_metadata()
         marker = last_marker(bootstrap, commits_topic, app) or {}
         self.last_committed: int = int(marker.get("batch_id", -1))
         self.emitted_until: Offsets = marker.get("emitted_until") or {}
@@ -229,6 +241,10 @@ class BatchCommitter:
                       "emitted_until": emitted, "input_end": input_end or {},
                       "checkpoint_id": self.checkpoint_id(), **self._identity()}
             self._produce(self.commits_topic, self.app.encode(), json.dumps(marker).encode(), [])
+            if input_end:
+                self.producer.send_offsets_to_transaction(
+                    [TopicPartition(t, int(p), int(o)) for t, ps in input_end.items() for p, o in ps.items()],
+                    self._group_metadata, self.timeout)
             self.producer.commit_transaction(self.timeout)
         except BaseException:
             try:
@@ -276,3 +292,4 @@ class BatchCommitter:
 
     def close(self) -> None:
         self.producer.flush(self.timeout)
+        self._group.close()

@@ -1,17 +1,18 @@
-"""The single entry point for Spark <-> Kafka: ``read_kafka`` and ``write_kafka_batch``.
+"""The single entry point for Spark <-> Kafka: ``read_kafka`` and ``write_kafka_batch``, both on
+Spark's own ``kafka`` format (``spark-sql-kafka-0-10``, on every session's classpath through
+``spark.jars``: ``platform.jars``).
 
-Both use Spark's own ``kafka`` format when its connector (``spark-sql-kafka-0-10``) is on the
-classpath and fall back to confluent-kafka otherwise (the ``streamops_kafka`` Python data source
-for reads, ``foreachPartition`` producers for writes), with the same option names either way, so
-jobs do not care which one runs.
+Reads are ``read_committed`` (only committed transactions' records, as every reader of an app's
+output must) unless the caller's options say otherwise. A bounded stream (``stop_at_offsets``, which
+Spark's source lacks) is the source filtered to the offsets below the bound; the runtime stops the
+query once the bound is committed and clamps the checkpoint's last batch to it (``clamp_to_bound``).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Iterator, Mapping
-from functools import partial
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from streamops.exceptions import UsageError
@@ -22,21 +23,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 KAFKA_PROVIDER_CLASS = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
-FALLBACK_FORMAT = "streamops_kafka"
-#: seconds a partition's producer may take to deliver what it queued
-FLUSH_TIMEOUT_S = 60.0
-
-_available: dict[str, bool] = {}
-_registered: set[str] = set()
-
-
-def _session_key(spark: SparkSession) -> str:
-    from pyspark.errors import PySparkException
-
-    try:
-        return spark.sparkContext.applicationId
-    except (AttributeError, PySparkException):  # Spark Connect sessions have no SparkContext
-        return f"connect:{id(spark)}"
+#: Spark's Kafka source schema without headers
+KAFKA_DDL = ("key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
+             "timestampType int")
 
 
 def jvm_class_exists(spark: SparkSession, class_name: str) -> bool:
@@ -47,7 +36,7 @@ def jvm_class_exists(spark: SparkSession, class_name: str) -> bool:
     if jvm is None:
         return False
     try:
-        # the context loader also sees jars added with --jars / --packages
+        # the context loader also sees jars added with --jars / spark.jars
         loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
         jvm.java.lang.Class.forName(class_name, False, loader)
     except Py4JError:  # ClassNotFoundException arrives as Py4JJavaError
@@ -55,27 +44,21 @@ def jvm_class_exists(spark: SparkSession, class_name: str) -> bool:
     return True
 
 
-def kafka_format_available(spark: SparkSession) -> bool:
-    """True if Spark's own Kafka connector classes are on the JVM classpath (cached per application)."""
-    key = _session_key(spark)
-    if key not in _available:
-        _available[key] = jvm_class_exists(spark, KAFKA_PROVIDER_CLASS)
-        log.info(
-            "Spark's kafka format %s",
-            "is available" if _available[key] else f"is missing: using {FALLBACK_FORMAT}",
-        )
-    return _available[key]
+class KafkaConnectorMissing(UsageError):
+    """The Spark session has no ``spark-sql-kafka-0-10`` on its classpath.
+
+    Operator action: build the session with ``platform.jars.spark_conf()`` (``spark.jars``), or
+    run ``scripts/bootstrap.sh`` if the jars themselves are missing.
+    """
+
+    exit_code = 1
 
 
-def register_kafka_source(spark: SparkSession) -> None:
-    """Register the ``streamops_kafka`` Python data source with this session (idempotent)."""
-    key = _session_key(spark)
-    if key in _registered:
-        return
-    from streamops.spark.kafka_source import KafkaDataSource
-
-    spark.dataSource.register(KafkaDataSource)
-    _registered.add(key)
+def require_connector(spark: SparkSession) -> None:
+    if not jvm_class_exists(spark, KAFKA_PROVIDER_CLASS):
+        raise KafkaConnectorMissing(
+            "Spark's Kafka connector (spark-sql-kafka-0-10) is not on this session's classpath: build the "
+            "session with streamops.platform.jars.spark_conf() (spark.jars)")
 
 
 def _json_offsets(name: str, value: Any) -> str:
@@ -116,8 +99,10 @@ def read_kafka(
     ``options`` are further source options with Spark's names (``kafka.security.protocol``,
     ``kafka.sasl.*``, ``startingOffsetsByTimestampStrategy``, ...); they may not repeat an option set
     by a keyword argument. ``includeHeaders`` defaults to true here (Spark's default is false).
-    ``stop_at_offsets`` (streaming only) bounds the stream: no batch reads past those offsets
-    (reprocessing a range); it always uses the streamops source, Spark's has no such option.
+    ``stop_at_offsets`` (streaming only) bounds the stream: no row at or past those offsets
+    (reprocessing a range) reaches the query; a batch may plan past them (Spark's source has no
+    such bound), which ``clamp_to_bound`` takes back from the checkpoint once the run ends.
+    ``kafka.isolation.level`` defaults to ``read_committed``.
     """
     if not bootstrap_servers:
         raise UsageError("bootstrap_servers is required")
@@ -139,8 +124,7 @@ def read_kafka(
         opts["startingOffsets"] = _json_offsets("starting_offsets", starting_offsets)
     if ending_offsets is not None:
         opts["endingOffsets"] = _json_offsets("ending_offsets", ending_offsets)
-    if stop_at_offsets is not None:
-        opts["stopAtOffsets"] = _json_offsets("stop_at_offsets", stop_at_offsets)
+    bound = None if stop_at_offsets is None else json.loads(_json_offsets("stop_at_offsets", stop_at_offsets))
     if starting_timestamp is not None:
         opts["startingTimestamp"] = str(int(starting_timestamp))
     if max_offsets_per_trigger is not None:
@@ -155,100 +139,37 @@ def read_kafka(
         )
     if not any(k.lower() == "includeheaders" for k in extra):
         opts["includeHeaders"] = "true"
+    if not any(k.lower() == "kafka.isolation.level" for k in extra):
+        opts["kafka.isolation.level"] = "read_committed"
     opts.update(extra)
 
-    if kafka_format_available(spark) and stop_at_offsets is None:
-        fmt = "kafka"
-    else:
-        register_kafka_source(spark)
-        fmt = FALLBACK_FORMAT
+    require_connector(spark)
     reader = spark.readStream if streaming else spark.read
-    return reader.format(fmt).options(**opts).load()
+    df = reader.format("kafka").options(**opts).load()
+    return df if bound is None else df.where(below_bound(bound))
+
+
+def below_bound(bound: Mapping[str, Mapping[str, int]]):
+    """Rows before ``bound`` ({topic: {partition: offset}}); partitions it does not name: none."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    conds = [(F.col("topic") == t) & (F.col("partition") == int(p)) & (F.col("offset") < int(o))
+             for t, parts in bound.items() for p, o in parts.items()]
+    if not conds:
+        return F.lit(False)
+    return reduce(lambda a, b: a | b, conds)
+
+
+def clamp_to_bound(end: Mapping[str, Mapping[str, int]], bound: Mapping[str, Mapping[str, int]]
+                   ) -> dict[str, dict[str, int]]:
+    """A batch's end offsets, none past ``bound``: what the batch really consumed of a bounded read."""
+    return {t: {str(p): min(int(o), int(bound[t][str(p)])) if t in bound and str(p) in bound[t] else int(o)
+                for p, o in parts.items()} for t, parts in end.items()}
 
 
 # -- writing ----------------------------------------------------------------------------------------
-
-
-def _as_bytes(value: Any) -> bytes | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return value.encode("utf-8")
-    return bytes(value)
-
-
-#: producers of this Python worker, one per config (Spark reuses workers across tasks and batches,
-#: so a foreachBatch sink does not pay the producer start, e.g. InitProducerId, on every batch)
-_producers: dict[str, Any] = {}
-
-
-def _cached_producer(config: dict[str, Any]) -> tuple[str, Any]:
-    from confluent_kafka import Producer
-
-    key = json.dumps(config, sort_keys=True, default=str)
-    if key not in _producers:
-        _producers[key] = Producer(config)
-    return key, _producers[key]
-
-
-def _produce_partition(
-    rows: Iterator[Any],
-    *,
-    config: dict[str, Any],
-    topic: str | None,
-    flush_timeout_s: float,
-) -> None:
-    """Executor side of :func:`write_kafka_batch`: produce one partition, flush, raise on any error."""
-    from confluent_kafka import KafkaException
-
-    errors: list[str] = []
-    failed = 0
-
-    def on_delivery(err: Any, msg: Any) -> None:
-        nonlocal failed
-        if err is not None:
-            failed += 1
-            if len(errors) < 5:
-                errors.append(f"{msg.topic()}[{msg.partition()}]: {err}")
-
-    key, producer = _cached_producer(config)
-    sent = 0
-    try:
-        for row in rows:
-            d = row.asDict(recursive=False)
-            target = topic or d.get("topic")
-            if not target:
-                raise ValueError(
-                    "a row has no topic: set write_kafka_batch(topic=...) or a non-null 'topic' column"
-                )
-            kwargs: dict[str, Any] = {"value": _as_bytes(d.get("value")), "key": _as_bytes(d.get("key"))}
-            headers = d.get("headers")
-            if headers:
-                kwargs["headers"] = [(h["key"], _as_bytes(h["value"])) for h in headers]
-            if d.get("partition") is not None:
-                kwargs["partition"] = int(d["partition"])
-            while True:
-                try:
-                    producer.produce(target, on_delivery=on_delivery, **kwargs)
-                    break
-                except BufferError:  # local queue full: serve delivery reports, then retry
-                    producer.poll(0.1)
-                except KafkaException as exc:
-                    raise RuntimeError(f"producing to {target} failed: {exc}") from None
-            sent += 1
-            if failed:
-                break
-            producer.poll(0)
-        remaining = producer.flush(flush_timeout_s)
-        if failed:
-            raise RuntimeError(f"{failed} Kafka delivery error(s), first: {'; '.join(errors)}")
-        if remaining:
-            raise RuntimeError(
-                f"{remaining} of {sent} records not delivered within {flush_timeout_s} s (flush timed out)"
-            )
-    except BaseException:
-        _producers.pop(key, None)  # never hand a producer in an unknown state to the next batch
-        raise
 
 
 def write_kafka_batch(
@@ -259,14 +180,15 @@ def write_kafka_batch(
     options: Mapping[str, Any] | None = None,
     producer_config: Mapping[str, Any] | None = None,
 ) -> None:
-    """Write a batch DataFrame (e.g. inside ``foreachBatch``) to Kafka; raise if any record fails.
+    """Write a batch DataFrame (e.g. inside ``foreachBatch``) with Spark's Kafka sink; raise if any
+    record fails.
 
     Columns as for Spark's Kafka sink: ``value`` (binary or string, required), optional ``key``
     (binary or string), ``headers`` (array<struct<key: string, value: binary>>), ``topic`` (used when
     ``topic`` is not given; the argument wins, as Spark's ``topic`` option does) and ``partition``.
     ``options``: Spark-style sink options (``kafka.``-prefixed client properties);
-    ``producer_config``: client properties without prefix (librdkafka names). Not transactional and
-    not idempotent across retries of the same batch: a re-run batch is written again.
+    ``producer_config``: client properties without prefix (Java client names). Not transactional:
+    a re-run batch is written again (the app runtime's committer is what writes exactly once).
     """
     if not bootstrap_servers:
         raise UsageError("bootstrap_servers is required")
@@ -289,26 +211,12 @@ def write_kafka_batch(
         producer_config and "bootstrap.servers" in producer_config
     ):
         raise UsageError("pass the brokers once, as bootstrap_servers=...")
-
-    spark = df.sparkSession
-    if kafka_format_available(spark):
-        writer = df.write.format("kafka").option("kafka.bootstrap.servers", bootstrap_servers)
-        for k, v in spark_opts.items():
-            writer = writer.option(k, v)
-        for k, v in (producer_config or {}).items():
-            writer = writer.option(f"kafka.{k}", str(v))
-        if topic is not None:
-            writer = writer.option("topic", topic)
-        writer.save()
-        return
-
-    from streamops.spark.kafka_source import client_config
-
-    config: dict[str, Any] = {"enable.idempotence": True, "linger.ms": 5}
-    config.update(client_config({k: v for k, v in spark_opts.items() if k.lower() != "topic"}))
-    config.update(dict(producer_config or {}))
-    config["bootstrap.servers"] = bootstrap_servers
-    topic = topic or next((v for k, v in spark_opts.items() if k.lower() == "topic"), None)
-    df.foreachPartition(
-        partial(_produce_partition, config=config, topic=topic, flush_timeout_s=FLUSH_TIMEOUT_S)
-    )
+    require_connector(df.sparkSession)
+    writer = df.write.format("kafka").option("kafka.bootstrap.servers", bootstrap_servers)
+    for k, v in spark_opts.items():
+        writer = writer.option(k, v)
+    for k, v in (producer_config or {}).items():
+        writer = writer.option(f"kafka.{k}", str(v))
+    if topic is not None:
+        writer = writer.option("topic", topic)
+    writer.save()

@@ -52,7 +52,7 @@ class RunOptions:
 #: seconds between liveness heartbeats while no batch commits
 HEARTBEAT_S = 5.0
 #: what every streaming task's Python worker imports (the Kafka reader, Arrow); plus the job module
-WARM_MODULES = ("pyarrow", "confluent_kafka", "streamops.spark.kafka_source")
+WARM_MODULES = ("pyarrow", "confluent_kafka", "streamops.spark.job_query")
 CONTROL_TICK_S = 0.5  # how often the driver looks for a live resize request and surplus executors
 #: exit status of a driver refused because another one holds the app's checkpoint
 REFUSED = 3
@@ -337,7 +337,7 @@ class AppDriver:
         """Start the query, run until stopped / caught up (returns) or failed (raises)."""
         from streamops.checkpoints import layout
         from streamops.spark.commit import BatchCommitter
-        from streamops.spark.kafka_io import read_kafka
+        from streamops.spark.kafka_io import clamp_to_bound, read_kafka
         from streamops.spark.session import checkpoint_dir
 
         spark, spec, settings, control, reporter, hb = (self.spark, self.spec, self.settings, self.control,
@@ -363,7 +363,10 @@ class AppDriver:
             resized = _control_step(control.boundary) if control is not None else None
             records = self.to_records(table, batch_id)
             t2 = time.monotonic()
-            written = committer.commit(batch_id, records, input_end=layout.batch_end_offsets(ckpt, batch_id))
+            end = layout.batch_end_offsets(ckpt, batch_id)
+            if bounds[1] is not None:  # a bounded read consumed nothing past its bound
+                end = clamp_to_bound(end, bounds[1])
+            written = committer.commit(batch_id, records, input_end=end)
             t3 = time.monotonic()
             write_json(hb, {
                 "app": spec.name, "pid": os.getpid(), "app_id": spark.sparkContext.applicationId,
@@ -418,6 +421,9 @@ class AppDriver:
                 if self.stop.is_set():
                     _stop_at_batch_boundary(query, committer, max(60.0, 10 * spec.trigger_seconds),
                                             ckpt / "commits")
+                    if bounds[1] is not None and (last := layout.last_committed_batch(ckpt)) is not None:
+                        query.awaitTermination(30)
+                        layout.clamp_batch_offsets(ckpt, last, bounds[1])  # the next range starts at the bound
                     return
                 time.sleep(0.2)
             error = query.exception()

@@ -6,6 +6,7 @@ import os
 import sys
 from pathlib import Path
 
+from streamops.platform import jars
 from streamops.settings import Settings
 from streamops.spec import AppSpec
 
@@ -68,6 +69,7 @@ def session_conf(spec: AppSpec, settings: Settings, *, parallelism: int | None =
         "spark.ui.showConsoleProgress": "false",
         "spark.pyspark.python": sys.executable,
         "spark.pyspark.driver.python": sys.executable,
+        **jars.spark_conf(),  # Spark's own Kafka connector, on the driver and every executor
         **extra,
     }
 

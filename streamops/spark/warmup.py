@@ -324,29 +324,69 @@ class ExecutorWarmup:
         return executor_host(self.spark, eid)
 
 
-def read_newest(modules: tuple[str, ...], bootstrap: str, topics: list[str]) -> Callable:
-    """The pinned task (an Arrow UDF, like the query's Kafka reads): the job's imports, then the
-    ``TOPIC|PARTITION|START|END`` ranges read with the Kafka source's own reader, as Arrow
-    batches of Spark's Kafka schema without headers."""
+def read_newest(modules: tuple[str, ...], bootstrap: str, topics: list[str],
+                client: dict[str, str] | None = None) -> Callable:
+    """The pinned task (an Arrow UDF, like the query's parse): the job's imports, then the
+    ``TOPIC|PARTITION|START|END`` ranges read with a read_committed consumer, as Arrow batches of
+    Spark's Kafka schema without headers (the job's parse runs on them in ``build``)."""
 
     def run(batches):
         import importlib
 
         for name in modules:
             importlib.import_module(name)
-        from streamops.spark.kafka_source import KafkaSourceConfig, read_range
-        from streamops.spark.offsets import OffsetRange
-
-        cfg = KafkaSourceConfig.from_options({"kafka.bootstrap.servers": bootstrap, "subscribe": ",".join(topics)})
         for batch in batches:
             for lines in batch.column("value").to_pylist():
                 for line in (lines or "").split("\n"):
                     if line.count("|") != 3:
                         continue
                     topic, part, start, end = line.rsplit("|", 3)
-                    yield from read_range(cfg, OffsetRange(topic, int(part), int(start), int(end)))
+                    got = read_range_arrow(bootstrap, topic, int(part), int(start), int(end), client)
+                    if got is not None:
+                        yield got
 
     return run
+
+
+def read_range_arrow(bootstrap: str, topic: str, partition: int, start: int, end: int,
+                     client: dict[str, str] | None = None, timeout: float = 10.0):
+    """Records [start, end) of one partition (what is there within ``timeout``) as one Arrow batch
+    of Spark's Kafka schema without headers; None if there are none."""
+    import time
+
+    import pyarrow as pa
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "_streamops-warmup", "enable.auto.commit": False,
+                  "isolation.level": "read_committed", "enable.partition.eof": True, **(client or {})})
+    rows: list = []
+    try:
+        c.assign([TopicPartition(topic, partition, start)])
+        deadline = time.monotonic() + timeout
+        pos = start
+        while pos < end and time.monotonic() < deadline:
+            for m in c.consume(min(10_000, end - pos), timeout=0.5):
+                if m.error():
+                    if m.error().code() == KafkaError._PARTITION_EOF:
+                        pos = end
+                        break
+                    continue
+                if m.offset() >= end:
+                    pos = end
+                    break
+                rows.append(m)
+                pos = m.offset() + 1
+    finally:
+        c.close()
+    if not rows:
+        return None
+    return pa.RecordBatch.from_arrays([
+        pa.array([m.key() for m in rows], pa.binary()), pa.array([m.value() for m in rows], pa.binary()),
+        pa.array([topic] * len(rows), pa.string()), pa.array([partition] * len(rows), pa.int32()),
+        pa.array([m.offset() for m in rows], pa.int64()),
+        pa.array([m.timestamp()[1] * 1000 for m in rows], pa.timestamp("us", tz="UTC")),
+        pa.array([m.timestamp()[0] for m in rows], pa.int32())],
+        names=["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"])
 
 
 def query_warmup(spark: Any, bootstrap: str, topics: list[str], modules: tuple[str, ...],
@@ -356,14 +396,13 @@ def query_warmup(spark: Any, bootstrap: str, topics: list[str], modules: tuple[s
 
     def work(_eid: str, pin: Callable) -> None:
         from streamops.kafka.admin import end_offsets
-        from streamops.spark.kafka_source import kafka_schema
+        from streamops.spark.kafka_io import KAFKA_DDL
         from streamops.spark.standby import rehearsal_range
 
         start, end, _total = rehearsal_range({t: end_offsets(bootstrap, t) for t in topics}, WARMUP_RECORDS)
         ranges = [f"{t}|{p}|{o}|{end[t][p]}" for t, parts in start.items() for p, o in parts.items()
                   if end[t][p] > o]
-        raw = pin(ranges or ["-"]).mapInArrow(read_newest(modules, bootstrap, topics),
-                                              kafka_schema(include_headers=False))
+        raw = pin(ranges or ["-"]).mapInArrow(read_newest(modules, bootstrap, topics), KAFKA_DDL)
         build(raw).toArrow()
 
     return work

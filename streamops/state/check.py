@@ -23,6 +23,7 @@ from typing import Any
 
 from streamops.checkpoints import layout
 from streamops.exceptions import StreamopsError
+from streamops.platform import jars
 from streamops.settings import Settings
 from streamops.spec import AppSpec, load_job
 
@@ -261,6 +262,7 @@ def _local_spark(settings: Settings):
     spark = (SparkSession.builder.master("local[1]").appName("streamops-check")
              .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "1")
              .config("spark.ui.showConsoleProgress", "false")
+             .config(map=jars.spark_conf())
              .getOrCreate())
     _ = spark.streams.active  # creates the StateStoreCoordinator the state reader talks to
     return spark

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from streamops.exceptions import StreamopsError
+from streamops.platform import jars
 from streamops.settings import Settings
 
 #: the seed query's version: Spark's first batch (0) commits state version 1
@@ -64,6 +65,7 @@ def seed_session(settings: Settings, *, name: str = "streamops-seed"):
              .config("spark.ui.showConsoleProgress", "false")
              .config("spark.driver.memory", "2g")
              .config(map=seeding_conf())
+             .config(map=jars.spark_conf())  # app lint reads the input with Spark's Kafka connector
              .config("spark.sql.adaptive.enabled", "false")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")

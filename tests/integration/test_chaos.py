@@ -3,10 +3,9 @@ broker right after a commit, operations killed half way and undone, and operatio
 all that, on a deployed app under a steady load. At the end nothing is lost or counted twice, and
 every operation succeeded, was refused, or failed and was undone (or only its restart failed and
 it was finished; or its undo refused to bring back a checkpoint whose output the broker had lost,
-and the reset it names was run). A hanging transaction the broker's crash left (the embedded broker
-loses its transaction state) is named by the check, not read past, and ended by a clean broker
-restart, after which the app's start verifies its batches. The 30-minute run with a Spark cluster
-is in docs/benchmarks.md."""
+and the reset it names was run). A transaction a killed driver left open is named by the check,
+not read past, and waited out (the app's next driver aborts it). The 30-minute run with a Spark
+cluster is in docs/benchmarks.md."""
 
 from __future__ import annotations
 
@@ -27,7 +26,7 @@ ALLOWED = {"succeeded", "refused", "failed, undone", "failed at restart, resumed
 
 def _check(app) -> dict:
     """What `streamops check` prints, in this process on the session's Spark. The app is stopped
-    (no batch is being written), so a transaction still open after 5 s is a hanging one."""
+    (no batch is being written), so a transaction still open after 5 s is one a killed driver left."""
     from streamops.ledger.outputs import load_live_spec
     from streamops.state.check import run_check
 

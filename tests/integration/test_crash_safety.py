@@ -12,6 +12,7 @@ import json
 import shutil
 import subprocess
 import sys
+import textwrap
 import time
 from types import SimpleNamespace
 
@@ -193,45 +194,48 @@ def test_a_transaction_a_killed_driver_left_open_is_aborted_before_an_operation_
     assert [m.key() for m in read_topic(kafka, topic)] == [b"before", b"after"]
 
 
-def test_a_hanging_transaction_is_named_not_read_past_silently(platform_factory) -> None:
-    """The embedded broker loses its transaction state when it is SIGKILLed: a producer that goes on
-    in the transaction it had open then "commits" it, but the broker never ends it, so the last
-    stable offset stays there (a hanging transaction; Apache Kafka has them too, KIP-664). Every
-    record committed after it is invisible to read_committed readers. Reads that must see
-    everything committed (check, an operation's saved copies, rebuild-state) stopped there and
-    returned what they had: the short chaos run's check reported keys and DLQ records missing that
-    a later check, after a clean broker restart, found. Now they name the hanging transaction."""
+def test_an_open_transaction_is_named_not_read_past_silently(platform_factory) -> None:
+    """A transactional producer that dies in a transaction leaves it open until its transaction
+    timeout, or until its transactional id is used again (a starting driver); until then the last
+    stable offset stays below it, and every record committed after it is invisible to
+    read_committed readers. Reads that must see everything committed (check, an operation's saved
+    copies, rebuild-state) stopped there and returned what they had: the short chaos run's check
+    once reported keys and DLQ records missing that a later check found. Now they name the open
+    transaction; the broker is SIGKILLed and restarted on top, and keeps it open (its state is in
+    ``__transaction_state``), until the id is used again: then everything is read."""
     from streamops.kafka.exceptions import OpenTransactionError
+    from streamops.spark.commit import abort_open_transaction
 
-    s = platform_factory("hanging-transaction")
+    s = platform_factory("open-transaction")
     manager.up(s, only=["kafka"])
-    b, topic = s.kafka_bootstrap, "hanging"
+    b, topic = s.kafka_bootstrap, "open-txn"
     ensure_topics(b, [TopicSpec(name=topic, partitions=1)])
-    writer = Producer({"bootstrap.servers": b, "transactional.id": "goes-on-across-a-crash", "log_level": 0})
-    writer.init_transactions(30)
-    writer.begin_transaction()
-    writer.produce(topic, key=b"committed-before", value=b"1")
-    writer.commit_transaction(30)
-    time.sleep(3)  # on disk (the embedded broker writes its state every few seconds)
-    writer.begin_transaction()
-    writer.produce(topic, key=b"in-the-open-transaction", value=b"1")
-    assert writer.flush(30) == 0
-    time.sleep(3)  # on disk too: the producer's sequence goes on across the crash
-    manager.crash(s, "kafka")
-    manager.up(s, only=["kafka"])
-    writer.produce(topic, key=b"after-the-crash", value=b"1")
-    assert writer.flush(60) == 0
-    writer.commit_transaction(60)  # the client is told it committed; the broker never ends it
+    code = textwrap.dedent(f"""
+        import os
+        from confluent_kafka import Producer
+        p = Producer({{"bootstrap.servers": "{b}", "transactional.id": "{transactional_id('dies-in-it')}",
+                       "transaction.timeout.ms": 600000, "log_level": 0}})
+        p.init_transactions(30)
+        p.begin_transaction()
+        p.produce("{topic}", key=b"committed-before", value=b"1")
+        p.commit_transaction(30)
+        p.begin_transaction()
+        p.produce("{topic}", key=b"in-the-open-transaction", value=b"1")
+        assert p.flush(30) == 0
+        os.kill(os.getpid(), 9)  # dies in the transaction
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120, check=False)
+    assert r.returncode == -9, r.stderr
     other = Producer({"bootstrap.servers": b})
     other.produce(topic, key=b"committed-after", value=b"1")
     assert other.flush(30) == 0
+    manager.crash(s, "kafka")  # a broker crash on top: the open transaction survives it
+    manager.up(s, only=["kafka"])
 
     assert [m.key() for m in read_topic(b, topic)] == [b"committed-before"]  # what the short reads returned
-    with pytest.raises(OpenTransactionError, match="hanging: a transaction has stayed open"):
+    with pytest.raises(OpenTransactionError, match="open-txn: a transaction has stayed open"):
         list(read_topic(b, topic, past_open_transactions=True, stall_timeout=3))
-
-    manager.down(s, only=["kafka"])  # the embedded broker's repair: a clean restart forgets it
-    manager.up(s, only=["kafka"])
+    abort_open_transaction(b, "dies-in-it")  # what a starting driver does
     assert [m.key() for m in read_topic(b, topic, past_open_transactions=True)] == [
         b"committed-before", b"committed-after"]
 

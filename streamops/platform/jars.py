@@ -1,0 +1,88 @@
+"""The pinned Java jars the project resolves with Maven (``scripts/resolve-jars.sh``): Apache
+Kafka for the embedded broker and its tools, Spark's own Kafka connector for every Spark session.
+
+The pins live in ``include/maven/*.pom.xml`` and the checksums in ``include/maven/jars.sha256``;
+``scripts/bootstrap.sh`` resolves them into ``.jars/<name>/`` of the checkout. Everything that needs
+a jar asks here, so a missing or altered jar is one clear error naming the remedy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from streamops.platform.exceptions import PlatformError
+
+KAFKA_BROKER = "kafka-broker"
+SPARK_KAFKA = "spark-kafka"
+#: overrides where the resolved jars are (a folder holding kafka-broker/ and spark-kafka/)
+JARS_DIR_VAR = "STREAMOPS_JARS_DIR"
+REMEDY = "run scripts/bootstrap.sh (it resolves them with mvn), or set STREAMOPS_JARS_DIR to a folder that has them"
+
+
+class JarsError(PlatformError):
+    """A pinned jar is missing or does not match its checksum.
+
+    Operator action: run ``scripts/bootstrap.sh`` (it resolves the pinned jars with Maven and
+    checks them against ``include/maven/jars.sha256``).
+    """
+
+
+def project_root() -> Path:
+    return Path(__file__).resolve().parent.parent.parent
+
+
+def jars_dir() -> Path:
+    return Path(os.environ.get(JARS_DIR_VAR) or project_root() / ".jars")
+
+
+def lock_file() -> Path:
+    return project_root() / "include" / "maven" / "jars.sha256"
+
+
+def pinned(group: str) -> list[tuple[str, str]]:
+    """(sha256, file name) of each jar the lock pins for ``group``."""
+    out = []
+    for line in lock_file().read_text().splitlines():
+        digest, _, rel = line.strip().partition("  ")
+        name, _, jar = rel.partition("/")
+        if name == group and jar:
+            out.append((digest, jar))
+    return out
+
+
+def jars(group: str) -> list[Path]:
+    """The group's jars, all present (``JarsError`` otherwise)."""
+    folder = jars_dir() / group
+    want = pinned(group)
+    missing = [jar for _d, jar in want if not (folder / jar).is_file()]
+    if not want or missing:
+        what = f"{len(missing)} of {len(want)} jars ({', '.join(missing[:3])}...)" if missing else "its jars"
+        raise JarsError(f"{group}: {what} missing from {folder}; {REMEDY}")
+    return [folder / jar for _d, jar in want]
+
+
+def classpath(group: str) -> str:
+    return os.pathsep.join(str(p) for p in jars(group))
+
+
+def verify(group: str) -> None:
+    """Check each of the group's jars against its pinned sha256 (``JarsError`` naming the first
+    that differs): a tampered, truncated or hand-replaced jar never reaches a JVM of ours."""
+    folder = jars_dir() / group
+    jars(group)
+    for digest, jar in pinned(group):
+        h = hashlib.sha256()
+        with open(folder / jar, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        if h.hexdigest() != digest:
+            raise JarsError(f"{folder / jar} does not match its checksum in {lock_file()} (sha256 "
+                            f"{h.hexdigest()[:16]}..., pinned {digest[:16]}...); remove {folder} and {REMEDY}")
+
+
+def spark_conf() -> dict[str, str]:
+    """``spark.jars`` for Spark's own Kafka connector: on the driver's and every executor's classpath
+    (the driver JVM gets it at launch, as ``--conf`` of spark-submit; executors fetch it from the driver)."""
+    return {"spark.jars": ",".join(str(p) for p in jars(SPARK_KAFKA))}

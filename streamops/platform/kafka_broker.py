@@ -1,0 +1,183 @@
+"""The embedded Apache Kafka broker: one KRaft node that is broker and controller at once.
+
+``platform up`` writes its ``server.properties`` from the settings, formats its storage on the
+first start (what ``kafka-storage.sh format`` does) and runs ``kafka.Kafka`` from the pinned jars
+(``platform.jars``). Its data is under ``$STREAMOPS_HOME/kafka/data``; its log is the component's
+(``logs/kafka.log``, configured by ``include/kafka/log4j2.xml``).
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+
+from streamops.platform import jars
+from streamops.platform.exceptions import PlatformError
+from streamops.settings import Settings
+
+MAIN_CLASS = "kafka.Kafka"
+STORAGE_TOOL = "kafka.tools.StorageTool"
+NODE_ID = 1
+#: Kafka's command-line tools by the name of their shell script (kafka-<name>.sh)
+TOOLS = {
+    "consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+    "transactions": "org.apache.kafka.tools.TransactionsCommand",
+    "topics": "org.apache.kafka.tools.TopicCommand",
+    "console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
+    "get-offsets": "org.apache.kafka.tools.GetOffsetShell",
+    "storage": STORAGE_TOOL,
+}
+
+
+class KafkaStorageError(PlatformError):
+    """The embedded broker's storage folder is not one it can start on.
+
+    Operator action: the message names the folder. Move it aside (its topics are then gone: the
+    platform starts with an empty broker) or restore it from a copy, and run ``platform up`` again.
+    """
+
+
+def broker_dir(settings: Settings) -> Path:
+    return settings.state_dir / "kafka"
+
+
+def data_dir(settings: Settings) -> Path:
+    return broker_dir(settings) / "data"
+
+
+def properties_path(settings: Settings) -> Path:
+    return broker_dir(settings) / "server.properties"
+
+
+def log4j_config(settings: Settings) -> Path:
+    return settings.repo / "include" / "kafka" / "log4j2.xml"
+
+
+def server_properties(settings: Settings) -> dict[str, str]:
+    """One node, replication factor 1 everywhere, sized for small data on two cores."""
+    h, port, cport = settings.host, settings.kafka_port, settings.kafka_controller_port
+    return {
+        "process.roles": "broker,controller",
+        "node.id": str(NODE_ID),
+        "controller.quorum.voters": f"{NODE_ID}@{h}:{cport}",
+        "listeners": f"PLAINTEXT://{h}:{port},CONTROLLER://{h}:{cport}",
+        "advertised.listeners": f"PLAINTEXT://{h}:{port}",
+        "controller.listener.names": "CONTROLLER",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "log.dirs": str(data_dir(settings)),
+        "num.partitions": "1",
+        # internal topics on one broker: replication factor 1, and few partitions (50 by default,
+        # each with its files and its load at the first group or transaction)
+        "offsets.topic.replication.factor": "1",
+        "offsets.topic.num.partitions": "4",
+        "transaction.state.log.replication.factor": "1",
+        "transaction.state.log.min.isr": "1",
+        "transaction.state.log.num.partitions": "4",
+        "share.coordinator.state.topic.replication.factor": "1",
+        "share.coordinator.state.topic.min.isr": "1",
+        # a group's first member is not held back 3 s waiting for others
+        "group.initial.rebalance.delay.ms": "0",
+        # the log cleaner (compacted changelogs, commits topics) takes 128 MB of heap by default
+        "log.cleaner.dedupe.buffer.size": str(16 * 2**20),
+    }
+
+
+def write_config(settings: Settings) -> Path:
+    path = properties_path(settings)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = "# written by `streamops platform up` from the settings; edits are overwritten\n"
+    text += "".join(f"{k}={v}\n" for k, v in server_properties(settings).items())
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+    return path
+
+
+def java_binary() -> str:
+    home = os.environ.get("JAVA_HOME")
+    if home and (Path(home) / "bin" / "java").exists():
+        return str(Path(home) / "bin" / "java")
+    return shutil.which("java") or "java"
+
+
+def jvm_options(settings: Settings) -> list[str]:
+    heap = settings.kafka_heap
+    return [f"-Xmx{heap}", f"-Xms{_quarter(heap)}",
+            "-XX:+ExitOnOutOfMemoryError", "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={log4j_config(settings)}"]
+
+
+def _quarter(heap: str) -> str:
+    n, unit = int(heap[:-1]), heap[-1].lower()
+    mb = n * (1024 if unit == "g" else 1)
+    return f"{max(32, mb // 4)}m"
+
+
+def argv(settings: Settings) -> tuple[str, ...]:
+    """The broker's command line (Kafka's own ``kafka-server-start.sh`` runs the same class)."""
+    return (java_binary(), *jvm_options(settings), "-cp", str(jars.jars_dir() / jars.KAFKA_BROKER / "*"),
+            MAIN_CLASS, str(properties_path(settings)))
+
+
+def tool_argv(name: str, args: list[str]) -> list[str]:
+    """A Kafka command-line tool (``kafka-NAME.sh``) from the pinned jars."""
+    if name not in TOOLS:
+        from streamops.exceptions import UsageError
+
+        raise UsageError(f"unknown Kafka tool {name!r}; one of: {', '.join(sorted(TOOLS))}")
+    jars.jars(jars.KAFKA_BROKER)
+    quiet = Path(__file__).with_name("kafka_tools_log4j2.properties")
+    return [java_binary(), "-Xmx256m", f"-Dlog4j2.configurationFile={quiet}",
+            "-cp", str(jars.jars_dir() / jars.KAFKA_BROKER / "*"), TOOLS[name], *args]
+
+
+def cluster_id() -> str:
+    """A Kafka cluster id: 16 random bytes, base64url without padding (``kafka-storage.sh random-uuid``)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def read_meta(path: Path) -> dict[str, str]:
+    out = {}
+    for line in path.read_text(errors="replace").splitlines():
+        if "=" in line and not line.lstrip().startswith("#"):
+            k, _, v = line.partition("=")
+            out[k.strip()] = v.strip()
+    return out
+
+
+def prepare_storage(settings: Settings, env: dict[str, str]) -> str:
+    """Format the storage on the first start; check it on the others. Returns what was done."""
+    data = data_dir(settings)
+    meta = data / "meta.properties"
+    if meta.is_file():
+        try:
+            fields = read_meta(meta)
+        except OSError as exc:
+            raise KafkaStorageError(f"{meta} cannot be read ({exc}); {_storage_remedy(data)}") from None
+        if fields.get("node.id") != str(NODE_ID) or not fields.get("cluster.id"):
+            raise KafkaStorageError(f"{meta} is not a KRaft node {NODE_ID}'s (node.id={fields.get('node.id')}, "
+                                    f"cluster.id={fields.get('cluster.id')}); {_storage_remedy(data)}")
+        return "storage checked"
+    if data.exists() and any(data.iterdir()):
+        raise KafkaStorageError(f"{data} holds files but no meta.properties: a broker's storage cut short or "
+                                f"damaged; {_storage_remedy(data)}")
+    data.mkdir(parents=True, exist_ok=True)
+    cmd = [java_binary(), "-Xmx256m", f"-Dlog4j2.configurationFile={log4j_config(settings)}",
+           "-cp", str(jars.jars_dir() / jars.KAFKA_BROKER / "*"), STORAGE_TOOL, "format",
+           "-t", cluster_id(), "-c", str(properties_path(settings))]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, check=False)
+    if r.returncode != 0 or not meta.is_file():
+        shutil.rmtree(data, ignore_errors=True)  # nothing half-formatted is left
+        raise PlatformError(f"formatting the Kafka storage in {data} failed (exit {r.returncode}):\n"
+                            f"{(r.stdout + r.stderr).strip()[-2000:]}")
+    return "storage formatted"
+
+
+def _storage_remedy(data: Path) -> str:
+    return (f"move {data} aside (its topics are then gone) or restore it from a copy, then run "
+            f"`streamops platform up` again")

@@ -1,0 +1,102 @@
+"""The embedded broker's configuration, storage checks and the pinned jars' checks (no broker runs)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from streamops.platform import jars, kafka_broker
+from streamops.platform.exceptions import PlatformError
+from streamops.settings import Settings
+
+
+def _settings(tmp_path: Path, **kw) -> Settings:
+    return Settings(home=tmp_path / "home", kafka_port=19092, kafka_controller_port=19093, **kw)
+
+
+def test_one_kraft_node_with_replication_factor_1_everywhere(tmp_path: Path) -> None:
+    props = kafka_broker.server_properties(_settings(tmp_path))
+    assert props["process.roles"] == "broker,controller"
+    assert props["controller.quorum.voters"] == "1@127.0.0.1:19093"
+    assert props["listeners"] == "PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093"
+    assert props["advertised.listeners"] == "PLAINTEXT://127.0.0.1:19092"
+    for key in ("offsets.topic.replication.factor", "transaction.state.log.replication.factor",
+                "transaction.state.log.min.isr"):
+        assert props[key] == "1"
+    assert props["group.initial.rebalance.delay.ms"] == "0"
+    assert props["log.dirs"] == str(tmp_path / "home" / "kafka" / "data")
+    path = kafka_broker.write_config(_settings(tmp_path))
+    assert "node.id=1\n" in path.read_text()
+
+
+def test_the_heap_is_a_setting(tmp_path: Path) -> None:
+    opts = kafka_broker.jvm_options(_settings(tmp_path, kafka_heap="1g"))
+    assert "-Xmx1g" in opts and "-Xms256m" in opts
+    assert "-Xmx512m" in kafka_broker.jvm_options(_settings(tmp_path))
+    with pytest.raises(ValueError, match="kafka_heap"):
+        _settings(tmp_path, kafka_heap="lots")
+
+
+def test_the_controller_port_may_not_collide(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="STREAMOPS_KAFKA_CONTROLLER_PORT=19092 collides with STREAMOPS_KAFKA_PORT"):
+        Settings(home=tmp_path, kafka_port=19092, kafka_controller_port=19092)
+
+
+def test_a_storage_folder_without_its_meta_properties_is_refused_not_reformatted(tmp_path: Path) -> None:
+    s = _settings(tmp_path)
+    data = kafka_broker.data_dir(s)
+    (data / "__cluster_metadata-0").mkdir(parents=True)
+    (data / "__cluster_metadata-0" / "00000000000000000000.log").write_bytes(b"x")
+    with pytest.raises(kafka_broker.KafkaStorageError, match="holds files but no meta.properties.*move .* aside"):
+        kafka_broker.prepare_storage(s, {})
+    assert (data / "__cluster_metadata-0" / "00000000000000000000.log").read_bytes() == b"x"  # untouched
+
+
+def test_a_meta_properties_of_another_node_is_refused(tmp_path: Path) -> None:
+    s = _settings(tmp_path)
+    data = kafka_broker.data_dir(s)
+    data.mkdir(parents=True)
+    (data / "meta.properties").write_text("version=1\nnode.id=3\ncluster.id=abc\n")
+    with pytest.raises(kafka_broker.KafkaStorageError, match="not a KRaft node 1's"):
+        kafka_broker.prepare_storage(s, {})
+    (data / "meta.properties").write_text("version=1\nnode.id=1\ncluster.id=abc\n")
+    assert kafka_broker.prepare_storage(s, {}) == "storage checked"
+
+
+def test_cluster_ids_look_like_kafkas() -> None:
+    cid = kafka_broker.cluster_id()
+    assert len(cid) == 22 and "=" not in cid and cid != kafka_broker.cluster_id()
+
+
+def test_an_unknown_tool_is_a_usage_error() -> None:
+    from streamops.exceptions import UsageError
+
+    with pytest.raises(UsageError, match="unknown Kafka tool 'nope'; one of: console-consumer, consumer-groups"):
+        kafka_broker.tool_argv("nope", [])
+
+
+def test_the_lock_pins_the_connector_at_our_spark_version() -> None:
+    import pyspark
+
+    names = [jar for _d, jar in jars.pinned(jars.SPARK_KAFKA)]
+    assert f"spark-sql-kafka-0-10_2.13-{pyspark.__version__}.jar" in names
+    assert any(n.startswith("kafka-clients-") for n in names)
+    assert any(n.startswith("kafka_2.13-4.") for _d, n in jars.pinned(jars.KAFKA_BROKER))
+
+
+def test_a_jar_that_differs_from_its_checksum_is_refused(tmp_path: Path, monkeypatch) -> None:
+    folder = tmp_path / "jars" / jars.SPARK_KAFKA
+    shutil.copytree(jars.jars_dir() / jars.SPARK_KAFKA, folder)
+    monkeypatch.setenv(jars.JARS_DIR_VAR, str(tmp_path / "jars"))
+    jars.verify(jars.SPARK_KAFKA)
+    victim = folder / jars.pinned(jars.SPARK_KAFKA)[0][1]
+    data = victim.read_bytes()
+    victim.write_bytes(data[:-1] + bytes([data[-1] ^ 0xFF]))
+    with pytest.raises(jars.JarsError, match=f"{victim.name} does not match its checksum.*scripts/bootstrap.sh"):
+        jars.verify(jars.SPARK_KAFKA)
+    victim.unlink()
+    with pytest.raises(jars.JarsError, match="1 of 4 jars .* missing .*scripts/bootstrap.sh"):
+        jars.spark_conf()
+    assert isinstance(jars.JarsError("x"), PlatformError)
