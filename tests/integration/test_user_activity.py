@@ -47,6 +47,22 @@ def test_100k_events_with_malformed_records_exact(app_factory) -> None:
     assert st["total_lag"] == 0 and len(st["lag"]["user-events"]) == 6
     assert sum(int(o) for o in st["checkpoint"]["committed_offsets"]["user-events"].values()) == 100_000
 
+    # each batch's transaction committed its input offsets to the app's consumer group: Kafka's
+    # own tool shows the checkpoint's offsets, and no lag
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    ckpt = layout.committed_offsets(app.checkpoint)["user-events"]
+    admin = AdminClient({"bootstrap.servers": app.settings.kafka_bootstrap})
+    got = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(
+        "user_activity", [TopicPartition("user-events", p) for p in range(6)])])["user_activity"].result(30)
+    assert {tp.partition: tp.offset for tp in got.topic_partitions} == ckpt
+    r = app.cli("platform", "kafka-tool", "consumer-groups", "--describe", "--group", "user_activity")
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = [line.split() for line in r.stdout.splitlines() if line.startswith("user_activity ")]
+    assert {int(row[2]): (int(row[3]), int(row[4]), int(row[5])) for row in rows} == {
+        p: (o, o, 0) for p, o in ckpt.items()}, r.stdout  # partition: (current offset, end offset, lag)
+
 
 def test_graceful_stop_then_kill_9_mid_batch_then_restart_exact(app_factory) -> None:
     app = app_factory("ua-restart", master=LOCAL)
