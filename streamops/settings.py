@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -35,6 +36,8 @@ ENV_VARS: dict[str, str] = {
     "bootstrap_servers": "STREAMOPS_BOOTSTRAP_SERVERS",
     "spark_master": "STREAMOPS_SPARK_MASTER",
     "ledger_url": "STREAMOPS_LEDGER_URL",
+    "kafka_security": "STREAMOPS_KAFKA_SECURITY",
+    "kafka_client_properties": "STREAMOPS_KAFKA_CLIENT_PROPERTIES",
 }
 
 Port = int
@@ -76,11 +79,21 @@ class Settings(BaseModel):
     spark_master: str | None = None
     #: SQLAlchemy URL of the operations ledger; default SQLite under the state dir
     ledger_url: str | None = None
+    #: the embedded broker's client listener: ``plaintext`` or ``sasl_ssl`` (SCRAM-SHA-512 over TLS);
+    #: None: as it last ran (``streamops.kafka.security.embedded_security``)
+    kafka_security: Literal["plaintext", "sasl_ssl"] | None = None
+    #: a Java client properties file: every Kafka client's defaults (``streamops.kafka.security``)
+    kafka_client_properties: Path | None = None
 
-    @field_validator("repo", "home")
+    @field_validator("repo", "home", "kafka_client_properties")
     @classmethod
     def _absolute(cls, v: Path | None) -> Path | None:
         return None if v is None else Path(v).expanduser().resolve()
+
+    @field_validator("kafka_security", mode="before")
+    @classmethod
+    def _lower(cls, v: object) -> object:
+        return v.strip().lower() if isinstance(v, str) else v
 
     @model_validator(mode="after")
     def _distinct_ports(self) -> Settings:
@@ -91,6 +104,14 @@ class Settings(BaseModel):
                     f"{ENV_VARS.get(name, name)}={port} collides with {ENV_VARS.get(seen[port], seen[port])}"
                 )
             seen[port] = name
+        return self
+
+    @model_validator(mode="after")
+    def _security_of_the_embedded_broker(self) -> Settings:
+        if self.kafka_security == "sasl_ssl" and self.bootstrap_servers and self.kafka_client_properties is None:
+            raise ValueError(f"{ENV_VARS['kafka_security']}=sasl_ssl secures the embedded broker; for "
+                             f"{ENV_VARS['bootstrap_servers']} give that cluster's client properties in "
+                             f"{ENV_VARS['kafka_client_properties']}")
         return self
 
     # -- derived -------------------------------------------------------------------------------

@@ -24,6 +24,24 @@ def duration_seconds(text: str) -> float:
     return float(m.group(1)) * _UNITS[m.group(2)]
 
 
+#: a reference to a secret (``streamops.kafka.security`` resolves it when a client is made)
+KAFKA_REFERENCE = re.compile(r"^\s*\$\{(file|env):[^}]*\}\s*$")
+_JAAS_PASSWORD = re.compile(r'password\s*=\s*"((?:[^"\\]|\\.)*)"')
+
+
+def kafka_literal_secrets(props: dict[str, str]) -> list[str]:
+    """Kafka client properties whose secret is written out instead of referenced: a key naming a
+    password or secret, ``ssl.keystore.key``, and sasl.jaas.config's ``password="..."``."""
+    bad = []
+    for k, v in props.items():
+        if k == "sasl.jaas.config":
+            if any(not KAFKA_REFERENCE.match(m.group(1)) for m in _JAAS_PASSWORD.finditer(str(v))):
+                bad.append(k)
+        elif ("password" in k or "secret" in k or k == "ssl.keystore.key") and not KAFKA_REFERENCE.match(str(v)):
+            bad.append(k)
+    return bad
+
+
 class Parallelism(BaseModel):
     """Executor cores. The defaults (1, 1..2) fit a new app on the two-core embedded platform."""
 
@@ -174,6 +192,9 @@ class AppSpec(BaseModel):
     #: ``paused``: the app's scheduled DAGs (savepoints, verify, compact, scale windows) get no
     #: schedule on the next DAG parse; they stay triggerable by hand
     schedules: Literal["active", "paused"] = "active"
+    #: Kafka client properties merged over the platform's defaults for this app's clients
+    #: (``streamops.kafka.security``); secrets only as ``${file:...}`` / ``${env:...}`` references
+    kafka: dict[str, str] = Field(default_factory=dict)
 
     def scheduled(self, cron: str | None) -> str | None:
         """``cron`` while the app's schedules are active, None (manual runs only) when paused."""
@@ -195,6 +216,15 @@ class AppSpec(BaseModel):
     def _valid_master(cls, v: str | None) -> str | None:
         if v is not None and not _MASTER.match(v):
             raise ValueError(f"not a Spark master: {v!r} (local[N], spark://host:port or k8s://https://host:port)")
+        return v
+
+    @field_validator("kafka")
+    @classmethod
+    def _kafka_secrets_by_reference(cls, v: dict[str, str]) -> dict[str, str]:
+        bad = kafka_literal_secrets(v)
+        if bad:
+            raise ValueError(f"{', '.join(bad)}: a secret in the spec file must be a reference, "
+                             "${file:/abs/path} or ${env:NAME}, never the value itself")
         return v
 
     @model_validator(mode="after")

@@ -68,6 +68,7 @@ class AppOperationOperator(BaseOperator):
         self.poll_interval = poll_interval
 
     def _context(self):
+        from streamops.kafka.security import use_app
         from streamops.ledger import Ledger
         from streamops.ledger.outputs import load_live_spec
         from streamops.settings import Settings
@@ -75,7 +76,9 @@ class AppOperationOperator(BaseOperator):
         settings = Settings.from_env()
         ledger = Ledger.open(settings.ledger_db_url)
         try:
-            return settings, load_live_spec(settings, str(self.app), ledger), ledger
+            spec = load_live_spec(settings, str(self.app), ledger)
+            use_app(spec, settings)  # the task's Kafka clients are the app's (its spec's kafka overrides)
+            return settings, spec, ledger
         except BaseException:
             ledger.close()
             raise
@@ -214,6 +217,7 @@ def _flag(value: Any) -> bool:
 def _core(app: Any, what: str):
     """(settings, spec, ledger) for ``app``; a refusal from the core becomes a failed task."""
     from streamops.exceptions import StreamopsError
+    from streamops.kafka.security import app_scope
     from streamops.ledger import Ledger
     from streamops.ledger.outputs import load_live_spec
     from streamops.settings import Settings
@@ -221,9 +225,10 @@ def _core(app: Any, what: str):
     try:
         settings = Settings.from_env()
         ledger = Ledger.open(settings.ledger_db_url)
-        spec = load_live_spec(settings, str(app), ledger)
         try:
-            yield settings, spec, ledger
+            spec = load_live_spec(settings, str(app), ledger)
+            with app_scope(spec, settings):  # the task's Kafka clients are the app's
+                yield settings, spec, ledger
         finally:
             ledger.close()
     except StreamopsError as exc:

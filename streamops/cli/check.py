@@ -10,10 +10,13 @@ from streamops.cli.common import comparing, emit, progress_printer, settings_fro
 def load_app(args: argparse.Namespace, *, last_good_ok: bool = False):
     """(settings, spec) for ``args.app``; unknown app -> usage error listing the known ones.
     ``last_good_ok``: on the last good spec file if the file does not load (``stop``)."""
+    from streamops.kafka.security import use_app
     from streamops.ledger.outputs import load_live_spec
 
     settings = settings_from(args)
-    return settings, load_live_spec(settings, args.app, last_good_ok=last_good_ok)
+    spec = load_live_spec(settings, args.app, last_good_ok=last_good_ok)
+    use_app(spec, settings)  # this command's Kafka clients are the app's (its spec's kafka overrides)
+    return settings, spec
 
 
 def cmd_check(args: argparse.Namespace) -> int:

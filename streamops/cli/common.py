@@ -42,7 +42,11 @@ def error_payload(exc: StreamopsError) -> dict[str, Any]:
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
-    return Settings.from_env(home=getattr(args, "home", None))
+    from streamops.kafka.security import register
+
+    # --kafka-security (platform up) overrides the setting; this process's Kafka clients use them
+    return register(Settings.from_env(home=getattr(args, "home", None),
+                                      kafka_security=getattr(args, "kafka_security", None)))
 
 
 def emit(args: argparse.Namespace, payload: Any, text: str) -> None:

@@ -99,7 +99,16 @@ def cmd_platform_kafka_tool(args: argparse.Namespace) -> int:
         rest = rest[1:]
     if args.tool != "storage" and "--bootstrap-server" not in rest:
         rest = ["--bootstrap-server", settings.kafka_bootstrap, *rest]
-    return subprocess.run(kafka_broker.tool_argv(args.tool, rest), env=dict(os.environ), check=False).returncode
+    flag = kafka_broker.CONFIG_FLAGS.get(args.tool)
+    if flag is None or flag in rest:  # the storage tool, or a config file of the caller's
+        return subprocess.run(kafka_broker.tool_argv(args.tool, rest), env=dict(os.environ), check=False).returncode
+    from streamops.kafka.security import command_config
+
+    # the platform's client security, resolved into a file of mode 0600 that lives as long as the tool
+    with command_config(settings.kafka_bootstrap, settings.state_dir / "tmp") as path:
+        first = [flag, str(path)] if path is not None else []  # before a subcommand (transactions)
+        return subprocess.run(kafka_broker.tool_argv(args.tool, [*first, *rest]), env=dict(os.environ),
+                              check=False).returncode
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -108,6 +117,10 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     only_help = "only these component groups, comma-separated: kafka,spark,airflow,supervisor (default: all)"
     p = psub.add_parser("up", parents=[common], help="start everything not yet running; wait until healthy")
     p.add_argument("--only", type=_groups, help=only_help)
+    p.add_argument("--kafka-security", choices=("plaintext", "sasl_ssl"),
+                   help="the embedded broker's client listener: sasl_ssl (SCRAM-SHA-512 users and TLS "
+                   "certificates generated at the first start) or plaintext (default: STREAMOPS_KAFKA_SECURITY, "
+                   "else as it last ran)")
     p.set_defaults(func=cmd_platform_up)
     p = psub.add_parser("status", parents=[common], help="pid, ports, health and start time per component; "
                         "exits 1 unless every component (of --only) runs and is healthy")

@@ -15,7 +15,8 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from streamops.kafka.exceptions import BrokerUnavailableError, TopicError, TopicNotFoundError
+from streamops.kafka import security
+from streamops.kafka.exceptions import BrokerAuthError, BrokerUnavailableError, TopicError, TopicNotFoundError
 
 #: seconds to wait for the cluster before calling it unreachable
 DEFAULT_TIMEOUT = 8.0
@@ -24,6 +25,7 @@ DEFAULT_TIMEOUT = 8.0
 #: instead of raw to stderr; silent unless the application configures logging
 CLIENT_LOG = logging.getLogger("streamops.kafka.client")
 CLIENT_LOG.addHandler(logging.NullHandler())
+CLIENT_LOG.addHandler(security.REFUSALS)  # remembers a broker's refusal (SASL, TLS) to name it in errors
 
 
 class TopicSpec(BaseModel):
@@ -58,19 +60,23 @@ class EnsuredTopic(NamedTuple):
 
 
 def client_config(bootstrap: str, config: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Base client config; explicit ``config`` entries win."""
-    return {"bootstrap.servers": bootstrap, "logger": CLIENT_LOG, **(config or {})}
+    """Base client config: the platform's client security (``security``); explicit ``config`` entries win."""
+    return {"bootstrap.servers": bootstrap, "logger": CLIENT_LOG, **security.librdkafka_for(bootstrap),
+            **(config or {})}
 
 
 def cluster_metadata(client: Any, bootstrap: str, timeout: float):
     """Cluster metadata (all topics, so no topic is auto-created by asking)."""
+    since = time.monotonic()
     try:
         return client.list_topics(timeout=timeout)
     except KafkaException as exc:
+        if refused := security.refusal(client, since):  # the broker answered, but refused this client
+            raise BrokerAuthError(security.refusal_message(bootstrap, refused)) from None
         raise BrokerUnavailableError(
             f"no Kafka broker answered at {bootstrap} within {timeout:g}s ({exc.args[0].str()}); "
             "start one with 'streamops platform up --only kafka', or point streamops at yours with "
-            "STREAMOPS_BOOTSTRAP_SERVERS=HOST:PORT"
+            "STREAMOPS_BOOTSTRAP_SERVERS=HOST:PORT" + security.plaintext_hint(bootstrap)
         ) from None
 
 

@@ -17,6 +17,16 @@ class BrokerUnavailableError(BrokerError):
     """
 
 
+class BrokerAuthError(BrokerUnavailableError):
+    """The broker refused this client: its SASL credentials, or the TLS handshake (the broker's
+    certificate against the client's truststore).
+
+    Operator action: the message names the broker's reason and where the client's configuration
+    comes from (``STREAMOPS_KAFKA_CLIENT_PROPERTIES``, the embedded broker's client properties, an
+    app's ``kafka:`` overrides); correct the credentials or the truststore there.
+    """
+
+
 class TopicNotFoundError(BrokerError):
     """The topic does not exist on the cluster.
 

@@ -23,9 +23,11 @@ def kafka_healthy(bootstrap: str, timeout: float = 3.0) -> bool:
     """A metadata round trip over the Kafka protocol."""
     from confluent_kafka.admin import AdminClient
 
+    from streamops.kafka.security import librdkafka_for
+
     try:
         md = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout * 1000),
-                          "log_level": 0}).list_topics(
+                          "log_level": 0, **librdkafka_for(bootstrap)}).list_topics(
             timeout=timeout
         )
         return bool(md.brokers)

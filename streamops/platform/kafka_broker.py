@@ -15,7 +15,7 @@ import subprocess
 import uuid
 from pathlib import Path
 
-from streamops.platform import jars
+from streamops.platform import jars, kafka_auth
 from streamops.platform.exceptions import PlatformError
 from streamops.settings import Settings
 
@@ -29,8 +29,12 @@ TOOLS = {
     "topics": "org.apache.kafka.tools.TopicCommand",
     "console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
     "get-offsets": "org.apache.kafka.tools.GetOffsetShell",
+    "configs": "kafka.admin.ConfigCommand",
     "storage": STORAGE_TOOL,
 }
+#: the option that hands each client tool its client properties (the platform's client security)
+CONFIG_FLAGS = {name: "--command-config" for name in TOOLS if name not in ("storage", "console-consumer")}
+CONFIG_FLAGS["console-consumer"] = "--consumer.config"
 
 
 class KafkaStorageError(PlatformError):
@@ -60,7 +64,7 @@ def log4j_config(settings: Settings) -> Path:
 def server_properties(settings: Settings) -> dict[str, str]:
     """One node, replication factor 1 everywhere, sized for small data on two cores."""
     h, port, cport = settings.host, settings.kafka_port, settings.kafka_controller_port
-    return {
+    props = {
         "process.roles": "broker,controller",
         "node.id": str(NODE_ID),
         "controller.quorum.voters": f"{NODE_ID}@{h}:{cport}",
@@ -85,6 +89,9 @@ def server_properties(settings: Settings) -> dict[str, str]:
         # the log cleaner (compacted changelogs, commits topics) takes 128 MB of heap by default
         "log.cleaner.dedupe.buffer.size": str(16 * 2**20),
     }
+    if kafka_auth.secured(settings):  # the SASL_SSL listener (platform up --kafka-security sasl_ssl)
+        props.update(kafka_auth.server_properties(settings))
+    return props
 
 
 def write_config(settings: Settings) -> Path:
@@ -94,6 +101,7 @@ def write_config(settings: Settings) -> Path:
     text += "".join(f"{k}={v}\n" for k, v in server_properties(settings).items())
     tmp = path.with_suffix(".tmp")
     tmp.write_text(text)
+    tmp.chmod(0o600)  # a secured broker's own SCRAM password is in it
     tmp.replace(path)
     return path
 
@@ -162,20 +170,27 @@ def prepare_storage(settings: Settings, env: dict[str, str]) -> str:
         if fields.get("node.id") != str(NODE_ID) or not fields.get("cluster.id"):
             raise KafkaStorageError(f"{meta} is not a KRaft node {NODE_ID}'s (node.id={fields.get('node.id')}, "
                                     f"cluster.id={fields.get('cluster.id')}); {_storage_remedy(data)}")
+        kafka_auth.check_formatted_with_users(settings, fields["cluster.id"], data)
         return "storage checked"
     if data.exists() and any(data.iterdir()):
         raise KafkaStorageError(f"{data} holds files but no meta.properties: a broker's storage cut short or "
                                 f"damaged; {_storage_remedy(data)}")
     data.mkdir(parents=True, exist_ok=True)
+    cid = cluster_id()
     cmd = [java_binary(), "-Xmx256m", f"-Dlog4j2.configurationFile={log4j_config(settings)}",
            "-cp", str(jars.jars_dir() / jars.KAFKA_BROKER / "*"), STORAGE_TOOL, "format",
-           "-t", cluster_id(), "-c", str(properties_path(settings))]
+           "-t", cid, "-c", str(properties_path(settings))]
+    secured = kafka_auth.secured(settings)
+    if secured:  # the SCRAM users of a secured broker exist from the start
+        cmd += kafka_auth.scram_arguments(settings)
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, check=False)
     if r.returncode != 0 or not meta.is_file():
         shutil.rmtree(data, ignore_errors=True)  # nothing half-formatted is left
-        raise PlatformError(f"formatting the Kafka storage in {data} failed (exit {r.returncode}):\n"
-                            f"{(r.stdout + r.stderr).strip()[-2000:]}")
-    return "storage formatted"
+        out = kafka_auth.redact((r.stdout + r.stderr).strip()[-2000:], settings)
+        raise PlatformError(f"formatting the Kafka storage in {data} failed (exit {r.returncode}):\n{out}")
+    if secured:
+        kafka_auth.users_marker(settings).write_text(cid)
+    return "storage formatted" + (" with SCRAM users" if secured else "")
 
 
 def _storage_remedy(data: Path) -> str:

@@ -158,6 +158,9 @@ def up(
     Idempotent: running components are left alone. On any failure, everything this call
     started is stopped again and ComponentStartError carries the failing log's last lines.
     """
+    from streamops.kafka import security
+
+    security.register(settings)  # this process's clients of the platform (health) use its security
     java_bin, _major = find_java()
     secrets = ensure_secrets(settings)
     compmod.write_spark_properties(settings)
@@ -171,10 +174,20 @@ def up(
                     f"port {port} on {settings.host}, needed by {c.name}, is already in use"
                     f"{_port_owner(port)}; set {var} to a free port (or stop that process)"
                 )
+    if any(c.group == "kafka" for c in comps) and not any(c.group == "kafka" for c in to_start):
+        from streamops.platform import kafka_auth
+
+        if conflict := kafka_auth.running_mode_conflict(settings):
+            from streamops.exceptions import ConfigError
+
+            raise ConfigError(conflict)
     if any(c.group == "kafka" for c in to_start):
-        from streamops.platform import jars, kafka_broker
+        from streamops.platform import jars, kafka_auth, kafka_broker
 
         jars.verify(jars.KAFKA_BROKER)
+        if kafka_auth.prepare(settings) == "sasl_ssl":
+            progress(f"kafka: SASL_SSL listener ({kafka_auth.MECHANISM}), client properties in "
+                     f"{security.embedded_client_properties(settings)}")
         kafka_broker.write_config(settings)
         progress("kafka: " + kafka_broker.prepare_storage(settings, env))
     if any(c.group == "spark" for c in to_start):

@@ -39,6 +39,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from streamops.checkpoints import lineage
 from streamops.exceptions import StreamopsError
 from streamops.kafka import identity
+from streamops.kafka.security import librdkafka_for
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +103,7 @@ def last_marker(bootstrap: str, commits_topic: str, app: str, *, config: dict | 
                 timeout: float = 30.0) -> dict | None:
     """``app``'s latest committed marker (None if none)."""
     c = Consumer({
-        "bootstrap.servers": bootstrap, "group.id": f"_streamops-{app}-marker-reader",
+        "bootstrap.servers": bootstrap, **librdkafka_for(bootstrap), "group.id": f"_streamops-{app}-marker-reader",
         "enable.auto.commit": False, "isolation.level": "read_committed",
         "enable.partition.eof": True,
         **(config or {}),
@@ -157,7 +158,8 @@ def abort_open_transaction(bootstrap: str, app: str, *, timeout: float = 60.0) -
     Until then it holds back every committed record after it from read_committed readers (what an
     operation saves, what it checks). Only while no driver of ``app`` runs: it fences the one that does.
     """
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id(app),
+    producer = Producer({"bootstrap.servers": bootstrap, **librdkafka_for(bootstrap),
+                         "transactional.id": transactional_id(app),
                          "enable.idempotence": True})
     producer.init_transactions(timeout)
     producer.flush(timeout)
@@ -175,7 +177,7 @@ class BatchCommitter:
         self.commits_topic = commits_topic
         self.timeout = timeout
         self.producer = Producer({
-            "bootstrap.servers": bootstrap,
+            "bootstrap.servers": bootstrap, **librdkafka_for(bootstrap),
             "transactional.id": transactional_id(app),
             "enable.idempotence": True,
             "linger.ms": 5,
@@ -189,7 +191,8 @@ class BatchCommitter:
         self.producer.init_transactions(timeout)
         # the input offsets of each batch also go to the consumer group named after the app, in the
         # batch's transaction, for Kafka's tools and lag exporters (the checkpoint stays the truth)
-        self._group = Consumer({"bootstrap.servers": bootstrap, "group.id": consumer_group(app),
+        self._group = Consumer({"bootstrap.servers": bootstrap, **librdkafka_for(bootstrap),
+                                "group.id": consumer_group(app),
                                 "enable.auto.commit": False})
         self._group_metadata = self._group.consumer_group_metadata()
         marker = last_marker(bootstrap, commits_topic, app) or {}

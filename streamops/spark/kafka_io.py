@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from streamops.exceptions import UsageError
+from streamops.kafka import security
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -131,6 +132,7 @@ def read_kafka(
         opts["maxOffsetsPerTrigger"] = str(int(max_offsets_per_trigger))
     taken = {k.lower(): k for k in opts}
     extra = {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in (options or {}).items()}
+    extra = {**security.spark_options_for(bootstrap_servers), **extra}  # the platform's client security
     clashes = sorted(k for k in extra if k.lower() in taken)
     if clashes:
         raise UsageError(
@@ -203,7 +205,7 @@ def write_kafka_batch(
             f"write_kafka_batch: unexpected columns {sorted(unknown)}; select key, value and optionally "
             f"headers, topic, partition"
         )
-    spark_opts = {str(k): str(v) for k, v in (options or {}).items()}
+    spark_opts = {**security.spark_options_for(bootstrap_servers), **{str(k): str(v) for k, v in (options or {}).items()}}
     bad = sorted(k for k in spark_opts if not k.lower().startswith("kafka.") and k.lower() != "topic")
     if bad:
         raise UsageError(f"options {bad}: sink options must be 'kafka.'-prefixed client properties")

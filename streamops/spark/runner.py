@@ -614,6 +614,9 @@ def run_setup(settings: Settings, app: str, args) -> tuple[AppSpec, RunOptions]:
         run = json.loads(Path(args.reprocess).read_text())
         spec = reprocess_spec(spec, run["output_version"])
         options.starting_offsets, options.stop_at = run["start"], run["stop"]
+    from streamops.kafka.security import use_app
+
+    use_app(spec, settings)  # every Kafka client of this driver is the app's (its spec's kafka overrides)
     return spec, options
 
 

@@ -396,13 +396,15 @@ def query_warmup(spark: Any, bootstrap: str, topics: list[str], modules: tuple[s
 
     def work(_eid: str, pin: Callable) -> None:
         from streamops.kafka.admin import end_offsets
+        from streamops.kafka.security import librdkafka_for
         from streamops.spark.kafka_io import KAFKA_DDL
         from streamops.spark.standby import rehearsal_range
 
         start, end, _total = rehearsal_range({t: end_offsets(bootstrap, t) for t in topics}, WARMUP_RECORDS)
         ranges = [f"{t}|{p}|{o}|{end[t][p]}" for t, parts in start.items() for p, o in parts.items()
                   if end[t][p] > o]
-        raw = pin(ranges or ["-"]).mapInArrow(read_newest(modules, bootstrap, topics), KAFKA_DDL)
+        client = librdkafka_for(bootstrap)  # resolved here: an executor has no platform settings
+        raw = pin(ranges or ["-"]).mapInArrow(read_newest(modules, bootstrap, topics, client), KAFKA_DDL)
         build(raw).toArrow()
 
     return work

@@ -73,7 +73,7 @@ def test_cluster_ids_look_like_kafkas() -> None:
 def test_an_unknown_tool_is_a_usage_error() -> None:
     from streamops.exceptions import UsageError
 
-    with pytest.raises(UsageError, match="unknown Kafka tool 'nope'; one of: console-consumer, consumer-groups"):
+    with pytest.raises(UsageError, match="unknown Kafka tool 'nope'; one of: configs, console-consumer, consumer-groups"):
         kafka_broker.tool_argv("nope", [])
 
 
