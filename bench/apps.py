@@ -1,8 +1,12 @@
-"""Throughput of each declared app, beside the plain-Python fold of the same app, and of
-``user_activity`` on the job API against the code before it, all measured in the same run.
+"""Throughput of each declared app, beside the plain-Python fold of the same app, and against the
+driver of another revision (``--baseline-rev``), all measured in the same run.
 
     .venv/bin/python bench/apps.py [--runs 3] [--events user_activity=1000000,page_stats=200000,orders=200000] \
-        [--baseline-rev e0689f7] [--batch 250000] [--master local[2]]
+        [--baseline-rev 86a6d76] [--batch 250000] [--master local[2]]
+
+The default baseline, 86a6d76, is the last revision before issue 23: the same job API on the
+streamops Python Kafka data source (confluent-kafka in Spark's Python workers), where this
+revision reads with Spark's own connector. Both run against the same Apache Kafka broker.
 
 For each run and app: a fresh broker (temporary state dir, free ports; stopped in ``finally``),
 ``--events`` records from the app's own generator (``Job.generate``, seed = run number), then
@@ -13,8 +17,9 @@ For each run and app: a fresh broker (temporary state dir, free ports; stopped i
 - ``python fold``: the same job folded in plain Python over the same records
   (``state.oracle.fold_input``: parse, key, update/aggregate, emit, expire), records/s of the
   fold alone (the records are read from the broker first, not timed);
-- for ``user_activity`` also ``baseline``: the driver of ``--baseline-rev`` (a git worktree of
-  that commit, its own ``jobs/user_activity.py``) on a fresh broker with the same records.
+- ``baseline``: the driver of ``--baseline-rev`` (a git worktree of that commit, run with this
+  venv; ``python -m streamops.spark.app`` there, or its own ``jobs/APP.py`` before the job API)
+  on a fresh broker with the same records.
 The order of the sides alternates between runs.
 """
 
@@ -72,13 +77,16 @@ def run_driver(settings: Settings, app: str, events: int, batch: int, master: st
         argv = [sys.executable, "-m", "streamops.spark.app", "--app", app]
     else:
         env.update({"PYTHONPATH": str(checkout), "STREAMOPS_REPO": str(checkout)})
-        argv = [sys.executable, str(checkout / "jobs" / f"{app}.py"), "--app", app]
+        if (checkout / "streamops" / "spark" / "app.py").exists():
+            argv = [sys.executable, "-m", "streamops.spark.app", "--app", app]
+        else:
+            argv = [sys.executable, str(checkout / "jobs" / f"{app}.py"), "--app", app]
     log = settings.state_dir / "bench-job.log"
     t0 = time.monotonic()
     with open(log, "wb") as out:
         rc = subprocess.run([*argv, "--master", master, "--exit-at-end", "--max-offsets-per-trigger", str(batch),
                              "--trigger-interval", "0 seconds"], env=env, stdout=out, stderr=subprocess.STDOUT,
-                            cwd=settings.state_dir, check=False).returncode
+                            cwd=checkout or settings.state_dir, check=False).returncode
     wall = time.monotonic() - t0
     if rc != 0:
         raise SystemExit(f"{app} exited {rc}; log: {log}\n" + log.read_text()[-3000:])
@@ -112,8 +120,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--events", default=DEFAULT_EVENTS, help="APP=N,... (also chooses the apps)")
-    ap.add_argument("--baseline-rev", default="e0689f7",
-                    help="the revision user_activity is compared with (before the job API); '' to skip")
+    ap.add_argument("--baseline-rev", default="86a6d76",
+                    help="the revision the apps are compared with (default: before issue 23, the Python Kafka "
+                    "source); '' to skip")
     ap.add_argument("--batch", type=int, default=250_000,
                     help="records per micro-batch (at most a fifth of an app's records: several batches)")
     ap.add_argument("--master", default="local[2]")
@@ -126,7 +135,7 @@ def main() -> None:
         try:
             for run in range(args.runs):
                 for app, n in events.items():
-                    sides = ["api", "fold"] + (["baseline"] if checkout is not None and app == "user_activity" else [])
+                    sides = ["api", "fold"] + (["baseline"] if checkout is not None else [])
                     if run % 2:
                         sides.reverse()
                     for side in sides:
@@ -142,7 +151,7 @@ def main() -> None:
                             else:
                                 r = run_driver(settings, app, n, min(args.batch, n // 5), args.master,
                                                checkout if side == "baseline" else None)
-                                name = "spark, job API" if side == "api" else f"spark, {args.baseline_rev} (before the API)"
+                                name = "spark, this revision" if side == "api" else f"spark, {args.baseline_rev}"
                                 results[app].setdefault(name, []).append(r["steady"])
                                 print(f"run {run + 1} {app} {name}: steady {r['steady']:,.0f} rec/s, all {r['all']:,.0f}, "
                                       f"wall {r['wall']:,.0f} ({r['batches']} batches)", flush=True)
@@ -156,12 +165,15 @@ def main() -> None:
     print(f"\nsteady records/s (batches 2..n), {args.runs} runs, {args.batch:,} per batch, master {args.master}\n")
     rows = []
     for app, sides in results.items():
-        base = sides.get(f"spark, {args.baseline_rev} (before the API)") or sides.get("spark, job API")
+        fold = sides.get("python fold")
+        base = sides.get(f"spark, {args.baseline_rev}")
         for name, values in sides.items():
             lo, med, hi = summary(values)
             rows.append([app, f"{events[app]:,}", name, f"{lo:,.0f}", f"{med:,.0f}", f"{hi:,.0f}",
-                         f"{med / statistics.median(base):.2f}"])
-    print(table(["app", "records", "side", "min", "median", "max", "ratio (median) to the baseline, else to the job API"], rows))
+                         f"{med / statistics.median(fold):.2f}" if fold else "-",
+                         f"{med / statistics.median(base):.2f}" if base else "-"])
+    print(table(["app", "records", "side", "min", "median", "max", "ratio to the plain fold (median)",
+                 f"ratio to {args.baseline_rev or 'baseline'} (median)"], rows))
 
 
 if __name__ == "__main__":

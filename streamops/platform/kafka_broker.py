@@ -146,7 +146,10 @@ def tool_argv(name: str, args: list[str]) -> list[str]:
 
 def cluster_id() -> str:
     """A Kafka cluster id: 16 random bytes, base64url without padding (``kafka-storage.sh random-uuid``)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    while True:  # as Kafka's Uuid.randomUuid: never one that a command line would take for an option
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
 
 
 def read_meta(path: Path) -> dict[str, str]:
@@ -179,7 +182,7 @@ def prepare_storage(settings: Settings, env: dict[str, str]) -> str:
     cid = cluster_id()
     cmd = [java_binary(), "-Xmx256m", f"-Dlog4j2.configurationFile={log4j_config(settings)}",
            "-cp", str(jars.jars_dir() / jars.KAFKA_BROKER / "*"), STORAGE_TOOL, "format",
-           "-t", cid, "-c", str(properties_path(settings))]
+           f"--cluster-id={cid}", "-c", str(properties_path(settings))]
     secured = kafka_auth.secured(settings)
     if secured:  # the SCRAM users of a secured broker exist from the start
         cmd += kafka_auth.scram_arguments(settings)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -55,6 +56,14 @@ class OutRecord:
     key: bytes | None
     value: bytes | None
     headers: Sequence[Header] = ()
+
+
+class CommitterWedged(StreamopsError):
+    """A call of the batch's transaction did not return in time; the committer is not usable.
+
+    Operator action: none; the query restarts from its checkpoint with a new committer (the
+    replayed batch is written once). If it repeats, check the broker (`streamops platform status`).
+    """
 
 
 class MarkerReadError(StreamopsError):
@@ -191,10 +200,12 @@ class BatchCommitter:
         self.producer.init_transactions(timeout)
         # the input offsets of each batch also go to the consumer group named after the app, in the
         # batch's transaction, for Kafka's tools and lag exporters (the checkpoint stays the truth)
-        self._group = Consumer({"bootstrap.servers": bootstrap, **librdkafka_for(bootstrap),
-                                "group.id": consumer_group(app),
-                                "enable.auto.commit": False})
-        self._group_metadata = self._group.consumer_group_metadata()
+        group = Consumer({"bootstrap.servers": bootstrap, **librdkafka_for(bootstrap),
+                          "group.id": consumer_group(app), "enable.auto.commit": False, "log_level": 0})
+        try:  # only its metadata is needed; a consumer kept open would keep connecting for nothing
+            self._group_metadata = group.consumer_group_metadata()
+        finally:
+            group.close()
         marker = last_marker(bootstrap, commits_topic, app) or {}
         self.last_committed: int = int(marker.get("batch_id", -1))
         self.emitted_until: Offsets = marker.get("emitted_until") or {}
@@ -245,10 +256,11 @@ class BatchCommitter:
                       "checkpoint_id": self.checkpoint_id(), **self._identity()}
             self._produce(self.commits_topic, self.app.encode(), json.dumps(marker).encode(), [])
             if input_end:
-                self.producer.send_offsets_to_transaction(
-                    [TopicPartition(t, int(p), int(o)) for t, ps in input_end.items() for p, o in ps.items()],
-                    self._group_metadata, self.timeout)
+                self._send_offsets([TopicPartition(t, int(p), int(o)) for t, ps in input_end.items()
+                                    for p, o in ps.items()])
             self.producer.commit_transaction(self.timeout)
+        except CommitterWedged:
+            raise  # its producer is stuck in a call: the next driver's fences it (aborting the transaction)
         except BaseException:
             try:
                 self.producer.abort_transaction(self.timeout)
@@ -258,6 +270,31 @@ class BatchCommitter:
         self.last_committed = batch_id
         self.emitted_until = emitted
         return n
+
+    def _send_offsets(self, offsets: list[TopicPartition]) -> None:
+        """``send_offsets_to_transaction``, bounded by our own clock: librdkafka can block in it
+        past its timeout, for good, when the group coordinator went away during the call (a broker
+        restart; librdkafka issues 5456 and 5511, open). The batch then fails as a commit timeout
+        does, and the query's restart makes a new committer, whose ``init_transactions`` fences this
+        producer and aborts its transaction: the batch is written once, by the replay."""
+        done = threading.Event()
+        failed: list[BaseException] = []
+
+        def call() -> None:
+            try:
+                self.producer.send_offsets_to_transaction(offsets, self._group_metadata, self.timeout)
+            except BaseException as exc:  # noqa: BLE001 - re-raised by the caller
+                failed.append(exc)
+            finally:
+                done.set()
+
+        threading.Thread(target=call, name=f"{self.app}-send-offsets", daemon=True).start()
+        if not done.wait(self.timeout + 5):
+            raise CommitterWedged(f"{self.app}: committing the batch's input offsets to consumer group "
+                                  f"{consumer_group(self.app)!r} did not return in {self.timeout + 5:.0f} s "
+                                  f"(the broker's group coordinator went away?); the batch will be replayed")
+        if failed:
+            raise failed[0]
 
     def _identity(self) -> dict:
         return {"input_origin": self.origins, **({"input_recreated": self.input_recreated}
@@ -295,4 +332,3 @@ class BatchCommitter:
 
     def close(self) -> None:
         self.producer.flush(self.timeout)
-        self._group.close()

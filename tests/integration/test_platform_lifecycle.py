@@ -77,3 +77,41 @@ def test_failed_component_stops_what_up_started(platform_factory) -> None:
     assert "stopping what this 'up' started: kafka, spark-master" in r.stdout
     assert not processes_of(s.state_dir), "up left processes behind after a failed start"
     assert not list((s.state_dir / "pids").glob("*.pid"))
+
+
+def test_a_damaged_kafka_storage_or_jar_is_refused_with_the_remedy_and_nothing_starts(platform_factory, tmp_path) -> None:
+    """The embedded broker's storage without its meta.properties (a format cut short, a hand-made
+    folder) is not formatted over: `up` names the folder and what to do, exits 1, starts nothing.
+    A pinned jar that differs from its checksum stops `up` the same way."""
+    import shutil
+
+    from streamops.platform import jars, kafka_broker
+
+    s = platform_factory("damaged-kafka")
+    r = _run(s, "up", "--only", "kafka")
+    assert r.returncode == 0, r.stderr
+    assert "kafka: storage formatted" in r.stdout
+    assert _run(s, "down", "--only", "kafka").returncode == 0
+    meta = kafka_broker.data_dir(s) / "meta.properties"
+    saved = meta.read_text()
+    meta.unlink()
+    r = _run(s, "up", "--only", "kafka")
+    assert r.returncode == 1
+    assert f"{kafka_broker.data_dir(s)} holds files but no meta.properties" in r.stderr
+    assert "move" in r.stderr and "aside" in r.stderr and "streamops platform up" in r.stderr
+    assert not processes_of(s.state_dir) and not list((s.state_dir / "pids").glob("*.pid"))
+    assert any(kafka_broker.data_dir(s).iterdir())  # untouched
+
+    meta.write_text(saved)
+    copy = tmp_path / "jars"
+    shutil.copytree(jars.jars_dir() / jars.KAFKA_BROKER, copy / jars.KAFKA_BROKER)
+    victim = copy / jars.KAFKA_BROKER / jars.pinned(jars.KAFKA_BROKER)[0][1]
+    victim.write_bytes(victim.read_bytes() + b"tampered")
+    r = _run(s, "up", "--only", "kafka", env={jars.JARS_DIR_VAR: str(copy)})
+    assert r.returncode == 1 and "does not match its checksum" in r.stderr and "scripts/bootstrap.sh" in r.stderr
+    assert not processes_of(s.state_dir)
+
+    r = _run(s, "up", "--only", "kafka")  # the storage as it was: the broker starts on it again
+    assert r.returncode == 0, r.stderr
+    assert "kafka: storage checked" in r.stdout
+    assert _run(s, "down", "--only", "kafka").returncode == 0

@@ -15,6 +15,24 @@ from streamops.platform import manager
 from tests.fixtures.apps import CLI
 
 
+def _assert_spark_kafka_connector_loaded(app) -> None:
+    """The deployed driver has Spark's own Kafka connector on its classpath (its environment, as the
+    Spark UI shows it), and each executor that ran a batch fetched it into its work dir."""
+    import urllib.request
+
+    import pyspark
+
+    jar = f"spark-sql-kafka-0-10_2.13-{pyspark.__version__}.jar"
+    from streamops.platform.appdir import AppDir
+
+    hb = json.loads(AppDir.of(app.settings, "user_activity").heartbeat.read_text())
+    with urllib.request.urlopen(f"{hb['ui_url']}/api/v1/applications/{hb['app_id']}/environment", timeout=10) as r:
+        env = json.loads(r.read())
+    assert any(jar in path for path, _src in env["classpathEntries"]), env["classpathEntries"]
+    fetched = sorted(app.settings.state_dir.glob(f"spark/worker-*/{hb['app_id']}/*/{jar}"))
+    assert len(fetched) == 2, fetched  # parallelism 2: two executors, each with the connector
+
+
 def test_deploy_then_kill_9_is_restarted_by_the_supervisor_exact(app_factory) -> None:
     app = app_factory("ua-supervise")
     app.produce(20_000, seed=7)
@@ -29,6 +47,7 @@ def test_deploy_then_kill_9_is_restarted_by_the_supervisor_exact(app_factory) ->
         assert r.returncode == 0, r.stderr[-3000:] + manager.log_path(app.settings, "supervisor").read_text()[-3000:]
         out = json.loads(r.stdout)
         assert out["parallelism"] == 2 and out["after"]["batch"] is not None
+        _assert_spark_kafka_connector_loaded(app)
 
         # a concurrent operation on the same app is refused while one holds the lease
         ledger = Ledger.open(app.settings.ledger_db_url)
