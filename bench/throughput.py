@@ -1,7 +1,8 @@
 """End-to-end throughput of the demo app vs a plain confluent-kafka loop, and batch latency.
 
     .venv/bin/python bench/throughput.py [--events 1000000] [--partitions 6] [--users 10000] \
-        [--runs 3] [--batch 250000] [--master local[2]] [--rate 10000] [--latency-seconds 60]
+        [--runs 3] [--batch 250000] [--master local[2]] [--rate 10000] [--latency-seconds 60] \
+        [--baseline-rev 86a6d76]
 
 Each run starts its own broker (temporary state dir, free ports; stopped in ``finally``) and
 pre-produces ``--events`` user-events (1% malformed, seed = run number) to ``--partitions``
@@ -67,14 +68,19 @@ def job_env(settings: Settings) -> dict[str, str]:
             "SPARK_LOCAL_IP": settings.host}
 
 
-def run_spark(settings: Settings, events: int, batch: int, master: str) -> dict:
+def run_spark(settings: Settings, events: int, batch: int, master: str, checkout: Path | None = None) -> dict:
+    """The demo app's driver to the end of its input; ``checkout``: another revision's tree (run with
+    this venv: the baseline)."""
     t0 = time.monotonic()
     log = settings.state_dir / "bench-job.log"
+    env = job_env(settings)
+    if checkout is not None:
+        env.update({"PYTHONPATH": str(checkout), "STREAMOPS_REPO": str(checkout)})
     with open(log, "wb") as out:
         rc = subprocess.run(
             [sys.executable, "-m", "streamops.spark.app", "--app", "user_activity", "--master", master, "--exit-at-end",
              "--max-offsets-per-trigger", str(batch), "--trigger-interval", "0 seconds"],
-            env=job_env(settings), stdout=out, stderr=subprocess.STDOUT, cwd=settings.state_dir,
+            env=env, stdout=out, stderr=subprocess.STDOUT, cwd=checkout or settings.state_dir,
         ).returncode
     wall = time.monotonic() - t0
     if rc != 0:
@@ -173,11 +179,29 @@ def main() -> None:
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--rate", type=float, default=10_000)
     ap.add_argument("--latency-seconds", type=float, default=60)
+    ap.add_argument("--baseline-rev", default="",
+                    help="also run the spark side of this revision (a git worktree, this venv) on its own broker "
+                    "with the same records, e.g. 86a6d76 (the Python Kafka source, before issue 23)")
     args = ap.parse_args()
 
     spark_rates, steady_rates, wall_rates, plain_rates = [], [], [], []
+    base_steady: list[float] = []
     with tempfile.TemporaryDirectory(prefix="streamops-bench-throughput-") as tmp:
+        checkout = None
+        if args.baseline_rev:
+            checkout = Path(tmp) / "baseline"
+            subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "-q", str(checkout),
+                            args.baseline_rev], check=True)
         for run in range(args.runs):
+            if checkout is not None:
+                settings = isolated_settings(Path(tmp) / f"run-{run}-baseline")
+                try:
+                    manager.up(settings, only=["kafka"])
+                    produce_input(settings, args.events, args.users, args.partitions, seed=run)
+                    base_steady.append(run_spark(settings, args.events, args.batch, args.master, checkout)["steady_rate"])
+                    print(f"run {run + 1}: {args.baseline_rev} steady {base_steady[-1]:,.0f} rec/s", flush=True)
+                finally:
+                    manager.down(settings)
             settings = isolated_settings(Path(tmp) / f"run-{run}")
             try:
                 manager.up(settings, only=["kafka"])
@@ -195,6 +219,8 @@ def main() -> None:
                       f"plain {plain_rates[-1]:,.0f} rec/s", flush=True)
             finally:
                 manager.down(settings)
+        if checkout is not None:
+            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(checkout)], check=False)
         lat = None
         if args.latency_seconds > 0:
             settings = isolated_settings(Path(tmp) / "latency")
