@@ -31,7 +31,7 @@ from streamops.spec import AppSpec, parse_specs
 RESTART_FIELDS: tuple[str, ...] = (
     "job", "input_topics", "input_partitions", "output_topic", "changelog_topic", "dlq_topic",
     "state_partitions", "trigger_interval", "max_offsets_per_trigger", "starting_offsets",
-    "checkpoint_root", "spark_master",
+    "checkpoint_root", "spark_master", "kafka",
 )
 
 

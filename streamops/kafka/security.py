@@ -393,12 +393,21 @@ def refusal_message(bootstrap: str, reason: str) -> str:
 
 
 def plaintext_hint(bootstrap: str) -> str:
-    """For "no broker answered": a client with no security configured may have met a secured broker."""
-    with contextlib.suppress(ConfigError):
-        if client_properties(bootstrap):
-            return ""
-    return (f" (a broker that wants TLS or SASL closes a PLAINTEXT client's connections: give its client "
-            f"properties in {ENV_VARS['kafka_client_properties']})")
+    """For "no broker answered": a broker may be there but close this client's connections because
+    it wants other security (TLS, SASL) than the client's."""
+    try:
+        props = client_properties(bootstrap)
+    except ConfigError:
+        return ""
+    if not props:
+        return (f" (a broker that wants TLS or SASL closes a PLAINTEXT client's connections: give its client "
+                f"properties in {ENV_VARS['kafka_client_properties']})")
+    settings = settings_for(bootstrap)
+    source = defaults_source(settings) if settings is not None else None
+    app = _current()
+    where = f"apps.{app[0]}.kafka" if app and app[1] else str(source or "the client properties")
+    return (f" (a broker that wants other security than this client's security.protocol="
+            f"{props.get('security.protocol', 'PLAINTEXT').upper()} closes its connections: check {where})")
 
 
 # -- where a client's configuration comes from -------------------------------------------------

@@ -323,6 +323,16 @@ def test_a_refusal_is_named_with_the_configuration_to_correct(tmp_path: Path) ->
     assert security.refusal(type("Quiet", (), {"poll": lambda self, t: None})(), time.monotonic()) is None
 
 
+def test_a_broker_that_closes_the_connection_gets_a_hint_about_security(tmp_path: Path) -> None:
+    assert "give its client properties in STREAMOPS_KAFKA_CLIENT_PROPERTIES" in security.plaintext_hint("h:1")
+    defaults = tmp_path / "client.properties"
+    defaults.write_text("security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location=/ca.pem\n")
+    s = security.register(_settings(tmp_path, kafka_client_properties=defaults))
+    assert security.plaintext_hint(s.kafka_bootstrap) == (
+        f" (a broker that wants other security than this client's security.protocol=SSL closes its "
+        f"connections: check {defaults})")
+
+
 # -- the secured embedded broker ---------------------------------------------------------------------
 def test_a_secured_broker_has_no_plaintext_client_listener(tmp_path: Path) -> None:
     from streamops.platform import kafka_auth, kafka_broker
