@@ -52,7 +52,12 @@ def cmd_platform_up(args: argparse.Namespace) -> int:
     if "spark" in groups:
         text.append(f"  Spark master  {settings.spark_master_url}  (UI {info['spark_ui']})")
     if "kafka" in groups:
-        text.append(f"  Kafka         {settings.kafka_bootstrap}")
+        from streamops.kafka.security import describe
+
+        kafka = info["kafka_security"] = describe(settings.kafka_bootstrap)
+        secured = (f" ({kafka['security_protocol']}, {kafka['sasl_mechanism']} user {kafka['sasl_username']}; "
+                   f"client properties in {kafka['defaults']})") if kafka["sasl_mechanism"] else ""
+        text.append(f"  Kafka         {settings.kafka_bootstrap}{secured}")
     text += ["", status_table(rows), "", "Stop it with: streamops platform down"]
     emit(args, info, "\n".join(text))
     return 0
@@ -111,6 +116,30 @@ def cmd_platform_kafka_tool(args: argparse.Namespace) -> int:
                               check=False).returncode
 
 
+def cmd_platform_kafka_config(args: argparse.Namespace) -> int:
+    """The Kafka client configuration every client of the platform uses (of APP's clients with APP),
+    where it comes from, and its renderings; every secret masked."""
+    from streamops.kafka import security
+
+    settings = settings_from(args)
+    if args.app:
+        from streamops.ledger.outputs import load_live_spec
+
+        security.use_app(load_live_spec(settings, args.app), settings)
+    info = security.describe(settings.kafka_bootstrap, renderings=True)
+    text = [f"Kafka clients of {info['app'] or 'the platform'} at {info['bootstrap']}: {info['security_protocol']}"
+            + (f", {info['sasl_mechanism']} user {info['sasl_username']}" if info["sasl_mechanism"] else ""),
+            f"  defaults: {info['defaults'] or 'none (PLAINTEXT)'}"]
+    if info["app_overrides"]:
+        text.append(f"  overrides of apps.{info['app']}.kafka: {', '.join(info['app_overrides'])}")
+    for title, key in (("properties", "properties"), ("librdkafka (Python clients)", "librdkafka"),
+                       ("Spark's Kafka source and sink", "spark")):
+        text.append(f"  {title}:")
+        text += [f"    {k}={v}" for k, v in sorted(info[key].items())] or ["    (none)"]
+    emit(args, info, "\n".join(text))
+    return 0
+
+
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     p_platform = sub.add_parser("platform", help="the embedded platform: broker, Spark, Airflow")
     psub = p_platform.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -139,3 +168,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("tool_args", nargs=argparse.REMAINDER, help="its arguments (--bootstrap-server defaults to "
                    "the platform's broker)")
     p.set_defaults(func=cmd_platform_kafka_tool)
+    p = psub.add_parser("kafka-config", parents=[common],
+                        help="the Kafka client configuration the platform's clients use (APP's with APP): where it "
+                        "comes from and how librdkafka and Spark get it, secrets masked")
+    p.add_argument("app", nargs="?", help="an app: its spec's kafka: overrides merged over the platform's defaults")
+    p.set_defaults(func=cmd_platform_kafka_config)

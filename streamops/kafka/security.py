@@ -572,14 +572,22 @@ def command_config(bootstrap: str, folder: Path | None = None) -> Iterator[Path 
             os.unlink(name)
 
 
-def describe(bootstrap: str) -> dict[str, Any]:
-    """What a client for ``bootstrap`` uses, masked: for ``status`` and ``platform up`` output."""
+def describe(bootstrap: str, renderings: bool = False) -> dict[str, Any]:
+    """What a client for ``bootstrap`` uses in this context, every secret masked (``platform up``,
+    ``platform kafka-config``). ``renderings``: also the properties as written (references shown)
+    and as librdkafka and Spark get them."""
     settings = settings_for(bootstrap)
     source = defaults_source(settings) if settings is not None else None
     app = _current()
     props = client_properties(bootstrap)
     user = props.get("sasl.username") or next(iter(_JAAS_USERNAME.findall(props.get("sasl.jaas.config", ""))), None)
-    return {"security_protocol": props.get("security.protocol", "PLAINTEXT").upper(),
-            "sasl_mechanism": props.get("sasl.mechanism"), "sasl_username": user,
-            "defaults": None if source is None else str(source),
-            "app_overrides": sorted(app[1]) if app and app[1] else []}
+    out: dict[str, Any] = {
+        "bootstrap": bootstrap, "security_protocol": props.get("security.protocol", "PLAINTEXT").upper(),
+        "sasl_mechanism": props.get("sasl.mechanism"), "sasl_username": user,
+        "defaults": None if source is None else str(source),
+        "app": app[0] if app else None, "app_overrides": sorted(app[1]) if app and app[1] else []}
+    if renderings:
+        written = (app_properties(settings, app[0] if app else None, app[1] if app else None) if settings is not None
+                   else dict(app[1]) if app else {})
+        out.update(properties=mask(written), librdkafka=mask(librdkafka(props)), spark=mask(spark_options(props)))
+    return out

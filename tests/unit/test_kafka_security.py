@@ -419,3 +419,28 @@ def test_the_cli_refuses_a_bad_security_setting_with_exit_2(tmp_path: Path) -> N
     r = subprocess.run([sys.executable, "-m", "streamops.cli", "platform", "up", "--kafka-security", "tls"],
                        env=env, capture_output=True, text=True, timeout=120, check=False)
     assert r.returncode == 2 and "--kafka-security: invalid choice" in r.stderr
+
+
+def test_kafka_config_prints_the_configuration_with_every_secret_masked(tmp_path: Path) -> None:
+    import json
+    import os
+
+    (tmp_path / "pw").write_text("from-a-file")
+    defaults = tmp_path / "client.properties"
+    defaults.write_text(security.java_properties({**_sasl_ssl(), "ssl.keystore.type": "PEM",
+                                                  "ssl.keystore.location": "/k.pem",
+                                                  "ssl.key.password": f"${{file:{tmp_path}/pw}}"}))
+    env = {**os.environ, "STREAMOPS_HOME": str(tmp_path / "home"), "STREAMOPS_KAFKA_CLIENT_PROPERTIES": str(defaults)}
+    r = subprocess.run([sys.executable, "-m", "streamops.cli", "platform", "kafka-config", "--json"], env=env,
+                       capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 0, r.stderr
+    assert SECRET not in r.stdout + r.stderr and "from-a-file" not in r.stdout + r.stderr
+    info = json.loads(r.stdout)
+    assert (info["security_protocol"], info["sasl_username"], info["defaults"]) == ("SASL_SSL", "app", str(defaults))
+    assert info["properties"]["ssl.key.password"] == f"${{file:{tmp_path}/pw}}"  # a reference is shown
+    assert info["librdkafka"]["sasl.password"] == security.MASK
+    assert info["librdkafka"]["ssl.key.password"] == security.MASK
+    assert 'password="******"' in info["spark"]["kafka.sasl.jaas.config"]
+    r = subprocess.run([sys.executable, "-m", "streamops.cli", "platform", "kafka-config"], env=env,
+                       capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 0 and "SASL_SSL, SCRAM-SHA-512 user app" in r.stdout and SECRET not in r.stdout
