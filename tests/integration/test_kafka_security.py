@@ -56,8 +56,26 @@ def _grep(folder: Path, needles: list[str]) -> list[str]:
     return found
 
 
+def _airflow_task(settings: Settings, monkeypatch, capfd) -> tuple[dict, str]:
+    """The reset DAG's task (a dry run), run in this process as a worker runs it: its XCom and log."""
+    import sys
+    from types import SimpleNamespace
+
+    sys.path.insert(0, str(settings.repo / "plugins"))
+    from streamops_airflow.operators import ResetOperator
+
+    op = ResetOperator(task_id="reset", app=APP, target="earliest", dry_run=True)
+    capfd.readouterr()
+    with monkeypatch.context() as m:
+        for var, value in settings.env().items():
+            m.setenv(var, value)
+        out = op.execute({"ti": SimpleNamespace(dag_id="streamops_reset", run_id="manual", task_id="reset")})
+    log = capfd.readouterr()
+    return out, log.out + log.err
+
+
 def test_an_app_on_a_sasl_ssl_broker_runs_exact_and_no_secret_leaks(platform_factory, spark_cluster: Settings,
-                                                                       tmp_path: Path) -> None:
+                                                                       tmp_path: Path, monkeypatch, capfd) -> None:
     base = platform_factory("kafka-sasl")
     repo = overlay_repo(Path(os.environ["STREAMOPS_REPO"]), tmp_path / "repo")
     s = base.model_copy(update={"repo": repo, "kafka_security": "sasl_ssl",
@@ -109,6 +127,11 @@ def test_an_app_on_a_sasl_ssl_broker_runs_exact_and_no_secret_leaks(platform_fac
     pw_file.write_text(app_pw + "\n")
     r = app.cli("reset", APP, "--to-earliest", "--dry-run", "--json")
     assert r.returncode == 0, r.stdout + r.stderr
+    # the Airflow side: a DAG task calls the same core, with the same configuration (the app's user)
+    xcom, task_log = _airflow_task(s, monkeypatch, capfd)
+    assert xcom["dry_run"] and xcom["records_to_process"] == 3_000, xcom
+    assert "user-events[0]" in task_log, task_log[-2000:]
+    assert not [pw for pw in passwords if pw in task_log + json.dumps(xcom, default=str)]
 
     # deploy through the supervisor, feed, resize live, check exact: every client on SASL_SSL
     manager.up(s, only=["supervisor"])
