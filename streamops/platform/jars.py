@@ -84,5 +84,17 @@ def verify(group: str) -> None:
 
 def spark_conf() -> dict[str, str]:
     """``spark.jars`` for Spark's own Kafka connector: on the driver's and every executor's classpath
-    (the driver JVM gets it at launch, as ``--conf`` of spark-submit; executors fetch it from the driver)."""
+    (the driver JVM gets it at launch, as ``--conf`` of spark-submit; executors fetch it from the driver).
+    Nothing where Spark's own jars already hold the connector (the Docker image puts it there)."""
+    if connector_in_spark_jars():
+        return {}
     return {"spark.jars": ",".join(str(p) for p in jars(SPARK_KAFKA))}
+
+
+def connector_in_spark_jars() -> bool:
+    import importlib.util
+
+    found = importlib.util.find_spec("pyspark")
+    if found is None or not found.submodule_search_locations:
+        return False
+    return any((Path(loc) / "jars").glob("spark-sql-kafka-0-10_*.jar") for loc in found.submodule_search_locations)

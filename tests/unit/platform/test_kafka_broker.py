@@ -110,3 +110,19 @@ def test_a_cluster_id_never_starts_with_a_dash(monkeypatch) -> None:
     ids = iter([uuid.UUID(bytes=b"\xf8" + b"\x00" * 15), uuid.UUID(bytes=b"\x10" * 16)])
     monkeypatch.setattr(kafka_broker.uuid, "uuid4", lambda: next(ids))
     assert kafka_broker.cluster_id() == "EBAQEBAQEBAQEBAQEBAQEA"
+
+
+def test_no_spark_jars_where_spark_already_has_the_connector(tmp_path: Path, monkeypatch) -> None:
+    """The Docker image puts the connector into pyspark's own jars/ (and has no .jars/): a session
+    there must not ask for jars that are not there."""
+    import importlib.util
+    from types import SimpleNamespace
+
+    (tmp_path / "pyspark" / "jars").mkdir(parents=True)
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name: SimpleNamespace(submodule_search_locations=[str(tmp_path / "pyspark")]))
+    monkeypatch.setenv(jars.JARS_DIR_VAR, str(tmp_path / "nothing-here"))
+    with pytest.raises(jars.JarsError):
+        jars.spark_conf()
+    (tmp_path / "pyspark" / "jars" / "spark-sql-kafka-0-10_2.13-4.2.0.jar").write_bytes(b"")
+    assert jars.spark_conf() == {}
