@@ -97,4 +97,5 @@ def connector_in_spark_jars() -> bool:
     found = importlib.util.find_spec("pyspark")
     if found is None or not found.submodule_search_locations:
         return False
-    return any((Path(loc) / "jars").glob("spark-sql-kafka-0-10_*.jar") for loc in found.submodule_search_locations)
+    return any(next((Path(loc) / "jars").glob("spark-sql-kafka-0-10_*.jar"), None) is not None
+               for loc in found.submodule_search_locations)
