@@ -42,11 +42,13 @@ def last_progress(path: Path) -> dict[str, Any] | None:
 def lag(settings: Settings, spec: AppSpec, committed: dict[str, dict[int, int]]) -> tuple[dict | None, str | None]:
     """Per topic and partition: end offset - committed offset (whole topic if nothing committed)."""
     from streamops.kafka.admin import end_offsets
+    from streamops.kafka.security import app_scope
 
     out: dict[str, dict[str, int]] = {}
     try:
         for topic in spec.input_topics:
-            ends = end_offsets(settings.kafka_bootstrap, topic, timeout=5)
+            with app_scope(spec):  # the app's Kafka client configuration (its spec's kafka overrides)
+                ends = end_offsets(settings.kafka_bootstrap, topic, timeout=5)
             done = committed.get(topic, {})
             out[topic] = {str(p): hi - done.get(p, lo) for p, (lo, hi) in sorted(ends.items())}
     except Exception as exc:  # noqa: BLE001 - status must still show the rest

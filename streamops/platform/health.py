@@ -25,9 +25,10 @@ def kafka_healthy(bootstrap: str, timeout: float = 3.0) -> bool:
 
     from streamops.kafka.security import librdkafka_for
 
+    security = librdkafka_for(bootstrap)  # a bad client configuration is its error (exit 2), not "unhealthy"
     try:
         md = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout * 1000),
-                          "log_level": 0, **librdkafka_for(bootstrap)}).list_topics(
+                          "log_level": 0, **security}).list_topics(
             timeout=timeout
         )
         return bool(md.brokers)
