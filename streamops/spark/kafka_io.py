@@ -63,8 +63,17 @@ def require_connector(spark: SparkSession) -> None:
 
 
 def _json_offsets(name: str, value: Any) -> str:
-    """``"earliest"`` / ``"latest"`` / JSON text / ``{"t": {0: 5}}`` / ``{("t", 0): 5}`` -> option text."""
+    """``"earliest"`` / ``"latest"`` / JSON text / ``{"t": {0: 5}}`` / ``{("t", 0): 5}`` -> option text.
+
+    Offsets below -2 are refused here: Spark takes them and fails only in a task, with an assertion
+    that does not name the option."""
     if isinstance(value, str):
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return value  # Spark's own message names the expected form
+        if isinstance(parsed, dict):
+            _check_offsets(name, parsed)
         return value
     if isinstance(value, Mapping):
         out: dict[str, dict[str, int]] = {}
@@ -77,8 +86,19 @@ def _json_offsets(name: str, value: Any) -> str:
                 raise UsageError(
                     f"{name}: expected {{topic: {{partition: offset}}}} or {{(topic, partition): offset}}"
                 )
+        _check_offsets(name, out)
         return json.dumps(out, separators=(",", ":"))
     raise UsageError(f"{name} must be 'earliest', 'latest', JSON text or a dict, got {type(value).__name__}")
+
+
+def _check_offsets(name: str, spec: Mapping[str, Any]) -> None:
+    for topic, parts in spec.items():
+        for p, o in (parts.items() if isinstance(parts, Mapping) else ()):
+            if isinstance(o, int) and o < -2:
+                raise UsageError(
+                    f"{name}: offset {o} for {topic}-{p} is not valid: use an offset >= 0, -1 (latest) or "
+                    f"-2 (earliest)"
+                )
 
 
 def read_kafka(
