@@ -9,8 +9,8 @@ rate: a fresh broker, the ``user_activity`` driver with the spec's defaults (its
 included) on ``--master``, a background feeder at RATE events/s (the demo generator, 1% invalid),
 and every 0.25 s one probe: a valid login of a user of its own (``probe-N``). A read_committed
 consumer of the output topic notes when each probe user's profile appears. Latency = that time -
-the time just before the probe was produced. Probes of the first ``--warmup`` seconds are left
-out (the first batches also start the Python workers and the state stores); probes never seen
+the time just before the probe was produced. The clock starts once the driver has committed its
+first batch (its start is not measured); probes of the first ``--warmup`` seconds are left out (the first batches also start the Python workers and the state stores); probes never seen
 within 30 s of the end count as lost (there should be none). The default baseline, 86a6d76, read
 Kafka with the streamops Python data source; this revision reads with Spark's own connector.
 """
@@ -125,6 +125,13 @@ def measure(settings: Settings, rate: int, seconds: float, warmup: float, master
     probes: dict[str, float] = {}
     out = Producer({"bootstrap.servers": settings.kafka_bootstrap, "linger.ms": 0, "log_level": 0})
     try:
+        from streamops.platform.appdir import AppDir
+
+        beat, deadline = AppDir.of(settings, APP).heartbeat, time.monotonic() + 300
+        while not (beat.exists() and json.loads(beat.read_text() or "{}").get("batch_id") is not None):
+            if driver.poll() is not None or time.monotonic() > deadline:  # the driver's start is not measured
+                raise SystemExit(f"the driver did not commit a batch: {settings.state_dir / 'bench-driver.log'}")
+            time.sleep(0.5)
         t0 = time.monotonic()
         n = 0
         while time.monotonic() - t0 < warmup + seconds:
@@ -155,7 +162,8 @@ def measure(settings: Settings, rate: int, seconds: float, warmup: float, master
     lat = sorted(watcher.seen[u] - t for u, t in probes.items() if u in watcher.seen)
     lost = sum(1 for u in probes if u not in watcher.seen)
     if not lat:
-        raise SystemExit(f"no probe was seen; driver log: {settings.state_dir / 'bench-driver.log'}")
+        log = (settings.state_dir / "bench-driver.log").read_text(errors="replace")
+        raise SystemExit(f"no probe was seen ({len(probes)} sent); the driver log's end:\n{log[-3000:]}")
     return {"p50": lat[len(lat) // 2], "p99": lat[min(len(lat) - 1, int(len(lat) * 0.99))], "max": lat[-1],
             "probes": len(probes), "lost": lost}
 
