@@ -15,7 +15,7 @@ from streamops.platform import manager
 from tests.fixtures.apps import CLI
 
 
-def _assert_spark_kafka_connector_loaded(app) -> None:
+def _assert_spark_kafka_connector_loaded(app, cluster) -> None:
     """The deployed driver has Spark's own Kafka connector on its classpath (its environment, as the
     Spark UI shows it), and each executor that ran a batch fetched it into its work dir."""
     import urllib.request
@@ -29,11 +29,12 @@ def _assert_spark_kafka_connector_loaded(app) -> None:
     with urllib.request.urlopen(f"{hb['ui_url']}/api/v1/applications/{hb['app_id']}/environment", timeout=10) as r:
         env = json.loads(r.read())
     assert any(jar in path for path, _src in env["classpathEntries"]), env["classpathEntries"]
-    fetched = sorted(app.settings.state_dir.glob(f"spark/worker-*/{hb['app_id']}/*/{jar}"))
-    assert len(fetched) == 2, fetched  # parallelism 2: two executors, each with the connector
+    # the cluster's workers (the session's platform) keep each executor's work dir
+    fetched = sorted(cluster.state_dir.glob(f"spark/worker-*/{hb['app_id']}/*/{jar}"))
+    assert len(fetched) >= 2, fetched  # parallelism 2: at least the two executors that ran its batches
 
 
-def test_deploy_then_kill_9_is_restarted_by_the_supervisor_exact(app_factory) -> None:
+def test_deploy_then_kill_9_is_restarted_by_the_supervisor_exact(app_factory, spark_cluster) -> None:
     app = app_factory("ua-supervise")
     app.produce(20_000, seed=7)
     r = app.cli("deploy", "user_activity")
@@ -47,7 +48,7 @@ def test_deploy_then_kill_9_is_restarted_by_the_supervisor_exact(app_factory) ->
         assert r.returncode == 0, r.stderr[-3000:] + manager.log_path(app.settings, "supervisor").read_text()[-3000:]
         out = json.loads(r.stdout)
         assert out["parallelism"] == 2 and out["after"]["batch"] is not None
-        _assert_spark_kafka_connector_loaded(app)
+        _assert_spark_kafka_connector_loaded(app, spark_cluster)
 
         # a concurrent operation on the same app is refused while one holds the lease
         ledger = Ledger.open(app.settings.ledger_db_url)
