@@ -9,8 +9,12 @@ run: bootstrap
 	$(BIN)/streamops platform up
 	$(BIN)/streamops deploy user_activity
 
+# two xdist workers (one per core here): the Airflow tests on one, the rest spread (tests/conftest.py)
+PYTEST_WORKERS ?= 2
+XDIST := -n $(PYTEST_WORKERS) --dist loadgroup
+
 test: bootstrap-test
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(XDIST)
 
 # only the short seeded chaos run (tests/integration/test_chaos.py, about 4 minutes; part of `make test`)
 chaos: bootstrap-test
@@ -20,7 +24,7 @@ unit: bootstrap-test
 	$(BIN)/python -m pytest -m unit
 
 integration: bootstrap-test
-	$(BIN)/python -m pytest -m integration
+	$(BIN)/python -m pytest -m integration $(XDIST)
 
 bootstrap:
 	@scripts/bootstrap.sh

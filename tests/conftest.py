@@ -23,27 +23,77 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 # faster on this 2-core machine (measured: a driver's run to the end 50 -> 44 s, a check 21 -> 18 s).
 os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Spark's JVMs map a class-data-sharing archive (tests/fixtures/spark_cds.py); a run of the
+    unit tests alone does not build one."""
+    if config.getoption("markexpr", "") != "unit" and not config.getoption("collectonly", False):
+        from tests.fixtures import spark_cds
+
+        spark_cds.use()
+
+
 pytest_plugins = ["tests.fixtures.ports", "tests.fixtures.platform", "tests.fixtures.apps", "tests.fixtures.spark"]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark tests by folder: tests/unit and tests/dags are `unit`, tests/integration `integration`.
 
-    The tests that need Airflow run last: once started, its scheduler, dag processor, triggerer
-    and API server stay up until the session ends, and on 2 cores their idle loops would slow
-    every Spark test that came after them."""
+    Order and groups, for ``pytest -n 2`` (``make test``; xdist's ``loadgroup``): the tests that
+    need Airflow are one group, run by one worker in one go, first (they take a quarter of the
+    suite); then the slowest modules, so that no worker is left alone with a long test at the end;
+    the unit tests fill the gaps last. Modules with module-scoped fixtures stay on one worker."""
     for item in items:
         parts = Path(str(item.fspath)).relative_to(REPO / "tests").parts
         if parts[0] == "integration":
             item.add_marker(pytest.mark.integration)
         elif parts[0] in ("unit", "dags"):
             item.add_marker(pytest.mark.unit)
-    items.sort(key=lambda item: Path(str(item.fspath)).name in AIRFLOW_MODULES)  # stable: order kept otherwise
+        name = Path(str(item.fspath)).name
+        if name in AIRFLOW_MODULES:
+            item.add_marker(pytest.mark.xdist_group("airflow"))
+        elif name in ONE_WORKER_MODULES or _module_scoped_fixtures(item):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+    items.sort(key=_run_order)  # stable: order kept otherwise
 
 
 #: integration modules that start Airflow (the ``airflow_platform`` fixture)
 AIRFLOW_MODULES = ("test_airflow_api.py", "test_airflow_backfill.py", "test_airflow_live_apps.py",
                    "test_airflow_operations.py")
+#: the slowest other modules, slowest first (their tests take 2-5 minutes each)
+SLOW_MODULES = ("test_apps.py", "test_maintenance.py", "test_resize.py", "test_readme_walk.py",
+                "test_supervisor.py", "test_reset.py", "test_kafka_security.py", "test_reprocess.py",
+                "test_chaos.py", "test_crash_safety.py", "test_user_activity.py")
+#: modules whose tests share state beyond fixtures
+ONE_WORKER_MODULES: tuple[str, ...] = ()
+
+
+def _module_scoped_fixtures(item: pytest.Item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    return any(defs[-1].scope in ("module", "class", "package") for name, defs in info.name2fixturedefs.items()
+               if defs and name not in ("request",))
+
+
+def _run_order(item: pytest.Item) -> tuple[int, int]:
+    name = Path(str(item.fspath)).name
+    if name in AIRFLOW_MODULES:
+        return (0, 0)
+    if name in SLOW_MODULES:
+        return (1, SLOW_MODULES.index(name))
+    return (2, 0) if item.get_closest_marker("integration") else (3, 0)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """After this worker's last Airflow test, stop Airflow: its four components' idle loops would
+    otherwise take CPU from every Spark test after them until the session ends."""
+    if Path(str(item.fspath)).name in AIRFLOW_MODULES and (
+            nextitem is None or Path(str(nextitem.fspath)).name not in AIRFLOW_MODULES):
+        from tests.fixtures.platform import stop_shared_airflow
+
+        stop_shared_airflow()
 
 
 @pytest.fixture(autouse=True)

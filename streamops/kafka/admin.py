@@ -21,6 +21,10 @@ from streamops.kafka.exceptions import BrokerAuthError, BrokerUnavailableError, 
 #: seconds to wait for the cluster before calling it unreachable
 DEFAULT_TIMEOUT = 8.0
 
+#: errors of a connection that failed at once (refused, reset): worth another try before the timeout
+RETRIABLE_CONNECT = (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN)
+CONNECT_RETRY_S = 0.25
+
 #: librdkafka's own log lines (e.g. one per failed connect attempt, every 50-100 ms) go here
 #: instead of raw to stderr; silent unless the application configures logging
 CLIENT_LOG = logging.getLogger("streamops.kafka.client")
@@ -66,18 +70,26 @@ def client_config(bootstrap: str, config: Mapping[str, Any] | None = None) -> di
 
 
 def cluster_metadata(client: Any, bootstrap: str, timeout: float):
-    """Cluster metadata (all topics, so no topic is auto-created by asking)."""
+    """Cluster metadata (all topics, so no topic is auto-created by asking).
+
+    A connection that fails at once (a broker restarting: librdkafka's ``_TRANSPORT``) is tried
+    again until ``timeout`` has passed, so the error's "within N s" is true."""
     since = time.monotonic()
-    try:
-        return client.list_topics(timeout=timeout)
-    except KafkaException as exc:
-        if refused := security.refusal(client, since):  # the broker answered, but refused this client
-            raise BrokerAuthError(security.refusal_message(bootstrap, refused)) from None
-        raise BrokerUnavailableError(
-            f"no Kafka broker answered at {bootstrap} within {timeout:g}s ({exc.args[0].str()}); "
-            "start one with 'streamops platform up --only kafka', or point streamops at yours with "
-            "STREAMOPS_BOOTSTRAP_SERVERS=HOST:PORT" + security.plaintext_hint(bootstrap)
-        ) from None
+    deadline = since + timeout
+    while True:
+        try:
+            return client.list_topics(timeout=max(deadline - time.monotonic(), 0.1))
+        except KafkaException as exc:
+            if refused := security.refusal(client, since):  # the broker answered, but refused this client
+                raise BrokerAuthError(security.refusal_message(bootstrap, refused)) from None
+            if exc.args[0].code() in RETRIABLE_CONNECT and time.monotonic() + CONNECT_RETRY_S < deadline:
+                time.sleep(CONNECT_RETRY_S)
+                continue
+            raise BrokerUnavailableError(
+                f"no Kafka broker answered at {bootstrap} within {timeout:g}s ({exc.args[0].str()}); "
+                "start one with 'streamops platform up --only kafka', or point streamops at yours with "
+                "STREAMOPS_BOOTSTRAP_SERVERS=HOST:PORT" + security.plaintext_hint(bootstrap)
+            ) from None
 
 
 def topic_partitions(metadata: Any, topic: str, bootstrap: str) -> list[int]:
