@@ -39,21 +39,16 @@ pytest_plugins = ["tests.fixtures.ports", "tests.fixtures.platform", "tests.fixt
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark tests by folder: tests/unit and tests/dags are `unit`, tests/integration `integration`.
 
-    Order and groups, for ``pytest -n 2`` (``make test``; xdist's ``loadgroup``): the tests that
-    need Airflow are one group, run by one worker in one go, first (they take a quarter of the
-    suite); then the slowest modules, so that no worker is left alone with a long test at the end;
-    the unit tests fill the gaps last. Modules with module-scoped fixtures stay on one worker."""
+    Order, for ``pytest -n 2 --dist loadgroup`` (``make test``; the work units are
+    :func:`work_unit`'s): the tests that need Airflow first, run by one worker in one go (a quarter
+    of the suite); then the slowest modules, so that no worker is left alone with a long test at
+    the end; the unit tests fill the gaps last."""
     for item in items:
         parts = Path(str(item.fspath)).relative_to(REPO / "tests").parts
         if parts[0] == "integration":
             item.add_marker(pytest.mark.integration)
         elif parts[0] in ("unit", "dags"):
             item.add_marker(pytest.mark.unit)
-        name = Path(str(item.fspath)).name
-        if name in AIRFLOW_MODULES:
-            item.add_marker(pytest.mark.xdist_group("airflow"))
-        elif name in ONE_WORKER_MODULES or _module_scoped_fixtures(item):
-            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
     items.sort(key=_run_order)  # stable: order kept otherwise
 
 
@@ -64,16 +59,35 @@ AIRFLOW_MODULES = ("test_airflow_api.py", "test_airflow_backfill.py", "test_airf
 SLOW_MODULES = ("test_apps.py", "test_maintenance.py", "test_resize.py", "test_readme_walk.py",
                 "test_supervisor.py", "test_reset.py", "test_kafka_security.py", "test_reprocess.py",
                 "test_chaos.py", "test_crash_safety.py", "test_user_activity.py")
-#: modules whose tests share state beyond fixtures
-ONE_WORKER_MODULES: tuple[str, ...] = ()
+#: modules whose long tests share nothing but session fixtures: each test is a work unit of its own
+SPLIT_MODULES = ("test_apps.py", "test_crash_safety.py", "test_user_activity.py")
 
 
-def _module_scoped_fixtures(item: pytest.Item) -> bool:
-    info = getattr(item, "_fixtureinfo", None)
-    if info is None:
-        return False
-    return any(defs[-1].scope in ("module", "class", "package") for name, defs in info.name2fixturedefs.items()
-               if defs and name not in ("request",))
+def work_unit(nodeid: str) -> str:
+    """The xdist work unit of a test: the Airflow tests are one (one worker, one Airflow), a module
+    is one (its module-scoped fixtures are made once), except in SPLIT_MODULES."""
+    module = nodeid.split("::", 1)[0]
+    name = Path(module).name
+    if name in AIRFLOW_MODULES:
+        return "airflow"
+    return nodeid if name in SPLIT_MODULES else module
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """``--dist loadgroup`` with :func:`work_unit` as the groups. pytest 9.2 made node ids
+    structured, and pytest-xdist 3.8's ``xdist_group`` marker, which appends to the old string id,
+    no longer groups anything (every test ran alone, and both workers started an Airflow)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class WorkUnitScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    config.option.loadscopereorder = False  # the order is pytest_collection_modifyitems'
+    return WorkUnitScheduling(config, log)
 
 
 def _run_order(item: pytest.Item) -> tuple[int, int]:
