@@ -76,6 +76,8 @@ OPERATIONS = {"resize-restart": 2, "resize-live": 1, "savepoint": 2, "restore": 
 CLUSTER_ONLY = ("kill-executor", "resize-live")
 #: how ``OpenTransactionError`` starts
 HANGING = "a transaction has stayed open"
+#: what an operation says when no broker answers (a kill-broker beside it)
+BROKER_DOWN = "no Kafka broker answered"
 AIRFLOW_ONLY = {"kill-airflow-task": 2, "airflow-resize": 1, "airflow-savepoint": 1}
 #: steps at which a killed reset / restore dies (journaled just before each is taken)
 KILL_STEPS = {"reset": ("stop", "set-aside", "install", "changelog-recreate", "rewind"),
@@ -397,11 +399,24 @@ class Chaos:
         step = self.rng.choice(KILL_STEPS[kind])
         args = ["reset", APP, "--to-earliest", "--stop-first"] if kind == "reset" else \
             ["restore", APP, self._newest_savepoint() or "none"]
+        before = (self._last_op(kind) or {}).get("id")
         r = self.cli(*args, env={"STREAMOPS_FAILPOINTS": f"{kind}.{step}=kill"})
         if r.returncode == -signal.SIGKILL:
             self._record(f"{kind} killed at {step}", self._undo(kind, self._last_op(kind)))
         else:
-            self._record(f"{kind} killed at {step}", self._outcome(r), r.stdout + r.stderr)
+            self._record(f"{kind} killed at {step}", self._failed_early(kind, r, before), r.stdout + r.stderr)
+
+    def _failed_early(self, kind: str, r: subprocess.CompletedProcess, before: int | None) -> str:
+        """The outcome of an operation that ended by itself. One that failed because the broker was
+        down (a kill-broker running beside it) before it journaled a step changed nothing; one that
+        had begun is undone like a killed one."""
+        outcome = self._outcome(r)
+        if outcome != "failed" or BROKER_DOWN not in r.stdout + r.stderr:
+            return outcome
+        op = self._last_op(kind)
+        if op is None or op["id"] == before or not op.get("journal"):
+            return "failed before any change (broker down)"
+        return self._undo(kind, op)
 
     def kill_airflow_task(self) -> None:
         """A reset run from Airflow whose task is killed -9 while it holds the app's lease."""

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+#: seconds a trigger waits at least before it fires (see LedgerConvergenceTrigger)
+MIN_DWELL_S = 15.0
 
 
 class LedgerConvergenceTrigger(BaseTrigger):
@@ -15,16 +19,23 @@ class LedgerConvergenceTrigger(BaseTrigger):
     The poll is blocking I/O (ledger, checkpoint files, the broker for lag), so it runs in a
     thread; the event says ``converged`` or ``failed`` and carries the pending operation back to
     the operator, which records the outcome in the ledger.
+
+    It fires no sooner than ``min_dwell_s`` after it started. Airflow 3.3 fails a deferred task
+    whose trigger fires before the scheduler has drained the executor's "success" of the deferring
+    attempt (apache/airflow#72716, #71580: "finished with state success, but the task instance's
+    state is running"); on 2 busy cores that event came 5.5 s after the deferral, and a stop
+    converged in 3 s.
     """
 
-    def __init__(self, pending: dict[str, Any], poll_interval: float = 2.0) -> None:
+    def __init__(self, pending: dict[str, Any], poll_interval: float = 2.0, min_dwell_s: float = MIN_DWELL_S) -> None:
         super().__init__()
         self.pending = pending
         self.poll_interval = poll_interval
+        self.min_dwell_s = min_dwell_s
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (f"{type(self).__module__}.{type(self).__qualname__}",
-                {"pending": self.pending, "poll_interval": self.poll_interval})
+                {"pending": self.pending, "poll_interval": self.poll_interval, "min_dwell_s": self.min_dwell_s})
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         from streamops.exceptions import StreamopsError
@@ -33,6 +44,7 @@ class LedgerConvergenceTrigger(BaseTrigger):
         from streamops.lifecycle.operations import Pending, poll
         from streamops.settings import Settings
 
+        started = time.monotonic()
         pending = Pending.from_dict(self.pending)
         settings = Settings.from_env()
         ledger = await asyncio.to_thread(Ledger.open, settings.ledger_db_url)
@@ -42,12 +54,18 @@ class LedgerConvergenceTrigger(BaseTrigger):
                 try:
                     observed = await asyncio.to_thread(poll, settings, spec, ledger, pending)
                 except StreamopsError as exc:
+                    await self._dwell(started)
                     yield TriggerEvent({"status": "failed", "pending": pending.to_dict(), "error": str(exc)})
                     return
                 if observed is not None:
                     self.log.info("%s #%s converged", pending.kind, pending.operation_id)
+                    await self._dwell(started)
                     yield TriggerEvent({"status": "converged", "pending": pending.to_dict()})
                     return
                 await asyncio.sleep(self.poll_interval)
         finally:
             ledger.close()
+
+    async def _dwell(self, started: float) -> None:
+        if (left := self.min_dwell_s - (time.monotonic() - started)) > 0:
+            await asyncio.sleep(left)

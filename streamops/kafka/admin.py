@@ -92,6 +92,24 @@ def cluster_metadata(client: Any, bootstrap: str, timeout: float):
             ) from None
 
 
+#: a partition's leader not known yet (a topic just created, a broker just restarted)
+RETRIABLE_LEADER = (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+                    KafkaError.UNKNOWN_TOPIC_OR_PART, *RETRIABLE_CONNECT)
+
+
+def watermark_offsets(consumer: Any, tp: TopicPartition, timeout: float) -> tuple[int, int]:
+    """(low, high) of a partition; asked again while its leader is not known yet, up to ``timeout``
+    (a reprocess's topics are read right after they are created)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return consumer.get_watermark_offsets(tp, timeout=max(deadline - time.monotonic(), 0.1))
+        except KafkaException as exc:
+            if exc.args[0].code() not in RETRIABLE_LEADER or time.monotonic() + CONNECT_RETRY_S >= deadline:
+                raise
+            time.sleep(CONNECT_RETRY_S)
+
+
 def topic_partitions(metadata: Any, topic: str, bootstrap: str) -> list[int]:
     meta = metadata.topics.get(topic)
     if meta is None or (meta.error is not None and meta.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):

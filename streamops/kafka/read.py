@@ -21,6 +21,7 @@ from streamops.kafka.admin import (
     cluster_metadata,
     end_offsets,
     topic_partitions,
+    watermark_offsets,
 )
 from streamops.kafka.exceptions import ConsumeError, OpenTransactionError, TopicError
 
@@ -71,7 +72,7 @@ def read_topic(
         highs = _high_watermarks(bootstrap, topic) if past else {}
         for p in parts:
             try:
-                low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=DEFAULT_TIMEOUT)
+                low, high = watermark_offsets(consumer, TopicPartition(topic, p), DEFAULT_TIMEOUT)
             except KafkaException as exc:  # timeout / transport
                 raise ConsumeError(f"could not read the watermarks of {topic}[{p}]: {exc}") from None
             high = max(high, highs.get(p, high))

@@ -40,6 +40,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from streamops.checkpoints import lineage
 from streamops.exceptions import StreamopsError
 from streamops.kafka import identity
+from streamops.kafka.admin import watermark_offsets
 from streamops.kafka.security import librdkafka_for
 
 log = logging.getLogger(__name__)
@@ -123,7 +124,7 @@ def last_marker(bootstrap: str, commits_topic: str, app: str, *, config: dict | 
             return None  # no commits topic yet: nothing was ever committed
         last = None
         for p in md.partitions:
-            low, high = c.get_watermark_offsets(TopicPartition(commits_topic, p), timeout=timeout)
+            low, high = watermark_offsets(c, TopicPartition(commits_topic, p), timeout)
             if high <= low:
                 continue
             # markers are tiny and one per batch; the tail holds the latest (plus control records)

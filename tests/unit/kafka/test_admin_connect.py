@@ -45,3 +45,39 @@ def test_a_timeout_is_not_tried_again() -> None:
     with pytest.raises(BrokerUnavailableError):
         cluster_metadata(client, "127.0.0.1:1", timeout=5)
     assert client.calls == 1
+
+
+class LeaderlessConsumer:
+    """A topic just created: its partition's leader unknown ``failures`` times, then watermarks."""
+
+    def __init__(self, failures: int, code: int = KafkaError.NOT_LEADER_FOR_PARTITION) -> None:
+        self.failures, self.code, self.calls = failures, code, 0
+
+    def get_watermark_offsets(self, tp, timeout: float):
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise KafkaException(KafkaError(self.code, "Failed to get watermark offsets: Broker: Not leader"))
+        return (0, 42)
+
+
+def test_watermarks_of_a_partition_without_a_leader_yet_are_asked_again() -> None:
+    from confluent_kafka import TopicPartition
+
+    from streamops.kafka.admin import watermark_offsets
+
+    consumer = LeaderlessConsumer(failures=2)
+    assert watermark_offsets(consumer, TopicPartition("t", 0), timeout=5) == (0, 42)
+    assert consumer.calls == 3
+
+
+def test_watermarks_give_up_at_the_timeout_and_on_other_errors() -> None:
+    from confluent_kafka import TopicPartition
+
+    from streamops.kafka.admin import watermark_offsets
+
+    with pytest.raises(KafkaException):
+        watermark_offsets(LeaderlessConsumer(failures=10**6), TopicPartition("t", 0), timeout=0.6)
+    other = LeaderlessConsumer(failures=1, code=KafkaError.TOPIC_AUTHORIZATION_FAILED)
+    with pytest.raises(KafkaException):
+        watermark_offsets(other, TopicPartition("t", 0), timeout=5)
+    assert other.calls == 1
