@@ -69,27 +69,37 @@ def client_config(bootstrap: str, config: Mapping[str, Any] | None = None) -> di
             **(config or {})}
 
 
+def _retrying(call: Callable[[float], Any], codes: tuple[int, ...], timeout: float, *,
+              stop: Callable[[], bool] = lambda: False) -> Any:
+    """``call(seconds_left)``, asked again after an error in ``codes`` until ``timeout`` has passed
+    (or ``stop()`` says the error is final); the last ``KafkaException`` is raised."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return call(max(deadline - time.monotonic(), 0.1))
+        except KafkaException as exc:
+            if exc.args[0].code() not in codes or stop() or time.monotonic() + CONNECT_RETRY_S >= deadline:
+                raise
+            time.sleep(CONNECT_RETRY_S)
+
+
 def cluster_metadata(client: Any, bootstrap: str, timeout: float):
     """Cluster metadata (all topics, so no topic is auto-created by asking).
 
     A connection that fails at once (a broker restarting: librdkafka's ``_TRANSPORT``) is tried
     again until ``timeout`` has passed, so the error's "within N s" is true."""
     since = time.monotonic()
-    deadline = since + timeout
-    while True:
-        try:
-            return client.list_topics(timeout=max(deadline - time.monotonic(), 0.1))
-        except KafkaException as exc:
-            if refused := security.refusal(client, since):  # the broker answered, but refused this client
-                raise BrokerAuthError(security.refusal_message(bootstrap, refused)) from None
-            if exc.args[0].code() in RETRIABLE_CONNECT and time.monotonic() + CONNECT_RETRY_S < deadline:
-                time.sleep(CONNECT_RETRY_S)
-                continue
-            raise BrokerUnavailableError(
-                f"no Kafka broker answered at {bootstrap} within {timeout:g}s ({exc.args[0].str()}); "
-                "start one with 'streamops platform up --only kafka', or point streamops at yours with "
-                "STREAMOPS_BOOTSTRAP_SERVERS=HOST:PORT" + security.plaintext_hint(bootstrap)
-            ) from None
+    try:
+        return _retrying(lambda left: client.list_topics(timeout=left), RETRIABLE_CONNECT, timeout,
+                         stop=lambda: bool(security.refusal(client, since)))
+    except KafkaException as exc:
+        if refused := security.refusal(client, since):  # the broker answered, but refused this client
+            raise BrokerAuthError(security.refusal_message(bootstrap, refused)) from None
+        raise BrokerUnavailableError(
+            f"no Kafka broker answered at {bootstrap} within {timeout:g}s ({exc.args[0].str()}); "
+            "start one with 'streamops platform up --only kafka', or point streamops at yours with "
+            "STREAMOPS_BOOTSTRAP_SERVERS=HOST:PORT" + security.plaintext_hint(bootstrap)
+        ) from None
 
 
 #: a partition's leader not known yet (a topic just created, a broker just restarted)
@@ -100,14 +110,7 @@ RETRIABLE_LEADER = (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_A
 def watermark_offsets(consumer: Any, tp: TopicPartition, timeout: float) -> tuple[int, int]:
     """(low, high) of a partition; asked again while its leader is not known yet, up to ``timeout``
     (a reprocess's topics are read right after they are created)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return consumer.get_watermark_offsets(tp, timeout=max(deadline - time.monotonic(), 0.1))
-        except KafkaException as exc:
-            if exc.args[0].code() not in RETRIABLE_LEADER or time.monotonic() + CONNECT_RETRY_S >= deadline:
-                raise
-            time.sleep(CONNECT_RETRY_S)
+    return _retrying(lambda left: consumer.get_watermark_offsets(tp, timeout=left), RETRIABLE_LEADER, timeout)
 
 
 def topic_partitions(metadata: Any, topic: str, bootstrap: str) -> list[int]:
