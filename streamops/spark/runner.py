@@ -277,6 +277,7 @@ class AppDriver:
         self.warmup: warmup.ExecutorWarmup | None = None
         self.scaler: elastic.ExecutorScaler | None = None
         self.control: elastic.LiveControl | None = None
+        self.settled = False  # settle_executors ran
         if elastic.supports_live(spark.sparkContext.master):
             # new executors: a pinned batch over the newest records (reads, parse), then one batch of
             # the streaming query with its state stores pinned to the executor (the stateful path)
@@ -298,6 +299,7 @@ class AppDriver:
         reporter.report(status="starting", pid=os.getpid(), host=socket.gethostname(),
                         spark_app_id=self.spark.sparkContext.applicationId, parallelism=self.parallelism,
                         executors=None, last_batch=None, error=None)
+        self.settle_executors(timeout=60)
         self.spark.streams.addListener(progress_listener(self.dir.progress, reporter, spec.name))
         failures = 0
         final = "stopped"
@@ -449,6 +451,17 @@ class AppDriver:
         except Exception:  # noqa: BLE001 - e.g. Spark Connect: unknown
             return 0
 
+    def settle_executors(self, timeout: float) -> None:
+        """Before any query runs (``elastic.settle``); once: a promoted standby settled before it
+        declared itself ready."""
+        if self.scaler is None or self.settled:
+            return
+        self.settled = True
+        t0 = time.monotonic()
+        removed = elastic.settle(self.scaler, timeout=timeout, stopped=self.stop.is_set)
+        log.info("executors settled at %d in %.1f s%s", len(self.scaler.executors()), time.monotonic() - t0,
+                 f" (removed {removed})" if removed else "")
+
     # -- standby -------------------------------------------------------------------------------
     def stand_by(self) -> bool:
         """Wait, ready, for the promotion (True); False if stopped or never promoted. Nothing
@@ -462,12 +475,7 @@ class AppDriver:
                 scaler.trim()
 
         target = scaler.target if scaler is not None else spark.sparkContext.defaultParallelism
-        if scaler is not None:  # the executors it will run with, registered before it declares itself ready
-            deadline = time.monotonic() + 120
-            while len(scaler.executors()) < target and time.monotonic() < deadline and not stop.is_set():
-                scaler.trim()
-                time.sleep(0.5)
-            scaler.trim()
+        self.settle_executors(timeout=120)  # the executors it will run with, registered before it is ready
         t0 = time.monotonic()
         try:
             took = self.rehearse()

@@ -50,8 +50,8 @@ def session_conf(spec: AppSpec, settings: Settings, *, parallelism: int | None =
     if live:
         from streamops.spark.warmup import plugin_conf
 
-        cores = max(cores, spec.parallelism.max)
-        extra = plugin_conf()  # new executors are warmed up before the query uses them
+        target, cores = cores, max(cores, spec.parallelism.max)
+        extra = {**plugin_conf(), **start_at(target)}  # new executors are warmed up before the query uses them
     return {
         # executors import the job's module (``jobs.*``) from the checkout
         "spark.executorEnv.PYTHONPATH": str(settings.repo),
@@ -71,6 +71,27 @@ def session_conf(spec: AppSpec, settings: Settings, *, parallelism: int | None =
         "spark.pyspark.driver.python": sys.executable,
         **jars.spark_conf(),  # Spark's own Kafka connector, on the driver and every executor
         **extra,
+    }
+
+
+def start_at(executors: int) -> dict[str, str]:
+    """Settings that make the cluster launch ``executors`` at the start, not ``spark.cores.max``.
+
+    A standalone master launches executors up to the app's cap as soon as it registers, long
+    before the driver can ask for fewer: a driver at 1 of 4 started three executor JVMs only to
+    remove them. With dynamic allocation on, the master starts the app at none and Spark's
+    allocation manager asks for ``initialExecutors``. With min = max = initial and no idle
+    timeout it never asks for another number or removes an executor, so the driver alone holds
+    the size afterwards (``elastic.ExecutorScaler``).
+    """
+    n = str(executors)
+    return {
+        "spark.dynamicAllocation.enabled": "true",
+        "spark.dynamicAllocation.initialExecutors": n,
+        "spark.dynamicAllocation.minExecutors": n,
+        "spark.dynamicAllocation.maxExecutors": n,
+        "spark.dynamicAllocation.executorIdleTimeout": "3650d",
+        "spark.dynamicAllocation.shuffleTracking.enabled": "true",
     }
 
 

@@ -226,3 +226,30 @@ def test_idle_means_no_batch_running_and_no_input_waiting(trigger_active: bool, 
     status = {"message": "x", "isTriggerActive": trigger_active, "isDataAvailable": data_available}
     assert _idle(status) is idle
     assert _idle({}) is False  # unknown: not idle (the boundary path is always safe)
+
+
+class RegisteringScaler(FakeScaler):
+    """Executors register over time: each look at them lets the next of ``arrivals`` in."""
+
+    def __init__(self, target: int, arrivals: list[list[str]]) -> None:
+        super().__init__(target, [])
+        self.arrivals = arrivals
+
+    def executors(self) -> dict[str, int]:
+        if self.arrivals:
+            self.registered += [e for e in self.arrivals.pop(0) if e not in self.killed]
+        return super().executors()
+
+
+def test_a_new_driver_waits_for_its_executors_and_removes_any_surplus_before_a_query_runs() -> None:
+    scaler = RegisteringScaler(1, [[], [], ["0", "1"]])
+    removed = elastic.settle(scaler, timeout=30, stopped=lambda: False, poll=0.01)
+    assert removed == ["1"] and list(scaler.executors()) == ["0"]
+    assert scaler.trims and not any(scaler.trims)  # nothing runs yet: no need to spare busy ones
+
+
+def test_settling_stops_when_the_driver_is_stopped() -> None:
+    scaler = RegisteringScaler(2, [])  # nothing ever registers
+    calls = iter(range(5))
+    assert elastic.settle(scaler, timeout=3600, stopped=lambda: next(calls, 4) >= 3, poll=0) == []
+    assert len(scaler.trims) == 4

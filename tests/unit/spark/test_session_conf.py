@@ -1,0 +1,28 @@
+"""The Spark settings a driver registers with."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from streamops.settings import Settings
+from streamops.spark.session import session_conf
+from streamops.spec import AppSpec
+
+
+def _spec() -> AppSpec:
+    return AppSpec.model_validate({"name": "a", "job": "jobs.a", "input_topics": ["in"], "output_topic": "out",
+                                   "parallelism": {"default": 1, "min": 1, "max": 4}})
+
+
+def test_a_live_resizable_driver_registers_for_its_cap_but_is_started_at_its_target(tmp_path: Path) -> None:
+    conf = session_conf(_spec(), Settings(home=tmp_path), parallelism=2, live=True)
+    assert conf["spark.cores.max"] == "4"  # the standalone cap is fixed at registration
+    # ... while the master launches only the 2 asked for, and nothing else changes that number
+    assert conf["spark.dynamicAllocation.enabled"] == "true"
+    assert {conf[f"spark.dynamicAllocation.{k}Executors"] for k in ("initial", "min", "max")} == {"2"}
+    assert conf["spark.dynamicAllocation.executorIdleTimeout"] == "3650d"
+
+
+def test_a_driver_that_cannot_resize_live_registers_for_what_it_runs(tmp_path: Path) -> None:
+    conf = session_conf(_spec(), Settings(home=tmp_path), parallelism=2, live=False)
+    assert conf["spark.cores.max"] == "2" and "spark.dynamicAllocation.enabled" not in conf
