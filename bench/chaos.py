@@ -407,15 +407,15 @@ class Chaos:
             self._record(f"{kind} killed at {step}", self._failed_early(kind, r, before), r.stdout + r.stderr)
 
     def _failed_early(self, kind: str, r: subprocess.CompletedProcess, before: int | None) -> str:
-        """The outcome of an operation that ended by itself. One that failed because the broker was
-        down (a kill-broker running beside it) before it journaled a step changed nothing; one that
-        had begun is undone like a killed one."""
+        """The outcome of an operation that ended by itself. One that failed (the broker down or
+        just restarted by a kill-broker beside it) before it journaled a step changed nothing; one
+        that had begun is undone like a killed one."""
         outcome = self._outcome(r)
-        if outcome != "failed" or BROKER_DOWN not in r.stdout + r.stderr:
+        if outcome != "failed":
             return outcome
         op = self._last_op(kind)
         if op is None or op["id"] == before or not op.get("journal"):
-            return "failed before any change (broker down)"
+            return "failed before any change" + (" (broker down)" if BROKER_DOWN in r.stdout + r.stderr else "")
         return self._undo(kind, op)
 
     def kill_airflow_task(self) -> None:

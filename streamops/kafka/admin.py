@@ -102,9 +102,11 @@ def cluster_metadata(client: Any, bootstrap: str, timeout: float):
         ) from None
 
 
-#: a partition's leader not known yet (a topic just created, a broker just restarted)
+#: a partition's leader not known yet (a topic just created, a broker just restarted: the client's
+#: leader epoch can be ahead of the broker's for a moment, "Leader epoch is newer than broker epoch")
 RETRIABLE_LEADER = (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
-                    KafkaError.UNKNOWN_TOPIC_OR_PART, *RETRIABLE_CONNECT)
+                    KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.UNKNOWN_LEADER_EPOCH,
+                    KafkaError.FENCED_LEADER_EPOCH, *RETRIABLE_CONNECT)
 
 
 def watermark_offsets(consumer: Any, tp: TopicPartition, timeout: float) -> tuple[int, int]:
@@ -186,15 +188,40 @@ def end_offsets(bootstrap: str, topic: str, *, timeout: float = DEFAULT_TIMEOUT)
     parts = topic_partitions(cluster_metadata(admin, bootstrap, timeout), topic, bootstrap)
     if not parts:
         return {}
-    out: dict[int, list[int]] = {p: [0, 0] for p in parts}
-    for slot, spec in ((0, OffsetSpec.earliest()), (1, OffsetSpec.latest())):
-        futures = admin.list_offsets({TopicPartition(topic, p): spec for p in parts}, request_timeout=timeout)
+    try:
+        low, high = (_list_offsets(admin, topic, parts, spec, timeout)
+                     for spec in (OffsetSpec.earliest(), OffsetSpec.latest()))
+    except _OffsetsError as exc:
+        raise TopicError(f"could not list offsets of {topic}[{exc.partition}]: {exc.error.str()}") from None
+    return {p: (low[p], high[p]) for p in parts}
+
+
+class _OffsetsError(Exception):
+    def __init__(self, partition: int, error: KafkaError) -> None:
+        super().__init__(partition, error)
+        self.partition, self.error = partition, error
+
+
+def _list_offsets(admin: Any, topic: str, parts: list[int], spec: Any, timeout: float) -> dict[int, int]:
+    """ListOffsets for ``parts`` of ``topic``, asked again while a leader is not known yet (a broker
+    just restarted) until ``timeout``; ``_OffsetsError`` names the partition that failed."""
+    failed: list[int] = []
+
+    def call(left: float) -> dict[int, int]:
+        futures = admin.list_offsets({TopicPartition(topic, p): spec for p in parts}, request_timeout=left)
+        out = {}
         for tp, fut in futures.items():
             try:
-                out[tp.partition][slot] = fut.result(timeout=timeout + 2).offset
-            except KafkaException as exc:
-                raise TopicError(f"could not list offsets of {topic}[{tp.partition}]: {exc.args[0].str()}") from None
-    return {p: (lo, hi) for p, (lo, hi) in out.items()}
+                out[tp.partition] = fut.result(timeout=left + 2).offset
+            except KafkaException:
+                failed[:] = [tp.partition]
+                raise
+        return out
+
+    try:
+        return _retrying(call, RETRIABLE_LEADER, timeout)
+    except KafkaException as exc:
+        raise _OffsetsError(failed[0] if failed else -1, exc.args[0]) from None
 
 
 def offsets_for_times(bootstrap: str, topic: str, timestamp_ms: int, *,
@@ -204,17 +231,12 @@ def offsets_for_times(bootstrap: str, topic: str, timestamp_ms: int, *,
     parts = topic_partitions(cluster_metadata(admin, bootstrap, timeout), topic, bootstrap)
     if not parts:
         return {}
-    futures = admin.list_offsets({TopicPartition(topic, p): OffsetSpec.for_timestamp(timestamp_ms) for p in parts},
-                                 request_timeout=timeout)
-    out: dict[int, int | None] = {}
-    for tp, fut in futures.items():
-        try:
-            offset = fut.result(timeout=timeout + 2).offset
-        except KafkaException as exc:
-            raise TopicError(f"could not look up offsets of {topic}[{tp.partition}] for time {timestamp_ms}: "
-                             f"{exc.args[0].str()}") from None
-        out[tp.partition] = offset if offset >= 0 else None
-    return out
+    try:
+        found = _list_offsets(admin, topic, parts, OffsetSpec.for_timestamp(timestamp_ms), timeout)
+    except _OffsetsError as exc:
+        raise TopicError(f"could not look up offsets of {topic}[{exc.partition}] for time {timestamp_ms}: "
+                         f"{exc.error.str()}") from None
+    return {p: (o if o >= 0 else None) for p, o in found.items()}
 
 
 def recreate_topic(bootstrap: str, spec: TopicSpec, *, timeout: float = DEFAULT_TIMEOUT,

@@ -23,7 +23,7 @@ LOCAL = "local[2]"
 ALLOWED = {"succeeded", "refused", "failed, undone", "failed at restart, resumed", "failed at restart, reset",
            "failed, undone (restart resumed)", "failed, undone (restart reset)",
            "failed, undo refused (lost output), reset", "failed, undo refused",
-           "failed before any change (broker down)"}
+           "failed before any change (broker down)", "failed before any change"}
 
 
 def _check(app) -> dict:

@@ -81,3 +81,46 @@ def test_watermarks_give_up_at_the_timeout_and_on_other_errors() -> None:
     with pytest.raises(KafkaException):
         watermark_offsets(other, TopicPartition("t", 0), timeout=5)
     assert other.calls == 1
+
+
+class EpochLaggingAdmin:
+    """A broker just restarted: ListOffsets answers "leader epoch is newer than broker epoch" for
+    one partition ``failures`` times (as a reset after a broker kill saw), then offsets."""
+
+    def __init__(self, failures: int, code: int = KafkaError.UNKNOWN_LEADER_EPOCH) -> None:
+        self.failures, self.code, self.calls = failures, code, 0
+
+    def list_offsets(self, request: dict, request_timeout: float) -> dict:
+        from concurrent.futures import Future
+
+        self.calls += 1
+        out = {}
+        for tp in request:
+            fut: Future = Future()
+            if tp.partition == 1 and self.calls <= self.failures:
+                fut.set_exception(KafkaException(KafkaError(self.code, "Broker: Leader epoch is newer than broker epoch")))
+            else:
+                fut.set_result(type("Info", (), {"offset": 10 * tp.partition})())
+            out[tp] = fut
+        return out
+
+
+def test_list_offsets_after_a_broker_restart_is_asked_again() -> None:
+    from confluent_kafka.admin import OffsetSpec
+
+    from streamops.kafka.admin import _list_offsets
+
+    admin = EpochLaggingAdmin(failures=2)
+    assert _list_offsets(admin, "t", [0, 1, 2], OffsetSpec.latest(), timeout=5) == {0: 0, 1: 10, 2: 20}
+    assert admin.calls == 3
+
+
+def test_list_offsets_names_the_partition_on_a_lasting_error() -> None:
+    from confluent_kafka.admin import OffsetSpec
+
+    from streamops.kafka.admin import _list_offsets, _OffsetsError
+
+    admin = EpochLaggingAdmin(failures=10**6, code=KafkaError.TOPIC_AUTHORIZATION_FAILED)
+    with pytest.raises(_OffsetsError) as err:
+        _list_offsets(admin, "t", [0, 1, 2], OffsetSpec.latest(), timeout=5)
+    assert err.value.partition == 1 and admin.calls == 1
