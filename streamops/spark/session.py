@@ -51,7 +51,8 @@ def session_conf(spec: AppSpec, settings: Settings, *, parallelism: int | None =
         from streamops.spark.warmup import plugin_conf
 
         target, cores = cores, max(cores, spec.parallelism.max)
-        extra = {**plugin_conf(), **start_at(target)}  # new executors are warmed up before the query uses them
+        # new executors are warmed up before the query uses them; the first ones are only the target's
+        extra = {**plugin_conf(), **start_at(target)}
     return {
         # executors import the job's module (``jobs.*``) from the checkout
         "spark.executorEnv.PYTHONPATH": str(settings.repo),
