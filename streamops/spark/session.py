@@ -8,6 +8,7 @@ from pathlib import Path
 
 from streamops.platform import jars
 from streamops.settings import Settings
+from streamops.spark import pydaemon
 from streamops.spec import AppSpec
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -71,6 +72,7 @@ def session_conf(spec: AppSpec, settings: Settings, *, parallelism: int | None =
         "spark.pyspark.python": sys.executable,
         "spark.pyspark.driver.python": sys.executable,
         **jars.spark_conf(),  # Spark's own Kafka connector, on the driver and every executor
+        **pydaemon.conf(),  # Python workers import the installed pyspark (bytecode), not pyspark.zip
         **extra,
     }
 

@@ -25,6 +25,7 @@ from streamops.checkpoints import layout
 from streamops.exceptions import StreamopsError
 from streamops.platform import jars
 from streamops.settings import Settings
+from streamops.spark import pydaemon
 from streamops.spec import AppSpec, load_job
 
 SAMPLES = 5
@@ -263,6 +264,7 @@ def _local_spark(settings: Settings):
              .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "1")
              .config("spark.ui.showConsoleProgress", "false")
              .config(map=jars.spark_conf())
+             .config(map=pydaemon.conf())
              .getOrCreate())
     _ = spark.streams.active  # creates the StateStoreCoordinator the state reader talks to
     return spark

@@ -30,6 +30,7 @@ from typing import Any
 from streamops.exceptions import StreamopsError
 from streamops.platform import jars
 from streamops.settings import Settings
+from streamops.spark import pydaemon
 
 #: the seed query's version: Spark's first batch (0) commits state version 1
 SEED_VERSION = 1
@@ -65,6 +66,7 @@ def seed_session(settings: Settings, *, name: str = "streamops-seed"):
              .config("spark.ui.showConsoleProgress", "false")
              .config("spark.driver.memory", "2g")
              .config(map=seeding_conf())
+             .config(map=pydaemon.conf())
              .config(map=jars.spark_conf())  # app lint reads the input with Spark's Kafka connector
              .config("spark.sql.adaptive.enabled", "false")
              .getOrCreate())

@@ -1,6 +1,9 @@
 """A user's own app on a running platform (issue 22): scaffolded with ``new-app`` after ``platform up``,
-deployed, fed, checked exact, resized live, stopped, deployed and stopped again through the Airflow
-DAGs, then removed from the spec, and its DAGs gone — with no platform component restarted.
+then, by triggering the generated DAGs through Airflow's REST API, deployed, fed, checked exact,
+resized live, stopped; then removed from the spec, and its DAGs gone — with no platform component
+restarted. Real scheduler, worker, triggerer, supervisor, broker and Spark cluster; the operation
+tasks defer while the app converges (seen as the ``deferred`` task state), and every change is in
+the ledger with the Airflow run that asked for it.
 
 The shared platform runs on a checkout of its own (``tests.fixtures.platform.overlay_repo``), so
 the app is added to that checkout's spec file and jobs/ as a user adds one to theirs.
@@ -84,42 +87,50 @@ def test_an_app_added_while_the_platform_runs_is_deployed_resized_stopped_and_re
         spec_path.write_text(yaml.safe_dump(specs, sort_keys=False))
         _until("the supervisor loads the new app", lambda: APP in (read_heartbeat(s) or {}).get("apps", ()), 30)
 
+        # through Airflow's REST API, as an operator would: the new app's DAGs and the operation
+        # DAGs' forms know it once the dag-processor has parsed the changed spec
+        _until("Airflow parses the new app's DAGs", lambda: all(
+            _request(s, "GET", f"/api/v2/dags/{d}", token)[0] == 200 for d in PER_APP_DAGS), 180, 3)
+        _until("the deploy DAG's form offers the app", lambda: _deploy_dag_knows(s, token), 180, 3)
+        # invalid form values: no run is created, nothing changes
+        for conf in ({"app": APP, "parallelism": 99}, {"app": "nope", "parallelism": 1},
+                     {"app": APP, "parallelism": 2, "strategy": "teleport"}):
+            status, _ = _request(s, "POST", "/api/v2/dags/streamops_resize/dagRuns", token,
+                                 {"logical_date": None, "conf": conf})
+            assert status == 400, (conf, status)
+        assert ledger.operations(APP) == [] and ledger.desired(APP) is None
+
         r = app.cli("produce", APP, "--events", "4000", "--seed", "1")
         assert r.returncode == 0, r.stderr[-2000:]
-        r = app.cli("deploy", APP, "--parallelism", "1", "--json", timeout=420)
-        assert r.returncode == 0, r.stderr[-3000:] + manager.log_path(s, "supervisor").read_text()[-3000:]
-        assert json.loads(r.stdout)["parallelism"] == 1
+        out, seen = _run(s, token, "streamops_deploy", {"app": APP, "parallelism": 1}, app=APP)
+        assert "deferred" in seen, seen  # waited in the triggerer, not in a worker slot
+        assert out["parallelism"] == 1 and out["after"]["batch"] is not None
+        deploy_run = next(x for x in seen if x.startswith("run_id:")).removeprefix("run_id:")
         first = driver.running(s, APP)
         pinned = json.loads((s.state_dir / "apps" / APP / "spec.json").read_text())["spec"]
         assert pinned["input_topics"] == [f"{APP}-input"] and pinned["output_topic"]
         _check_exact(app, 4000)
 
-        # live: the same driver grows to 2 executors
-        r = app.cli("resize", APP, "--parallelism", "2", "--strategy", "live", "--json", timeout=420)
-        assert r.returncode == 0, r.stderr[-3000:]
-        assert json.loads(r.stdout)["parallelism"] == 2 and driver.running(s, APP).pid == first.pid
+        # live: the same driver grows to 2 executors (restart resizes through the DAGs are
+        # test_airflow_operations', through the CLI test_resize's)
         r = app.cli("produce", APP, "--events", "3000", "--seed", "2")
         assert r.returncode == 0, r.stderr[-2000:]
-        _check_exact(app, 7000)
-        r = app.cli("stop", APP)
-        assert r.returncode == 0 and driver.running(s, APP) is None, r.stderr[-2000:]
-
-        # the same through Airflow: the new app's DAGs and the operation DAGs' forms know it
-        _until("Airflow parses the new app's DAGs", lambda: all(
-            _request(s, "GET", f"/api/v2/dags/{d}", token)[0] == 200 for d in PER_APP_DAGS), 180, 3)
-        _until("the deploy DAG's form offers the app", lambda: _deploy_dag_knows(s, token), 180, 3)
-        out, seen = _run(s, token, "streamops_deploy", {"app": APP, "parallelism": 1}, app=APP)
-        assert out["parallelism"] == 1 and "deferred" in seen
-        r = app.cli("produce", APP, "--events", "2000", "--seed", "3")
-        assert r.returncode == 0, r.stderr[-2000:]
-        _until("the deployed app reads the new records", lambda: _committed(app) >= 9000, 300)
+        out, seen = _run(s, token, "streamops_resize", {"app": APP, "parallelism": 2, "strategy": "live"}, app=APP)
+        assert out["noop"] is False and out["parallelism"] == 2 and out["strategy"] == "live" and "deferred" in seen
+        assert ledger.observed(APP)["parallelism"] == 2 and ledger.desired(APP)["parallelism"] == 2
+        assert driver.running(s, APP).pid == first.pid
+        out, _ = _run(s, token, "streamops_resize", {"app": APP, "parallelism": 2}, app=APP)
+        assert out["noop"] is True
+        _until("the resized app reads the new records", lambda: _committed(app) >= 7000, 300)
         _run(s, token, "streamops_stop", {"app": APP}, app=APP)
         assert driver.running(s, APP) is None and ledger.desired(APP)["status"] == "stopped"
-        _check_exact(app, 9000)
-        kinds = [(o["kind"], o["outcome"], o["requested_by"].split(":")[0])
-                 for o in reversed(ledger.operations(APP, limit=50)) if o["kind"] in ("deploy", "resize", "stop")]
-        assert kinds == [("deploy", "succeeded", "cli"), ("resize", "succeeded", "cli"), ("stop", "succeeded", "cli"),
-                         ("deploy", "succeeded", "airflow"), ("stop", "succeeded", "airflow")]
+        _check_exact(app, 7000)
+        ops = [o for o in reversed(ledger.operations(APP, limit=50)) if o["kind"] in ("deploy", "resize", "stop")]
+        assert [(o["kind"], o["outcome"]) for o in ops] == [
+            ("deploy", "succeeded"), ("resize", "succeeded"), ("resize", "succeeded"), ("stop", "succeeded")]
+        assert ops[0]["requested_by"] == f"airflow:streamops_deploy/{deploy_run}/deploy"
+        assert all(o["requested_by"].startswith("airflow:streamops_") for o in ops)
+        assert ledger.lease(APP) is None
 
         # removed from the spec: unloaded by the supervisor, its DAGs gone
         spec_path.write_text(original)

@@ -1,4 +1,5 @@
-"""Deploy / resize / stop an app by triggering the generated DAGs through Airflow's REST API.
+"""Operations by triggering the generated DAGs through Airflow's REST API: a reset task killed
+half way and undone, and a declared app deployed, resized by restart and stopped.
 
 Real scheduler, worker, triggerer, supervisor, broker and Spark cluster. The operation tasks
 defer while the app converges (seen as the ``deferred`` task state), every change is in the
@@ -57,58 +58,21 @@ def _run(s, token: str, dag_id: str, conf: dict, timeout: float = 600, app: str 
     return xcom["value"], seen | {"run_id:" + run_id}
 
 
-def test_deploy_resize_stop_through_the_rest_api_exact(platform, kafka, spark_cluster, airflow_platform) -> None:
+def test_a_reset_task_killed_half_way_is_undone_through_the_rest_api(platform, kafka, airflow_platform) -> None:
+    """(Deploy, live resize and stop through the REST API, with invalid forms refused, are
+    test_airflow_live_apps', on a user's own app.)"""
     s = platform.ensure("supervisor")
-    app = AppHarness(s, s.spark_master_url)
-    app.produce(20_000, seed=21)
+    app = AppHarness(s, "local[2]")  # the checkpoint the reset replaces: one bounded local run
+    app.produce(30_000, seed=21)
+    app.run_to_end()
     token = _token(s)
     deadline = time.time() + 180
     while any(_request(s, "GET", f"/api/v2/dags/{d}", token)[0] != 200 for d in OPERATION_DAGS):
         assert time.time() < deadline, "the dag-processor never parsed dags/streamops_apps.py"
         time.sleep(2)
-    # nothing unpaused by hand: REST-triggered runs of a fresh platform's DAGs run as they are
-
     ledger = Ledger.open(s.ledger_db_url)
     try:
-        # invalid form values: no run is created, nothing changes
-        for conf in ({"app": APP, "parallelism": 99}, {"app": "nope", "parallelism": 1},
-                     {"app": APP, "parallelism": 2, "strategy": "teleport"}):
-            status, _ = _request(s, "POST", "/api/v2/dags/streamops_resize/dagRuns", token,
-                                 {"logical_date": None, "conf": conf})
-            assert status == 400, (conf, status)
-        assert ledger.operations(APP) == [] and ledger.desired(APP) is None
-
-        out, seen = _run(s, token, "streamops_deploy", {"app": APP, "parallelism": 1})
-        assert "deferred" in seen, seen  # waited in the triggerer, not in a worker slot
-        assert out["parallelism"] == 1 and out["after"]["batch"] is not None
-        deploy_run = next(x for x in seen if x.startswith("run_id:")).removeprefix("run_id:")
-        first = driver.running(s, APP)
-        assert first is not None
-
-        app.produce(10_000, seed=22)
-        # live: the same driver grows (restart resizes, through the same operator, are test_resize's)
-        out, seen = _run(s, token, "streamops_resize", {"app": APP, "parallelism": 2, "strategy": "live"})
-        assert out["noop"] is False and out["parallelism"] == 2 and out["strategy"] == "live" and "deferred" in seen
-        assert ledger.observed(APP)["parallelism"] == 2 and ledger.desired(APP)["parallelism"] == 2
-        second = driver.running(s, APP)
-        assert second is not None and second.pid == first.pid
-
-        out, _ = _run(s, token, "streamops_resize", {"app": APP, "parallelism": 2})
-        assert out["noop"] is True
-
-        out, _ = _run(s, token, "streamops_stop", {"app": APP})
-        assert driver.running(s, APP) is None and ledger.desired(APP)["status"] == "stopped"
-
-        report = app.check()
-        assert report["ok"] and report["input_records"] == 30_000, report
-
-        ops = [o for o in reversed(ledger.operations(APP, limit=50)) if not o["kind"].startswith(("supervisor", "driver"))]
-        assert [(o["kind"], o["outcome"]) for o in ops] == [
-            ("deploy", "succeeded"), ("resize", "succeeded"), ("resize", "succeeded"), ("stop", "succeeded")]
-        assert ops[0]["requested_by"] == f"airflow:streamops_deploy/{deploy_run}/deploy"
-        assert all(o["requested_by"].startswith("airflow:streamops_") for o in ops)
-        assert ledger.lease(APP) is None
-
+        assert app.check()["input_records"] == 30_000
         _reset_task_killed_then_undone_through_airflow(s, token, ledger, app)
     finally:
         ledger.close()
@@ -159,8 +123,8 @@ def test_declared_apps_deploy_resize_stop_through_the_dags_exact(platform, kafka
                                                                  spark, name: str, strategy: str) -> None:
     """The operation DAGs take any declared app: deployed on the cluster by the supervisor, resized
     by restart with a warm standby, stopped; then check and verify. (A live resize through the DAGs
-    is the REST test's, on the demo app; test_airflow_live_apps deploys a user's own app through
-    them; every operation on ``page_stats`` is test_apps'.)"""
+    is test_airflow_live_apps', on a user's own app; every operation on ``page_stats`` is
+    test_apps'.)"""
     s = platform.ensure("supervisor")
     app = AppHarness(s, s.spark_master_url, name)
     app.spark = spark  # check and verify in this process (a JVM start saved each)

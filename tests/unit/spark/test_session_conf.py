@@ -26,3 +26,9 @@ def test_a_live_resizable_driver_registers_for_its_cap_but_is_started_at_its_tar
 def test_a_driver_that_cannot_resize_live_registers_for_what_it_runs(tmp_path: Path) -> None:
     conf = session_conf(_spec(), Settings(home=tmp_path), parallelism=2, live=False)
     assert conf["spark.cores.max"] == "2" and "spark.dynamicAllocation.enabled" not in conf
+
+
+def test_every_driver_starts_its_python_workers_through_the_bytecode_daemon(tmp_path: Path) -> None:
+    for live in (True, False):
+        conf = session_conf(_spec(), Settings(home=tmp_path), parallelism=1, live=live)
+        assert conf["spark.python.daemon.module"] == "streamops.spark.pydaemon"
