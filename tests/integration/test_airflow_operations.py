@@ -93,9 +93,9 @@ def _reset_task_killed_then_undone_through_airflow(s, token: str, ledger: Ledger
     deadline, killed = time.time() + 240, None
     while killed is None:  # the task's own process holds the lease: kill it once the checkpoint is set aside
         assert time.time() < deadline, f"the reset task never reached set-aside: {ledger.operations(APP, 1)}"
-        lease, op = ledger.lease(APP), ledger.operations(APP, limit=1)[0]
-        steps = [x["step"] for x in op["journal"] or []]
-        if lease and op["kind"] == "reset" and "install" in steps and op["outcome"] == "running":
+        lease, op = ledger.lease(APP), next(iter(ledger.operations(APP, limit=1)), None)
+        steps = [x["step"] for x in (op or {}).get("journal") or []]
+        if lease and op and op["kind"] == "reset" and "install" in steps and op["outcome"] == "running":
             assert lease["holder"].startswith(f"airflow:streamops_reset/{run['dag_run_id']}/")
             os.kill(int(lease["pid"]), signal.SIGKILL)
             killed = op["id"]
