@@ -286,23 +286,41 @@ def _spark(job_cls: type[Job], records: list[Record], spark: Any, state_partitio
             f"{len(expected.rejected)} DLQ records equal; seeded checkpoint reads back equal")
 
 
-def _run_stream(spark: Any, query: Any, records: list[Record], root: Path) -> tuple[dict, int]:
-    """The job's query over the sample as a file stream of Kafka-shaped rows, in three batches."""
+def write_stream_input(records: list[Record], folder: Path, parts: int) -> list[Path]:
+    """The sample as ``parts`` parquet files of Kafka-shaped rows, one micro-batch each, in order.
+
+    Spark's file source takes new files oldest first (by modification time, in ms), and files
+    written within the same few ms tie, so their order was the listing's: a later part read first
+    made a screening job (page_stats' late views) differ from the fold now and then. Each part's
+    modification time is set one second after the previous one's.
+    """
     import datetime as dt
+    import os
+    import time
 
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    (root / "input").mkdir(parents=True)
-    parts = 3
+    folder.mkdir(parents=True)
+    base = time.time() - parts
+    paths = []
     for i in range(parts):
         chunk = records[i * len(records) // parts:(i + 1) * len(records) // parts]
+        path = folder / f"part-{i}.parquet"
         pq.write_table(pa.table({
             "key": pa.array([r.key for r in chunk], pa.binary()), "value": pa.array([r.value for r in chunk], pa.binary()),
             "topic": [r.topic for r in chunk], "partition": pa.array([r.partition for r in chunk], pa.int32()),
             "offset": pa.array([r.offset for r in chunk], pa.int64()),
             "timestamp": pa.array([dt.datetime(2026, 1, 1)] * len(chunk), pa.timestamp("us")),
-        }), root / "input" / f"part-{i}.parquet")
+        }), path)
+        os.utime(path, (base + i, base + i))
+        paths.append(path)
+    return paths
+
+
+def _run_stream(spark: Any, query: Any, records: list[Record], root: Path) -> tuple[dict, int]:
+    """The job's query over the sample as a file stream of Kafka-shaped rows, in three batches."""
+    parts = len(write_stream_input(records, root / "input", 3))
     got: dict[str, dict] = {"out": {}, "changelog": {}, "dlq": {}}
 
     def sink(df, batch_id: int) -> None:

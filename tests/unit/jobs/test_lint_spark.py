@@ -41,3 +41,20 @@ def test_a_fast_path_that_disagrees_with_parse_fails_lint(local_spark) -> None:
     assert list(failed) == ["spark equals the python fold"], report.checks
     assert "output differs from the python fold" in failed["spark equals the python fold"]
     assert "'purchases'" in failed["spark equals the python fold"] or "purchases" in failed["spark equals the python fold"]
+
+
+def test_the_stream_input_parts_are_read_in_order(tmp_path) -> None:
+    """Spark's file source reads new files oldest first (ms modification times): parts written in
+    the same few ms tied, and a later part read first made page_stats' lint fail now and then."""
+    import itertools
+
+    import pyarrow.parquet as pq
+
+    from streamops.state.lint import write_stream_input
+
+    records = sample_records(PageStats, "in", 4, PageStats().generate(30, 3))
+    paths = write_stream_input(records, tmp_path / "input", 3)
+    mtimes = [int(p.stat().st_mtime * 1000) for p in paths]
+    assert all(a < b for a, b in itertools.pairwise(mtimes)), mtimes
+    offsets = [pq.read_table(p).column("offset").to_pylist() for p in paths]
+    assert [o for part in offsets for o in part] == [r.offset for r in records]
