@@ -12,10 +12,11 @@ Otherwise it changes nothing. Run by Spark as ``python -m streamops.spark.pydaem
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 import zipfile
+from importlib.machinery import PathFinder
+from pathlib import Path
 
 MODULE = "streamops.spark.pydaemon"
 
@@ -30,40 +31,30 @@ def _is_spark_zip(path: str) -> bool:
     return name == "pyspark.zip" or (name.startswith("py4j-") and name.endswith("-src.zip"))
 
 
-def _version_in(source: str | None, zip_path: str | None) -> str | None:
-    """The text of pyspark/version.py, from the installed package or the zip (None if absent)."""
+def _zip_text(zip_path: str, member: str) -> str:
+    with zipfile.ZipFile(zip_path) as z:
+        return z.read(member).decode()
+
+
+def _read(open_text) -> str | None:
     try:
-        if zip_path is not None:
-            with zipfile.ZipFile(zip_path) as z:
-                return z.read("pyspark/version.py").decode()
-        if source is not None:
-            with open(os.path.join(os.path.dirname(source), "version.py"), encoding="utf-8") as f:
-                return f.read()
+        return open_text()
     except (OSError, KeyError, zipfile.BadZipFile):
         return None
-    return None
 
 
 def prefer_installed_pyspark(path: list[str]) -> list[str]:
     """``path`` without Spark's zips when the same pyspark (and py4j) is importable without them."""
-    zips = [p for p in path if _is_spark_zip(p)]
-    if not zips:
+    spark_zip = next((p for p in path if os.path.basename(p) == "pyspark.zip"), None)
+    if spark_zip is None:
         return path
-    rest = [p for p in path if p not in zips]
-    saved = sys.path[:]
-    sys.path[:] = rest
-    try:
-        installed = importlib.util.find_spec("pyspark")
-        has_py4j = importlib.util.find_spec("py4j") is not None
-    finally:
-        sys.path[:] = saved
-    spark_zip = next((p for p in zips if os.path.basename(p) == "pyspark.zip"), None)
-    if installed is None or not has_py4j or spark_zip is None:
+    rest = [p for p in path if not _is_spark_zip(p)]
+    installed = PathFinder.find_spec("pyspark", rest)
+    if installed is None or installed.origin is None or PathFinder.find_spec("py4j", rest) is None:
         return path
-    same = _version_in(installed.origin, None)
-    if same is None or same != _version_in(None, spark_zip):
-        return path
-    return rest
+    here = _read(lambda: Path(installed.origin).with_name("version.py").read_text(encoding="utf-8"))
+    with_zip = _read(lambda: _zip_text(spark_zip, "pyspark/version.py"))
+    return rest if here is not None and here == with_zip else path
 
 
 def main() -> None:
