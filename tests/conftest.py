@@ -25,12 +25,12 @@ os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSeri
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Spark's JVMs map a class-data-sharing archive (tests/fixtures/spark_cds.py); a run of the
-    unit tests alone does not build one."""
+    """Spark's and the broker's JVMs map class-data-sharing archives (tests/fixtures/cds.py); a
+    run of the unit tests alone does not build them."""
     if config.getoption("markexpr", "") != "unit" and not config.getoption("collectonly", False):
-        from tests.fixtures import spark_cds
+        from tests.fixtures import cds
 
-        spark_cds.use()
+        cds.use()
 
 
 pytest_plugins = ["tests.fixtures.ports", "tests.fixtures.platform", "tests.fixtures.apps", "tests.fixtures.spark"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import os
+import shlex
 import shutil
 import subprocess
 import uuid
@@ -114,10 +115,12 @@ def java_binary() -> str:
 
 
 def jvm_options(settings: Settings) -> list[str]:
+    """Ours, then ``KAFKA_OPTS`` (as Kafka's ``kafka-run-class.sh`` appends it: a JMX agent,
+    a JAAS file, class-data sharing), so an option given there wins."""
     heap = settings.kafka_heap
     return [f"-Xmx{heap}", f"-Xms{_quarter(heap)}",
             "-XX:+ExitOnOutOfMemoryError", "-Djava.awt.headless=true",
-            f"-Dlog4j2.configurationFile={log4j_config(settings)}"]
+            f"-Dlog4j2.configurationFile={log4j_config(settings)}", *shlex.split(os.environ.get("KAFKA_OPTS", ""))]
 
 
 def _quarter(heap: str) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -121,6 +122,15 @@ def read_pid(path: Path) -> PidRecord | None:
         return None
 
 
+#: a ``-Dname=value`` whose name says it holds a secret (e.g. a keystore password in ``KAFKA_OPTS``)
+_SECRET_PROPERTY = re.compile(r"^(-D[^=]*(?:password|secret|token|credential)[^=]*=).+$", re.IGNORECASE)
+
+
+def shown(argv: Sequence[str]) -> list[str]:
+    """``argv`` as logs and pid files may show it: secret-looking system properties masked."""
+    return [_SECRET_PROPERTY.sub(r"\1******", a) for a in argv]
+
+
 def spawn(
     argv: Sequence[str],
     *,
@@ -133,7 +143,7 @@ def spawn(
     log_path.parent.mkdir(parents=True, exist_ok=True)
     pid_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
-        log.write(f"\n--- {time.strftime('%Y-%m-%d %H:%M:%S')} starting: {' '.join(argv)}\n".encode())
+        log.write(f"\n--- {time.strftime('%Y-%m-%d %H:%M:%S')} starting: {' '.join(shown(argv))}\n".encode())
         log.flush()
         proc = subprocess.Popen(
             list(argv),
@@ -148,7 +158,7 @@ def spawn(
         create_time = psutil.Process(proc.pid).create_time()
     except psutil.NoSuchProcess:
         create_time = time.time()
-    record = PidRecord(proc.pid, proc.pid, create_time, time.time(), list(argv), start_ticks(proc.pid))
+    record = PidRecord(proc.pid, proc.pid, create_time, time.time(), shown(argv), start_ticks(proc.pid))
     write_json(pid_path, asdict(record))
     _CHILDREN[proc.pid] = proc  # kept so this process can reap it; others track it by pid file
     return record

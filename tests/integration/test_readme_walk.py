@@ -68,7 +68,7 @@ def test_the_readme_walk_works_as_written(platform_factory) -> None:
             verb = words[1]
             if verb == "produce":
                 ends = end_offsets(s.kafka_bootstrap, "user-events")
-                assert sum(hi for _lo, hi in ends.values()) == 100_000
+                assert sum(hi for _lo, hi in ends.values()) == int(words[words.index("--events") + 1])
             elif verb == "status":
                 assert re.search(rf"^{APP}: desired running x2, observed running x2", r.stdout, re.MULTILINE), r.stdout
             elif verb == "check":

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
+import sys
 import time
 from pathlib import Path
 
 import psutil
 
-from streamops.platform.process import PidRecord, port_in_use, read_pid, spawn, tail, terminate
+from streamops.platform.process import PidRecord, port_in_use, read_pid, shown, spawn, tail, terminate
 
 
 def _env() -> dict[str, str]:
@@ -141,3 +143,14 @@ def test_log_header_does_not_count_as_the_process_output(tmp_path: Path) -> None
     _wait_for_output_line(tmp_path / "c.log", "ready")
     assert terminate(rec, timeout=1.0) is True  # the trap was set: TERM ignored, SIGKILL needed
     assert not rec.alive
+
+
+def test_secret_system_properties_are_masked_in_the_log_and_pid_file(tmp_path: Path) -> None:
+    argv = [sys.executable, "-c", "pass", "-Djavax.net.ssl.keyStorePassword=hunter2", "-Dapi.TOKEN=t0k",
+            "-Dplain=visible"]
+    assert shown(argv)[3:] == ["-Djavax.net.ssl.keyStorePassword=******", "-Dapi.TOKEN=******", "-Dplain=visible"]
+    rec = spawn(argv, env=os.environ, log_path=tmp_path / "x.log", pid_path=tmp_path / "x.pid")
+    terminate(rec, timeout=10)
+    for f in ("x.log", "x.pid"):
+        text = (tmp_path / f).read_text()
+        assert "hunter2" not in text and "t0k" not in text and "-Dplain=visible" in text

@@ -39,6 +39,15 @@ def test_the_heap_is_a_setting(tmp_path: Path) -> None:
         _settings(tmp_path, kafka_heap="lots")
 
 
+def test_kafka_opts_come_after_ours_as_kafkas_scripts_append_them(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("KAFKA_OPTS", "-Xmx1g '-Djava.security.auth.login.config=/a b/jaas.conf'")
+    opts = kafka_broker.jvm_options(_settings(tmp_path))
+    assert opts[-2:] == ["-Xmx1g", "-Djava.security.auth.login.config=/a b/jaas.conf"]
+    assert opts.index("-Xmx512m") < opts.index("-Xmx1g")  # the JVM takes the last: KAFKA_OPTS wins
+    monkeypatch.delenv("KAFKA_OPTS")
+    assert kafka_broker.jvm_options(_settings(tmp_path))[-1].startswith("-Dlog4j2.configurationFile=")
+
+
 def test_the_controller_port_may_not_collide(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="STREAMOPS_KAFKA_CONTROLLER_PORT=19092 collides with STREAMOPS_KAFKA_PORT"):
         Settings(home=tmp_path, kafka_port=19092, kafka_controller_port=19092)
