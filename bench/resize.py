@@ -34,6 +34,7 @@ between batch commits while it ran.
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import sys
 import tempfile
@@ -44,8 +45,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 from bench._common import isolated_settings, summary, table
-from streamops.checkpoints import layout
 from jobs.demo import contract as c
+from streamops.checkpoints import layout
 from streamops.platform import manager
 from streamops.settings import Settings
 
@@ -62,7 +63,7 @@ def commit_times(ckpt: Path) -> list[tuple[int, float]]:
 def longest_gap(ckpt: Path, start: float, end: float) -> float:
     """Longest time without a batch commit inside [start, end] (edges count as commits)."""
     times = [start] + [t for _b, t in commit_times(ckpt) if start < t < end] + [end]
-    return max(b - a for a, b in zip(times, times[1:]))
+    return max(b - a for a, b in itertools.pairwise(times))
 
 
 SETTLE_S = 20.0  # measured after the resize converged: the first batches at the new size

@@ -80,7 +80,7 @@ def run_spark(settings: Settings, events: int, batch: int, master: str, checkout
         rc = subprocess.run(
             [sys.executable, "-m", "streamops.spark.app", "--app", "user_activity", "--master", master, "--exit-at-end",
              "--max-offsets-per-trigger", str(batch), "--trigger-interval", "0 seconds"],
-            env=env, stdout=out, stderr=subprocess.STDOUT, cwd=checkout or settings.state_dir,
+            env=env, stdout=out, stderr=subprocess.STDOUT, cwd=checkout or settings.state_dir, check=False,
         ).returncode
     wall = time.monotonic() - t0
     if rc != 0:
@@ -142,12 +142,12 @@ def run_plain(settings: Settings, events: int, batch: int) -> dict:
 
 def latency(settings: Settings, rate: float, seconds: float, users: int, partitions: int, master: str) -> dict:
     produce_input(settings, 1, users, partitions, seed=99)  # topics exist before the job starts
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamops.spark.app", "--app", "user_activity", "--master", master,
-         "--trigger-interval", "1 second"],
-        env=job_env(settings), stdout=open(settings.state_dir / "bench-latency.log", "wb"),
-        stderr=subprocess.STDOUT, cwd=settings.state_dir,
-    )
+    with open(settings.state_dir / "bench-latency.log", "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "streamops.spark.app", "--app", "user_activity", "--master", master,
+             "--trigger-interval", "1 second"],
+            env=job_env(settings), stdout=log, stderr=subprocess.STDOUT, cwd=settings.state_dir,
+        )
     try:
         deadline = time.monotonic() + 300
         while not any(b["input_rows"] > 0 for b in batches(settings)):  # warmed up
@@ -185,7 +185,7 @@ def main() -> None:
     args = ap.parse_args()
 
     spark_rates, steady_rates, wall_rates, plain_rates = [], [], [], []
-    base_steady: list[float] = []
+    base: dict[str, list[float]] = {"rate": [], "steady_rate": [], "wall_rate": []}
     with tempfile.TemporaryDirectory(prefix="streamops-bench-throughput-") as tmp:
         checkout = None
         if args.baseline_rev:
@@ -198,8 +198,11 @@ def main() -> None:
                 try:
                     manager.up(settings, only=["kafka"])
                     produce_input(settings, args.events, args.users, args.partitions, seed=run)
-                    base_steady.append(run_spark(settings, args.events, args.batch, args.master, checkout)["steady_rate"])
-                    print(f"run {run + 1}: {args.baseline_rev} steady {base_steady[-1]:,.0f} rec/s", flush=True)
+                    r = run_spark(settings, args.events, args.batch, args.master, checkout)
+                    for k, values in base.items():
+                        values.append(r[k])
+                    print(f"run {run + 1}: {args.baseline_rev} {r['rate']:,.0f} rec/s (steady {r['steady_rate']:,.0f}, "
+                          f"wall {r['wall_rate']:,.0f})", flush=True)
                 finally:
                     manager.down(settings)
             settings = isolated_settings(Path(tmp) / f"run-{run}")
@@ -231,15 +234,22 @@ def main() -> None:
                 manager.down(settings)
 
     rows = []
-    for name, values in (("spark, steady (batches 2..n)", steady_rates), ("spark, all batches", spark_rates),
-                         ("spark, wall (incl. driver start)", wall_rates),
-                         ("plain loop", plain_rates)):
+    plain = statistics.median(plain_rates)
+    for name, values, key in (("spark, steady (batches 2..n)", steady_rates, "steady_rate"),
+                              ("spark, all batches", spark_rates, "rate"),
+                              ("spark, wall (incl. driver start)", wall_rates, "wall_rate"),
+                              ("plain loop", plain_rates, None)):
         lo, med, hi = summary(values)
-        rows.append([name, f"{lo:,.0f}", f"{med:,.0f}", f"{hi:,.0f}",
-                     f"{med / statistics.median(plain_rates):.2f}"])
+        vs_base = f"{med / statistics.median(base[key]):.2f}" if key and base[key] else "-"
+        rows.append([name, f"{lo:,.0f}", f"{med:,.0f}", f"{hi:,.0f}", f"{med / plain:.2f}", vs_base])
+        if key and base[key]:
+            lo, med, hi = summary(base[key])
+            rows.append([f"{name.replace('spark', f'spark {args.baseline_rev}')}", f"{lo:,.0f}", f"{med:,.0f}",
+                         f"{hi:,.0f}", f"{med / plain:.2f}", "1.00"])
     print(f"\n{args.events:,} events, {args.partitions} partitions, {args.users:,} users, "
           f"{args.batch:,} per batch, master {args.master}, {args.runs} runs\n")
-    print(table(["records/s", "min", "median", "max", "ratio to plain (median)"], rows))
+    print(table(["records/s", "min", "median", "max", "ratio to plain (median)",
+                 f"ratio to {args.baseline_rev or 'baseline'} (median)"], rows))
     if lat:
         print(f"\nbatch latency at {args.rate:,.0f} events/s for {args.latency_seconds:.0f} s "
               f"(1 s trigger, {lat['batches']} batches)\n")

@@ -8,6 +8,7 @@ then ``spark.stop()``); the JVM exits with it. Anything left after the timeout i
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -37,13 +38,11 @@ def job_argv(spec: AppSpec) -> list[str]:
 def driver_env(settings: Settings) -> dict[str, str]:
     env = {**os.environ, **settings.env(), "PYSPARK_PYTHON": sys.executable,
            "PYSPARK_DRIVER_PYTHON": sys.executable, "SPARK_LOCAL_IP": settings.host}
-    try:
-        from streamops.platform.java import find_java
+    from streamops.platform.java import find_java
 
+    with contextlib.suppress(Exception):  # the driver will say what is missing in its log
         java, _major = find_java(env)
         env.setdefault("JAVA_HOME", str(java.parent.parent))
-    except Exception:  # noqa: BLE001 - the driver will say what is missing in its log
-        pass
     return env
 
 

@@ -112,10 +112,10 @@ def app_status(spec: AppSpec, settings: Settings, ledger: Ledger, *, with_lag: b
 
 def render(st: dict[str, Any]) -> str:
     d, o, b = st["desired"] or {}, st["observed"] or {}, st["last_batch"] or {}
-    lines = [f"{st['app']}: desired {d.get('status', '-')} x{d.get('parallelism', '-')}, "
-             f"observed {o.get('status', 'never seen')} x{o.get('parallelism') or '-'} "
-             f"(executors {o.get('executors') if o.get('executors') is not None else '-'}, "
-             f"pid {o.get('pid') or '-'}, heartbeat {o.get('heartbeat_at') or '-'})"]
+    lines = [(f"{st['app']}: desired {d.get('status', '-')} x{d.get('parallelism', '-')}, "
+              f"observed {o.get('status', 'never seen')} x{o.get('parallelism') or '-'} "
+              f"(executors {o.get('executors') if o.get('executors') is not None else '-'}, "
+              f"pid {o.get('pid') or '-'}, heartbeat {o.get('heartbeat_at') or '-'})")]
     lines.append(f"  last committed batch {st['checkpoint']['last_committed_batch']}, "
                  f"lag {st['total_lag'] if st['total_lag'] is not None else '?'}")
     if st["lag"]:

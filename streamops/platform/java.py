@@ -41,7 +41,7 @@ def find_java(environ: dict[str, str] | None = None) -> tuple[Path, int]:
         candidate = Path(found)
     try:
         out = subprocess.run(
-            [str(candidate), "-version"], capture_output=True, text=True, timeout=30
+            [str(candidate), "-version"], capture_output=True, text=True, timeout=30, check=False
         ).stderr
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise JavaMissingError(f"{candidate} -version failed ({exc}); {INSTALL_HINT}") from None

@@ -95,7 +95,7 @@ def migrate_airflow_db(settings: Settings, env: dict[str, str], progress: Progre
     with open(log, "ab") as out:
         rc = subprocess.run(
             [str(compmod.bin_dir() / "airflow"), "db", "migrate"],
-            env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=900,
+            env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=900, check=False,
         ).returncode
     if rc != 0:
         raise ComponentStartError(

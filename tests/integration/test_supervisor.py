@@ -75,8 +75,8 @@ def test_deploy_then_kill_9_is_restarted_by_the_supervisor_exact(app_factory, sp
         assert compact.returncode == 0, out + err
         compacted = ledger.get_operation(json.loads(out)["operation_id"])
         deadline = time.time() + 120
-        while (relaunch := [o for o in ledger.operations("user_activity", limit=10)
-                            if o["kind"] == "supervisor-launch" and o["id"] > compacted["id"]]) == []:
+        while not [o for o in ledger.operations("user_activity", limit=10)
+                   if o["kind"] == "supervisor-launch" and o["id"] > compacted["id"]]:
             assert time.time() < deadline, manager.log_path(app.settings, "supervisor").read_text()[-3000:]
             time.sleep(0.5)
         launches = [o for o in ledger.operations("user_activity", limit=20) if o["kind"] == "supervisor-launch"]
