@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install what is missing, and nothing that is already there:
 #   uv (into ~/.local/bin), Java 17 and Maven (Debian packages), the pinned Kafka and Spark-Kafka jars
-#   (scripts/resolve-jars.sh, into .jars/), Debian's docker-compose client (--test only),
+#   (scripts/resolve-jars.sh, into .jars/), Debian's docker-compose client and PostgreSQL server
+#   (--test only),
 #   and .venv from the hashed lock file requirements.lock (re-synced when the lock changes).
 # Usage: scripts/bootstrap.sh [--test]
 set -euo pipefail
@@ -53,6 +54,11 @@ if ! command -v mvn >/dev/null; then
   apt_install maven
 fi
 scripts/resolve-jars.sh
+
+# -- PostgreSQL's server, for the Airflow tests' metadata database (tests/fixtures/postgres.py) --
+if [ "$want_test" = 1 ] && ! command -v initdb >/dev/null && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  apt_install postgresql
+fi
 
 # -- docker compose client, for the test that validates docker-compose.yaml ---------------------
 if [ "$want_test" = 1 ] && ! docker compose version >/dev/null 2>&1 && ! command -v docker-compose >/dev/null; then

@@ -33,7 +33,8 @@ def pytest_configure(config: pytest.Config) -> None:
         cds.use()
 
 
-pytest_plugins = ["tests.fixtures.ports", "tests.fixtures.platform", "tests.fixtures.apps", "tests.fixtures.spark"]
+pytest_plugins = ["tests.fixtures.ports", "tests.fixtures.platform", "tests.fixtures.apps", "tests.fixtures.spark",
+                  "tests.fixtures.postgres"]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

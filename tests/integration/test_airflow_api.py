@@ -101,3 +101,21 @@ def test_dags_are_active_from_the_first_start_and_the_apps_schedules_run(airflow
                     at = dag["_snapshot_at"]  # Airflow's grace: a tick max(10% of the period, 5 min) old
                     period = croniter(cron, at).get_next(float) - croniter(cron, at).get_prev(float)
                     assert next_run > at - max(period / 10, 300), (kind, dag)
+
+
+def test_airflow_keeps_its_metadata_in_postgresql(airflow_platform: Settings, airflow_database: str) -> None:
+    """The Airflow tests run on PostgreSQL, as production does: the DAGs the dag-processor parsed are
+    rows of that database, and no SQLite file was made beside it."""
+    import psycopg2
+    from sqlalchemy.engine import make_url
+
+    url = make_url(airflow_database)
+    conn = psycopg2.connect(host=url.host, port=url.port, user=url.username, dbname=url.database)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT dag_id FROM dag WHERE dag_id LIKE 'streamops_%%'")
+            dags = {row[0] for row in cur.fetchall()}
+    finally:
+        conn.close()
+    assert {"streamops_deploy", "streamops_resize", "streamops_reset"} <= dags, sorted(dags)
+    assert not (airflow_platform.airflow_home / "airflow.db").exists()
