@@ -3,7 +3,8 @@ Kafka for the embedded broker and its tools, Spark's own Kafka connector for eve
 
 The pins live in ``include/maven/*.pom.xml`` and the checksums in ``include/maven/jars.sha256``;
 ``scripts/bootstrap.sh`` resolves them into ``.jars/<name>/`` of the checkout. Everything that needs
-a jar asks here, so a missing or altered jar is one clear error naming the remedy.
+a jar asks here, so a missing or altered jar is one clear error naming the remedy. It also owns
+``.jars/native/``: RocksDB's JNI library, unpacked once for every Spark JVM's library path.
 """
 
 from __future__ import annotations
@@ -86,16 +87,62 @@ def spark_conf() -> dict[str, str]:
     """``spark.jars`` for Spark's own Kafka connector: on the driver's and every executor's classpath
     (the driver JVM gets it at launch, as ``--conf`` of spark-submit; executors fetch it from the driver).
     Nothing where Spark's own jars already hold the connector (the Docker image puts it there)."""
+    native = rocksdb_library_conf()
     if connector_in_spark_jars():
+        return native
+    return {"spark.jars": ",".join(str(p) for p in jars(SPARK_KAFKA)), **native}
+
+
+#: the RocksDB JNI library's name in the rocksdbjni jar, by machine (glibc Linux)
+ROCKSDB_JNI = {"x86_64": "librocksdbjni-linux64.so", "aarch64": "librocksdbjni-linux-aarch64.so"}
+
+
+def rocksdb_library_conf() -> dict[str, str]:
+    """``spark.{driver,executor}.extraLibraryPath`` at a folder holding RocksDB's JNI library,
+    unpacked once from PySpark's rocksdbjni jar.
+
+    Why: RocksDB loads its library from the library path if it is there, and otherwise unpacks
+    the 14.7 MB file from its jar into /tmp in every JVM that opens a state store, to be deleted
+    at the JVM's exit; a driver or executor that is killed (SIGKILL, the OOM killer, a crash) leaves
+    its copy behind for good. Nothing (RocksDB unpacks as before) where the folder cannot be made."""
+    folder = rocksdb_library_dir()
+    if folder is None:
         return {}
-    return {"spark.jars": ",".join(str(p) for p in jars(SPARK_KAFKA))}
+    return {"spark.driver.extraLibraryPath": str(folder), "spark.executor.extraLibraryPath": str(folder)}
 
 
-def connector_in_spark_jars() -> bool:
+def rocksdb_library_dir() -> Path | None:
+    import platform
+    import zipfile
+
+    name = ROCKSDB_JNI.get(platform.machine())
+    jar = next(iter(_pyspark_jars("rocksdbjni-*.jar")), None)
+    if name is None or jar is None:
+        return None
+    folder = jars_dir() / "native" / jar.stem
+    if (folder / name).is_file():
+        return folder
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with zipfile.ZipFile(jar) as z, z.open(name) as src:
+            tmp = folder / f".{name}.{os.getpid()}"
+            with open(tmp, "wb") as out:
+                while block := src.read(1 << 20):
+                    out.write(block)
+        tmp.replace(folder / name)  # atomic: a JVM never maps a half-written library
+    except (OSError, KeyError, zipfile.BadZipFile):
+        return None
+    return folder
+
+
+def _pyspark_jars(pattern: str) -> list[Path]:
     import importlib.util
 
     found = importlib.util.find_spec("pyspark")
     if found is None or not found.submodule_search_locations:
-        return False
-    return any(next((Path(loc) / "jars").glob("spark-sql-kafka-0-10_*.jar"), None) is not None
-               for loc in found.submodule_search_locations)
+        return []
+    return sorted(p for loc in found.submodule_search_locations for p in (Path(loc) / "jars").glob(pattern))
+
+
+def connector_in_spark_jars() -> bool:
+    return bool(_pyspark_jars("spark-sql-kafka-0-10_*.jar"))
