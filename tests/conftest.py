@@ -21,6 +21,7 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 # Test-run speed only (what runs is unchanged): the suite starts dozens of short-lived Spark JVMs,
 # which spend their lives warming up; the C1 compiler alone and the serial GC start them ~15%
 # faster on this 2-core machine (measured: a driver's run to the end 50 -> 44 s, a check 21 -> 18 s).
+# The shared cluster's daemons and executors get them too (test_resize.py: 136 -> 94 CPU-s).
 os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
 
