@@ -41,7 +41,7 @@ pytest_plugins = ["tests.fixtures.ports", "tests.fixtures.platform", "tests.fixt
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark tests by folder: tests/unit and tests/dags are `unit`, tests/integration `integration`.
 
-    Order, for ``pytest -n 4 --dist loadgroup`` (``make test``; the work units are
+    Order, for ``pytest -n 3 --dist loadgroup`` (``make test``; the work units are
     :func:`work_unit`'s): the tests that need Airflow first, run by one worker in one go (a quarter
     of the suite); then the slowest modules, so that no worker is left alone with a long test at
     the end; the unit tests fill the gaps last."""

@@ -29,6 +29,8 @@ from streamops.exceptions import StreamopsError
 from streamops.ledger import schema as t
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+#: one Alembic migration at a time per process (see ``Ledger.migrate``)
+_MIGRATE_LOCK = threading.Lock()
 DEFAULT_LEASE_S = 600.0
 log = logging.getLogger(__name__)
 
@@ -113,7 +115,9 @@ class Ledger:
         logging.getLogger("alembic").setLevel(logging.WARNING)
         cfg = Config()
         cfg.set_main_option("script_location", str(MIGRATIONS))
-        with self.engine.begin() as conn:
+        # Alembic's environment is a module-global proxy (``alembic.context``): two threads of one
+        # process migrating at once remove each other's (KeyError: 'config', seen in a chaos run)
+        with _MIGRATE_LOCK, self.engine.begin() as conn:
             cfg.attributes["connection"] = conn
             command.upgrade(cfg, "head")
 

@@ -207,3 +207,30 @@ def test_a_live_holders_lease_is_not_released(ledger) -> None:
     ledger.release_abandoned("app1")
     assert ledger.lease("app1")["operation_id"] == op.id
     ledger.finish(op, "succeeded")
+
+
+def test_ledgers_opened_by_many_threads_at_once_all_migrate(tmp_path) -> None:
+    """Alembic's environment is module-global: without the lock, threads opening ledgers at the same
+    time (the chaos run's fault threads) failed with KeyError: 'config'."""
+    import threading
+
+    from streamops.ledger import Ledger
+
+    errors: list[BaseException] = []
+    start = threading.Barrier(8)
+
+    def open_one(i: int) -> None:
+        try:
+            start.wait()
+            for j in range(3):
+                Ledger.open(f"sqlite:///{tmp_path}/ledger-{i}-{j}.db").close()
+        except BaseException as exc:  # noqa: BLE001 (collected for the assert)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_one, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert errors == []
+    assert len(list(tmp_path.glob("ledger-*.db"))) == 24
