@@ -29,6 +29,14 @@ a key), the exactly-once commit, ``check``'s oracle (``update`` folded in plain 
 ``verify``, seeding for rebuild-state and compaction, warm-ups, reset and reprocess.
 ``docs/writing-a-job.md`` walks through a job from nothing.
 
+Time (docs/writing-a-job.md, "Time"): a job that sets ``grace_ms`` has stream time
+(``streamops.stream_time``). An event's time is ``timestamp(event)`` (default: the Kafka record's
+timestamp); each input partition's stream time is the largest event time it has shown so far; an
+event more than ``grace_ms`` behind its partition's stream time goes to the DLQ as ``late``. Such
+a job may keep event-time timers in its state: ``timers(key, state)`` lists them and
+``on_timer(key, state, ts)`` fires one, once stream time reaches it, also for a key that gets no
+more events. The result depends on the input alone, never on how it is cut into batches.
+
 Order: per key, Spark hands ``update`` (and ``screen``) a micro-batch's events sorted by
 (topic, partition, offset), batch after batch; ``check`` folds all of a key's events sorted the
 same way. The two agree when one key's events come from one partition of one topic. Jobs whose
@@ -173,6 +181,9 @@ class Job(Generic[E, S]):
     state_version: ClassVar[int] = 1
     #: a native grouped aggregation instead of ``initial``/``update`` (see module docstring)
     aggregate: ClassVar[Mapping[str, AggField] | None] = None
+    #: how far (ms) an event may be behind its input partition's stream time before it is ``late``;
+    #: None: the job has no stream time (no lateness, no timers)
+    grace_ms: ClassVar[int | None] = None
 
     # required ----------------------------------------------------------------------------------
     def parse(self, record: Record) -> E | Reject:
@@ -200,6 +211,19 @@ class Job(Generic[E, S]):
     def expire(self, key: str, state: S) -> S | None:
         """The state without what it no longer needs, after its output is emitted; None deletes it."""
         return state
+
+    def timestamp(self, event: E) -> int:
+        """The event's time, epoch ms (jobs with ``grace_ms``). Default: the Kafka record's timestamp."""
+        raise NotImplementedError
+
+    def timers(self, key: str, state: S) -> Iterable[int]:
+        """The event-time timers (epoch ms) the state has pending; each fires once stream time
+        reaches it. Timers live in the state, so every operation on the state carries them."""
+        return ()
+
+    def on_timer(self, key: str, state: S, ts: int) -> S:
+        """The state after its timers at ``ts`` fired; ``timers`` of it must hold none at or before ``ts``."""
+        raise NotImplementedError
 
     def contribute(self, event: E) -> Mapping[str, Any]:
         """For ``aggregate`` jobs: the event's value for each field (None: no contribution)."""
@@ -233,6 +257,18 @@ class Job(Generic[E, S]):
     @classmethod
     def has_expire(cls) -> bool:
         return cls.overrides("expire")
+
+    @classmethod
+    def check_declaration(cls) -> None:
+        """What a base class built on ``Job`` (``streamops.windows``) requires of its subclasses."""
+
+    @classmethod
+    def has_time(cls) -> bool:
+        return cls.grace_ms is not None
+
+    @classmethod
+    def has_timers(cls) -> bool:
+        return cls.overrides("on_timer")
 
     @classmethod
     def can_generate(cls) -> bool:
@@ -284,7 +320,9 @@ def validate_job(cls: type) -> type[Job]:
         if cls.key_name in cls.aggregate:
             raise JobDeclarationError(f"{name}.aggregate has a field named like the key ({cls.key_name!r})")
         missing += [m for m in ("contribute",) if not cls.overrides(m)]
-        both = [m for m in ("initial", "update", "screen", "expire") if cls.overrides(m)]
+        both = [m for m in ("initial", "update", "screen", "expire", "timers", "on_timer") if cls.overrides(m)]
+        if cls.grace_ms is not None:
+            both.append("grace_ms")
         if both:
             raise JobDeclarationError(f"{name} declares aggregate and also {', '.join(both)}: a native aggregation "
                                       f"folds its fields itself; drop one or the other")
@@ -295,11 +333,25 @@ def validate_job(cls: type) -> type[Job]:
     if missing:
         raise JobDeclarationError(f"{name} does not define {', '.join(missing)} "
                                   f"(required: parse, key, and initial + update or aggregate + contribute)")
+    if cls.grace_ms is not None and not (isinstance(cls.grace_ms, int) and not isinstance(cls.grace_ms, bool)
+                                         and cls.grace_ms >= 0):
+        raise JobDeclarationError(f"{name}.grace_ms must be a whole number of milliseconds >= 0 (or None: no "
+                                  f"stream time), got {cls.grace_ms!r}")
+    if cls.overrides("timers") != cls.overrides("on_timer"):
+        raise JobDeclarationError(f"{name} declares {'timers' if cls.overrides('timers') else 'on_timer'} without "
+                                  f"{'on_timer' if cls.overrides('timers') else 'timers'}: timers(key, state) lists a "
+                                  f"state's timers and on_timer(key, state, ts) fires one; declare both")
+    if cls.overrides("on_timer") and cls.grace_ms is None:
+        raise JobDeclarationError(f"{name} has timers but no stream time: set grace_ms (0 for none) so timers "
+                                  f"fire as stream time passes them")
+    if cls.overrides("timestamp") and cls.grace_ms is None:
+        raise JobDeclarationError(f"{name}.timestamp has no effect without grace_ms (0 for no grace)")
     serde = cls.state_serde
     if not (callable(getattr(serde, "dumps", None)) and callable(getattr(serde, "loads", None))):
         raise JobDeclarationError(f"{name}.state_serde must have dumps(state) -> bytes and loads(bytes) -> state")
     if not isinstance(cls.key_name, str) or not cls.key_name.isidentifier():
         raise JobDeclarationError(f"{name}.key_name must be an identifier, got {cls.key_name!r}")
+    cls.check_declaration()
     return cls
 
 

@@ -297,6 +297,12 @@ class AppSpec(BaseModel):
         """Compacted topic holding the last committed batch id (the exactly-once marker)."""
         return f"_streamops-{self.name}-commits"
 
+    @property
+    def ticks_topic(self) -> str:
+        """Jobs with stream time: the driver writes a tick here when the watermark moves, and the
+        app reads it back with its input, so that Spark learns the watermark with no more input."""
+        return f"_streamops-{self.name}-ticks"
+
 
 def versioned_output(topic: str, version: str | None) -> str:
     """``user-profiles`` + ``v2`` -> ``user-profiles.v2`` (blue/green outputs)."""

@@ -9,6 +9,7 @@ offset JSON per source), ``commits/<N>`` (written after batch N's sink succeeded
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from streamops.platform.files import write_json
@@ -117,3 +118,34 @@ def clamp_batch_offsets(checkpoint: Path, batch_id: int, bound: dict[str, dict[s
         path.with_name(f".{path.name}.crc").unlink(missing_ok=True)
         tmp.replace(path)
     return changed
+
+
+#: jobs with stream time: ``clocks/<N>``, written by the driver after batch N ran and before it
+#: commits: each input partition's stream time (largest event time) after batch N and the watermark.
+#: Batch N+1's tasks read it (``job_query.batch_clocks``); a replayed batch reads the same file.
+CLOCKS = "clocks"
+
+
+@dataclass(frozen=True)
+class Clocks:
+    batch_id: int
+    partitions: dict[tuple[str, int], int]  # partitions that have shown an event
+    watermark: int | None
+
+
+def read_clocks(checkpoint: Path, upto_batch: int) -> Clocks | None:
+    """The newest clocks written for a batch <= ``upto_batch`` (None: none)."""
+    ids = [b for b in _batch_ids(checkpoint / CLOCKS) if b <= upto_batch]
+    if not ids:
+        return None
+    raw = json.loads((checkpoint / CLOCKS / str(ids[-1])).read_text())
+    parts = {(t, int(p)): int(st) for t, ps in raw["partitions"].items() for p, st in ps.items() if st is not None}
+    return Clocks(int(raw["batch_id"]), parts, raw["watermark"])
+
+
+def write_clocks(checkpoint: Path, clocks: Clocks, all_partitions: list[tuple[str, int]]) -> None:
+    out: dict[str, dict[str, int | None]] = {}
+    for t, p in sorted(set(all_partitions) | set(clocks.partitions)):
+        out.setdefault(t, {})[str(p)] = clocks.partitions.get((t, p))
+    write_json(checkpoint / CLOCKS / str(clocks.batch_id),
+               {"batch_id": clocks.batch_id, "partitions": out, "watermark": clocks.watermark})

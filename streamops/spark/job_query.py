@@ -24,6 +24,7 @@ import math
 import pickle
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -37,6 +38,12 @@ H_REASON = "streamops.dlq.reason"
 H_BATCH_ID = "streamops.batch_id"
 #: the lane of rejected records in an update job's grouping key (events: 0)
 REJECT_LANE = 1
+#: jobs with stream time: per input partition, the largest event time a task saw (key "topic/partition")
+CLOCK_LANE = 2
+#: jobs with stream time: a tick record (it only carries the watermark into Spark)
+TICK_LANE = 3
+#: Spark's local property holding the micro-batch id in a streaming query's tasks
+BATCH_ID_PROPERTY = "streaming.sql.batchId"
 OUTPUT_JSON = JsonSerde()
 
 _COORDS = [("reason", pa.string()), ("raw_key", pa.binary()), ("raw_value", pa.binary()),
@@ -48,6 +55,10 @@ _ARROW_TYPES = {"long": pa.int64(), "double": pa.float64()}
 UPDATE_PARSED_DDL = "key string, lane int, ev binary, " + _COORDS_DDL
 UPDATE_OUT_DDL = "kind string, key string, value binary, " + _COORDS_DDL
 UPDATE_STATE_DDL = "blob binary"
+#: jobs with stream time: each row also carries its event time, its partition's stream time before it
+#: (-1: none yet) and the watermark Spark is to learn (``wm_ms``, see ``_build_update``)
+TIMED_DDL = ", ts long, st long, wm_ms long"
+NO_TIME = -1
 
 
 def batch_of(headers: list | None) -> int | None:
@@ -101,6 +112,8 @@ class Topics:
     output: str
     changelog: str
     dlq: str
+    #: jobs with stream time: where the driver writes a tick when the watermark moves (read back as input)
+    ticks: str | None = None
 
 
 class JobQuery:
@@ -112,7 +125,7 @@ class JobQuery:
         from streamops.spec import load_job
 
         return cls(load_job(spec, repo), state_partitions=spec.state_partitions,
-                   topics=Topics(spec.live_output_topic, spec.changelog_topic, spec.dlq_topic))
+                   topics=Topics(spec.live_output_topic, spec.changelog_topic, spec.dlq_topic, spec.ticks_topic))
 
     def __init__(self, job_cls: type[Job], *, state_partitions: int, topics: Topics | None = None) -> None:
         self.job_cls = job_cls
@@ -120,6 +133,7 @@ class JobQuery:
         self.state_partitions = state_partitions
         self.topics = topics
         self.aggregate = job_cls.is_aggregate()
+        self.timed = job_cls.has_time()
 
     # -- shape facts the operations need -------------------------------------------------------
     @property
@@ -161,12 +175,13 @@ class JobQuery:
         return (key, 0, self.job_cls.state_serde.dumps(state))
 
     # -- the plan ---------------------------------------------------------------------------------
-    def build(self, raw):
-        """Kafka-schema DataFrame (streaming or batch) -> the rows ``records`` encodes."""
+    def build(self, raw, checkpoint: Path | None = None):
+        """Kafka-schema DataFrame (streaming or batch) -> the rows ``records`` encodes. A job with
+        stream time reads its partitions' stream times from ``checkpoint``'s clocks (``layout``)."""
         cols = raw.select("key", "value", "topic", "partition", "offset", "timestamp")
         if self.aggregate:
             return self._build_aggregate(cols)
-        return self._build_update(cols)
+        return self._build_update(cols, checkpoint)
 
     def _build_aggregate(self, cols):
         from pyspark.sql import functions as F
@@ -197,12 +212,28 @@ class JobQuery:
             seed_state, outputStructType=UPDATE_OUT_DDL, stateStructType=UPDATE_STATE_DDL,
             outputMode="update", timeoutConf="NoTimeout")
 
-    def _build_update(self, cols):
-        parsed = cols.mapInArrow(parse_update(self.job_cls), UPDATE_PARSED_DDL).repartition(
-            self.state_partitions, "key", "lane")
+    def _build_update(self, cols, checkpoint: Path | None = None):
+        if not self.timed:
+            parsed = cols.mapInArrow(parse_update(self.job_cls), UPDATE_PARSED_DDL).repartition(
+                self.state_partitions, "key", "lane")
+            return parsed.groupBy("key", "lane").applyInPandasWithState(
+                update_state(self.job_cls), outputStructType=UPDATE_OUT_DDL, stateStructType=UPDATE_STATE_DDL,
+                outputMode="update", timeoutConf="NoTimeout")
+        # Stream time (streamops.stream_time). Each row carries the watermark as of the previous
+        # batch's clocks, plus 1 ms: Spark's own watermark (the largest value seen, minus the 1 ms
+        # delay) becomes ours a batch later, never runs ahead of it, and is below every row's value
+        # (no row is ever dropped as late by Spark). Keys with timers sleep in an event-time timeout
+        # and wake when it passes their next timer.
+        from pyspark.sql import functions as F
+
+        ticks = self.topics.ticks if self.topics is not None else None
+        parsed = (cols.mapInArrow(parse_update(self.job_cls, checkpoint=checkpoint, ticks_topic=ticks),
+                                  UPDATE_PARSED_DDL + TIMED_DDL)
+                  .withColumn("wm", F.timestamp_millis("wm_ms")).withWatermark("wm", "1 millisecond")
+                  .repartition(self.state_partitions, "key", "lane"))
         return parsed.groupBy("key", "lane").applyInPandasWithState(
             update_state(self.job_cls), outputStructType=UPDATE_OUT_DDL, stateStructType=UPDATE_STATE_DDL,
-            outputMode="update", timeoutConf="NoTimeout")
+            outputMode="update", timeoutConf="EventTimeTimeout")
 
     # -- the records --------------------------------------------------------------------------------
     def records(self, table: pa.Table, batch_id: int) -> list:
@@ -225,6 +256,34 @@ class JobQuery:
             elif kind == "changelog":
                 out.append(OutRecord(t.changelog, row["key"].encode(), row["value"], bid))
         return out
+
+    def advance_clocks(self, table: pa.Table, batch_id: int, checkpoint: Path,
+                       partitions: list[tuple[str, int]]) -> list:
+        """Jobs with stream time, on the driver after batch ``batch_id`` ran and before it commits:
+        the batch's clock rows folded into the stream times (``layout.write_clocks``, for the next
+        batch's tasks), and a tick record when the watermark moved, so that Spark runs a batch that
+        carries it even if no input comes (then a batch with no data fires the due timers)."""
+        import pyarrow.compute as pc
+
+        from streamops import stream_time
+        from streamops.checkpoints import layout
+        from streamops.spark.commit import OutRecord
+
+        if not self.timed:
+            return []
+        prev = layout.read_clocks(checkpoint, batch_id - 1)
+        clocks = dict(prev.partitions) if prev is not None else {}
+        rows = table.filter(pc.equal(table.column("kind"), "clock")).select(["key", "value"]).to_pylist()
+        for row in rows:
+            topic, _, part = row["key"].rpartition("/")
+            tp = (topic, int(part))
+            clocks[tp] = max(clocks.get(tp, int(row["value"])), int(row["value"]))
+        wm = stream_time.watermark(clocks, partitions)
+        layout.write_clocks(checkpoint, layout.Clocks(batch_id, clocks, wm), partitions)
+        moved = wm is not None and (prev is None or prev.watermark is None or wm > prev.watermark)
+        if not moved or self.topics is None or self.topics.ticks is None:
+            return []
+        return [OutRecord(self.topics.ticks, None, str(wm).encode(), ((H_BATCH_ID, str(batch_id).encode()),))]
 
     def _aggregate_records(self, table: pa.Table, batch_id: int, bid: tuple) -> list:
         """Column by column: at 50k keys a batch, a dict per row and a JSON encoder per state were
@@ -340,9 +399,15 @@ def parse_aggregate(job_cls: type[Job], schema: pa.Schema):
 _UPDATE_PARSED = pa.schema([("key", pa.string()), ("lane", pa.int32()), ("ev", pa.binary()), *_COORDS])
 
 
-def parse_update(job_cls: type[Job]):
+_TIMED_PARSED = pa.schema([*_UPDATE_PARSED, ("ts", pa.int64()), ("st", pa.int64()), ("wm_ms", pa.int64())])
+
+
+def parse_update(job_cls: type[Job], *, checkpoint: Path | None = None, ticks_topic: str | None = None):
     """mapInArrow: Kafka rows -> (key, lane 0, pickled event) or (source partition, lane 1, reason).
-    Events keep their raw record when the job screens them (a screened event goes to the DLQ)."""
+    Events keep their raw record when the job screens them or has stream time (a screened or late
+    event goes to the DLQ)."""
+    if job_cls.has_time():
+        return parse_timed(job_cls, checkpoint, ticks_topic)
     keep_raw = job_cls.has_screen()
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -366,6 +431,65 @@ def parse_update(job_cls: type[Job]):
     return run
 
 
+def batch_clocks(checkpoint: Path | None) -> tuple[dict, int | None]:
+    """In a task of a streaming query: the stream times and watermark as of the batch before this
+    one (``layout.read_clocks``); outside one, or before any clock, none."""
+    from pyspark import TaskContext
+
+    from streamops.checkpoints import layout
+
+    ctx = TaskContext.get()
+    batch = ctx.getLocalProperty(BATCH_ID_PROPERTY) if ctx is not None else None
+    if checkpoint is None or batch is None:
+        return {}, None
+    clocks = layout.read_clocks(checkpoint, int(batch) - 1)
+    return (clocks.partitions, clocks.watermark) if clocks is not None else ({}, None)
+
+
+def _timed_batch(rows: list[tuple]) -> pa.RecordBatch:
+    columns = list(zip(*rows)) if rows else [[] for _ in _TIMED_PARSED]
+    return pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(columns, _TIMED_PARSED)],
+                                      schema=_TIMED_PARSED)
+
+
+def parse_timed(job_cls: type[Job], checkpoint: Path | None, ticks_topic: str | None):
+    """mapInArrow for a job with stream time: each event with its time and its partition's stream
+    time before it (``stream_time``), one clock row per partition the task read (its largest event
+    time), tick rows in their own lane; every row carries the watermark for Spark (``_build_update``)."""
+    from streamops import stream_time
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        job = job_cls()
+        clocks, wm = batch_clocks(checkpoint)
+        running: dict[tuple[str, int], int] = dict(clocks)
+        seen: set[tuple[str, int]] = set()
+        wm_ms = 1 if wm is None else wm + 1
+        for b in batches:
+            rows: list[tuple] = []  # in _TIMED_PARSED's order
+            for r in _records(b):
+                where = (r.topic, r.partition, r.offset)
+                if r.topic == ticks_topic:
+                    rows.append(("tick", TICK_LANE, None, None, None, None, *where, NO_TIME, NO_TIME, wm_ms))
+                    continue
+                parsed = job.parse(r)
+                ts = None if isinstance(parsed, Reject) else stream_time.event_time(job, parsed, r.timestamp_ms)
+                if ts is None:
+                    reason = parsed.reason if isinstance(parsed, Reject) else stream_time.BAD_TIMESTAMP
+                    rows.append((f"{r.topic}/{r.partition}", REJECT_LANE, None, reason, r.key, r.value, *where,
+                                 NO_TIME, NO_TIME, wm_ms))
+                    continue
+                before = stream_time.advance(running, (r.topic, r.partition), ts)
+                seen.add((r.topic, r.partition))
+                rows.append((job.key(parsed), 0, pickle.dumps(parsed, protocol=5), None, r.key, r.value, *where, ts,
+                             NO_TIME if before is None else before, wm_ms))
+            yield _timed_batch(rows)
+        if seen:
+            yield _timed_batch([(f"{t}/{p}", CLOCK_LANE, None, None, None, None, t, p, None, running[(t, p)], NO_TIME,
+                                 wm_ms) for t, p in sorted(seen)])
+
+    return run
+
+
 _OUT_COLUMNS = ["kind", "key", "value", "reason", "raw_key", "raw_value", "src_topic", "src_partition",
                 "src_offset"]
 
@@ -382,6 +506,8 @@ def _dlq_row(reason: str, raw_key, raw_value, topic: str, partition: int, offset
 
 def update_state(job_cls: type[Job]):
     """applyInPandasWithState: fold one key's events of a batch into its state (see module docstring)."""
+    if job_cls.has_time():
+        return update_timed(job_cls)
     serde = job_cls.state_serde
     screens, expires = job_cls.has_screen(), job_cls.has_expire()
 
@@ -411,30 +537,87 @@ def update_state(job_cls: type[Job]):
                     current = job.update(key, current, [ev])
         else:
             current = job.update(key, current, [pickle.loads(c["ev"][i]) for i in order])
-        for okey, value in job.emit(key, current).items():
-            rows.append(("out", okey, OUTPUT_JSON.dumps(value), None, None, None, None, None, None))
-        kept = job.expire(key, current) if expires else current
-        if kept is None:
-            if state.exists:
-                state.remove()
-            rows.append(("changelog", key, None, None, None, None, None, None, None))
-        else:
-            blob = serde.dumps(kept)
-            state.update((blob,))
-            rows.append(("changelog", key, blob, None, None, None, None, None, None))
+        _finish(job, key, current, state, rows, expires)
+        yield _frame(rows)
+
+    return run
+
+
+def _finish(job: Job, key: str, current: Any, state, rows: list[tuple], expires: bool) -> Any:
+    """Emit ``current``, expire it and write what is kept (None: the key is deleted) to the state
+    store and the changelog; returns what is kept."""
+    for okey, value in job.emit(key, current).items():
+        rows.append(("out", okey, OUTPUT_JSON.dumps(value), None, None, None, None, None, None))
+    kept = job.expire(key, current) if expires else current
+    if kept is None:
+        if state.exists:
+            state.remove()
+        rows.append(("changelog", key, None, None, None, None, None, None, None))
+        return None
+    blob = type(job).state_serde.dumps(kept)
+    state.update((blob,))
+    rows.append(("changelog", key, blob, None, None, None, None, None, None))
+    return kept
+
+
+def update_timed(job_cls: type[Job]):
+    """applyInPandasWithState for a job with stream time: ``stream_time.run_key`` over the key's
+    events of the batch and Spark's watermark; a key left with timers sleeps in an event-time
+    timeout until the watermark reaches its next one (also with no more events)."""
+    from streamops import stream_time
+
+    serde = job_cls.state_serde
+    timers, expires = job_cls.has_timers(), job_cls.has_expire()
+
+    def run(group: tuple, frames: Iterator, state) -> Iterator:
+        key, lane = group
+        c = _group_columns(frames, _TIMED_COLUMNS)
+        rows: list[tuple] = []
+        if lane == TICK_LANE:
+            yield _frame(rows)
+            return
+        if lane == CLOCK_LANE:
+            if len(c["ts"]) != 1:  # two tasks read one partition in a batch: their clocks would disagree
+                raise RuntimeError(f"{key} was read by {len(c['ts'])} tasks in one micro-batch; stream time "
+                                   f"needs one task per Kafka partition (do not set the source's minPartitions)")
+            yield _frame([("clock", key, str(int(c["ts"][0])).encode(), None, None, None, None, None, None)])
+            return
+        coords = list(zip(c["raw_key"], c["raw_value"], c["src_topic"], c["src_partition"], c["src_offset"]))
+        if lane == REJECT_LANE:
+            yield _frame([_dlq_row(reason, *coord) for reason, coord in zip(c["reason"], coords)])
+            return
+        job = job_cls()
+        wm = state.getCurrentWatermarkMs()
+        wm = wm if wm >= stream_time.MIN_TS else None
+        order = sorted(range(len(coords)), key=lambda i: coords[i][2:])
+        items = [stream_time.Timed((coords[i][2], int(coords[i][3]), int(coords[i][4])), pickle.loads(c["ev"][i]),
+                                   int(c["ts"][i]), None if c["st"][i] == NO_TIME else int(c["st"][i]))
+                 for i in order]
+        raw = {(t, int(p), int(o)): (k, v) for k, v, t, p, o in coords}
+        rejected: dict = {}
+        current = stream_time.run_key(job, key, serde.loads(state.get[0]) if state.exists else None, items, wm,
+                                      rejected)
+        for where, reason in rejected.items():
+            rows.append(_dlq_row(reason, *raw[where], *where))
+        kept = _finish(job, key, current, state, rows, expires)
+        if timers and kept is not None:
+            nxt = stream_time.next_timer(job, key, kept)
+            if nxt is not None:  # Spark wakes the key once its watermark is past nxt - 1, i.e. reaches nxt
+                state.setTimeoutTimestamp(max(nxt - 1, wm or 1))
         yield _frame(rows)
 
     return run
 
 
 _GROUP_COLUMNS = ("ev", "reason", "raw_key", "raw_value", "src_topic", "src_partition", "src_offset")
+_TIMED_COLUMNS = (*_GROUP_COLUMNS, "ts", "st")
 
 
-def _group_columns(frames: Iterator) -> dict[str, list]:
+def _group_columns(frames: Iterator, names: tuple[str, ...] = _GROUP_COLUMNS) -> dict[str, list]:
     """One group's frames (``UPDATE_PARSED_DDL``) as Python lists per column, frames concatenated."""
-    cols: dict[str, list] = {n: [] for n in _GROUP_COLUMNS}
+    cols: dict[str, list] = {n: [] for n in names}
     for pdf in frames:
-        for n in _GROUP_COLUMNS:
+        for n in names:
             cols[n].extend(pdf[n].tolist())
     return cols
 

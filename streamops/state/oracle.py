@@ -17,7 +17,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from streamops import stream_time
 from streamops.job import Job, JsonSerde, Record, Reject, fold_fields
+from streamops.stream_time import Partition, Timed
 
 _JSON = JsonSerde()
 
@@ -45,10 +47,15 @@ def normalized(job_cls: type[Job], state: Any) -> Any:
     return serde.loads(serde.dumps(state))
 
 
-def fold_input(job_cls: type[Job], records: Iterable[Record]) -> Expected:
+def fold_input(job_cls: type[Job], records: Iterable[Record], partitions: Iterable[Partition] | None = None
+               ) -> Expected:
+    """``partitions``: every input partition (the watermark of a job with stream time waits for
+    each); default: those the records come from."""
     job = job_cls()
     out = Expected()
-    if job_cls.is_aggregate():
+    if job_cls.has_time():
+        finals = fold_timed(job, records, out, partitions)
+    elif job_cls.is_aggregate():
         fields = job_cls.aggregate or {}
         acc: dict[str, dict] = {}
         for _where, k, event in _parsed(job, records, out):
@@ -65,6 +72,40 @@ def fold_input(job_cls: type[Job], records: Iterable[Record]) -> Expected:
         if kept is not None:
             out.states[k] = normalized(job_cls, kept)
     return out
+
+
+def fold_timed(job: Job, records: Iterable[Record], out: Expected, partitions: Iterable[Partition] | None
+               ) -> dict[str, Any]:
+    """A job with stream time: each partition's records in offset order give its stream time at each
+    event; each key's events (sorted as ``events_by_key``) then the final watermark, through
+    ``stream_time.run_key``."""
+    ordered = sorted(records, key=lambda r: (r.topic, r.partition, r.offset))
+    clocks: dict[Partition, int] = {}
+    items: dict[str, list[Timed]] = {}
+    for r in ordered:
+        out.records += 1
+        parsed = job.parse(r)
+        if isinstance(parsed, Reject):
+            out.rejected[(r.topic, r.partition, r.offset)] = parsed.reason
+            continue
+        ts = stream_time.event_time(job, parsed, r.timestamp_ms)
+        if ts is None:
+            out.rejected[(r.topic, r.partition, r.offset)] = stream_time.BAD_TIMESTAMP
+            continue
+        k = job.key(parsed)
+        _note_partition(out, k, r)
+        before = stream_time.advance(clocks, (r.topic, r.partition), ts)
+        items.setdefault(k, []).append(Timed((r.topic, r.partition, r.offset), parsed, ts, before))
+    wm = stream_time.watermark(clocks, set(clocks) if partitions is None else partitions)
+    return {k: stream_time.run_key(job, k, None, evs, wm, out.rejected) for k, evs in items.items()}
+
+
+def _note_partition(out: Expected, key: str, r: Record) -> None:
+    tp = out._first.get(key)
+    if tp is None:
+        out._first[key] = (r.topic, r.partition)
+    elif tp != (r.topic, r.partition):
+        out.split_keys.setdefault(key, {tp}).add((r.topic, r.partition))
 
 
 def events_by_key(job: Job, records: Iterable[Record], out: Expected | None = None
@@ -100,7 +141,6 @@ def fold_key(job: Job, key: str, events: list[tuple[Coords, Any]], *, screens: b
 def _parsed(job: Job, records: Iterable[Record], out: Expected) -> Iterator[tuple[Coords, str, Any]]:
     """(where, key, event) of each record ``parse`` accepts; rejections, the count and keys seen in
     several partitions go to ``out``."""
-    first, split = out._first, out.split_keys
     for r in records:
         out.records += 1
         parsed = job.parse(r)
@@ -108,11 +148,7 @@ def _parsed(job: Job, records: Iterable[Record], out: Expected) -> Iterator[tupl
             out.rejected[(r.topic, r.partition, r.offset)] = parsed.reason
         else:
             k = job.key(parsed)
-            tp = first.get(k)
-            if tp is None:
-                first[k] = (r.topic, r.partition)
-            elif tp[1] != r.partition or tp[0] != r.topic:
-                split.setdefault(k, {tp}).add((r.topic, r.partition))
+            _note_partition(out, k, r)
             yield (r.topic, r.partition, r.offset), k, parsed
 
 

@@ -1,0 +1,147 @@
+"""Stream time and timers: the rule Spark and ``check``'s fold both follow, so that a job's result is
+a function of its input alone, whatever the batch cut (docs/architecture.md, "Stream time").
+
+- An event's time is ``Job.timestamp(event)`` (default: the Kafka record's timestamp), epoch ms in
+  ``[MIN_TS, MAX_TS]``; outside that the record goes to the DLQ as ``bad_timestamp``.
+- **Partition stream time**: per input partition, the largest event time of the partition's
+  records so far (parsed ones). It depends only on the partition's own records in offset order.
+- **Late**: an event more than ``grace_ms`` behind its partition's stream time before it.
+- **A key's clock**: its partition's stream time at the key's latest event. Before and after each
+  of its events, the key's timers up to its clock fire (oldest first, one ``on_timer`` per time).
+- **Watermark**: the smallest stream time over all input partitions (None while one of them has
+  shown nothing). No partition's stream time is ever below it, so a timer fired by the watermark
+  is one every later event of the key would have fired first anyway: the watermark fires timers
+  of keys that get no events (a session whose user went quiet) without changing any result.
+
+Spark learns the watermark a batch or two late (``streamops.spark.job_query``); that only moves
+*when* a timer fires, never the state it leaves, and at the end of the input the app catches up
+(tick records), so its final state is the fold's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from streamops.exceptions import StreamopsError
+
+#: event times and timers are epoch ms in this range (JSON numbers are exact below 2**53; Spark's
+#: event-time timeout must be positive, and a timer's is its time - 1)
+MIN_TS = 2
+MAX_TS = 2**53 - 1
+LATE = "late"
+BAD_TIMESTAMP = "bad_timestamp"
+
+Coords = tuple[str, int, int]
+Partition = tuple[str, int]
+
+
+class TimerError(StreamopsError):
+    """A job's timers break the rule (``on_timer`` left its own timer, or a timer out of range).
+
+    Operator action: fix the job's ``timers``/``on_timer`` (docs/writing-a-job.md, "Time")."""
+
+
+@dataclass(frozen=True, slots=True)
+class Timed:
+    """An accepted event with its time and its partition's stream time before it."""
+
+    where: Coords
+    event: Any
+    ts: int
+    stream_time: int | None
+
+
+def valid_ts(ts: Any) -> bool:
+    return isinstance(ts, int) and not isinstance(ts, bool) and MIN_TS <= ts <= MAX_TS
+
+
+def event_time(job: Any, event: Any, record_ts: int | None) -> int | None:
+    """The event's time, or None when it is missing or out of range (``bad_timestamp``)."""
+    ts = job.timestamp(event) if type(job).overrides("timestamp") else record_ts
+    return ts if valid_ts(ts) else None
+
+
+def is_late(item: Timed, grace_ms: int) -> bool:
+    return item.stream_time is not None and item.ts < item.stream_time - grace_ms
+
+
+def clock_after(item: Timed) -> int:
+    return item.ts if item.stream_time is None else max(item.ts, item.stream_time)
+
+
+def fire(job: Any, key: str, state: Any, upto: int | None) -> Any:
+    """``state`` after its timers up to ``upto`` fired, oldest first (a timer ``on_timer`` adds
+    that is already due fires too)."""
+    if upto is None:
+        return state
+    while True:
+        due = [t for t in job.timers(key, state) if t <= upto]
+        if not due:
+            return state
+        ts = min(due)
+        if not valid_ts(ts):
+            raise TimerError(f"{type(job).__name__}.timers({key!r}) holds {ts!r}: timers are epoch ms in "
+                             f"[{MIN_TS}, {MAX_TS}]")
+        state = job.on_timer(key, state, ts)
+        left = [t for t in job.timers(key, state) if t <= ts]
+        if left:
+            raise TimerError(f"{type(job).__name__}.on_timer({key!r}, ts={ts}) left timers at or before it "
+                             f"({sorted(left)[:3]}): it must clear the timers it fired")
+
+
+def next_timer(job: Any, key: str, state: Any) -> int | None:
+    timers = list(job.timers(key, state))
+    if not timers:
+        return None
+    ts = min(timers)
+    if not valid_ts(ts):
+        raise TimerError(f"{type(job).__name__}.timers({key!r}) holds {ts!r}: timers are epoch ms in "
+                         f"[{MIN_TS}, {MAX_TS}]")
+    return ts
+
+
+def run_key(job: Any, key: str, state: Any, items: Iterable[Timed], watermark: int | None,
+            rejected: dict[Coords, str]) -> Any:
+    """One key's events (in input order) and then the watermark, applied to ``state`` (None: the
+    initial state): what Spark does per key and batch, and ``check``'s fold once for all input.
+    Late and screened events go to ``rejected``."""
+    cls = type(job)
+    grace = cls.grace_ms or 0
+    screens, timers = cls.has_screen(), cls.has_timers()
+    state = job.initial(key) if state is None else state
+    for item in items:
+        if is_late(item, grace):
+            rejected[item.where] = LATE
+            continue
+        clock = clock_after(item)
+        if timers:
+            state = fire(job, key, state, clock)
+        reason = job.screen(key, state, item.event) if screens else None
+        if reason is not None:
+            rejected[item.where] = reason
+            continue
+        state = job.update(key, state, [item.event])
+        if timers:
+            state = fire(job, key, state, clock)
+    return fire(job, key, state, watermark) if timers else state
+
+
+def advance(clocks: dict[Partition, int], partition: Partition, ts: int) -> int | None:
+    """Record an event at ``ts`` in ``partition``; its stream time before the event."""
+    before = clocks.get(partition)
+    if before is None or ts > before:
+        clocks[partition] = ts
+    return before
+
+
+def watermark(clocks: Mapping[Partition, int | None], partitions: Iterable[Partition]) -> int | None:
+    """The smallest stream time over ``partitions`` (None while one has shown no event)."""
+    low: int | None = None
+    for p in partitions:
+        st = clocks.get(p)
+        if st is None:
+            return None
+        low = st if low is None else min(low, st)
+    return low
