@@ -263,7 +263,7 @@ def _spark(job_cls: type[Job], records: list[Record], spark: Any, state_partitio
     from streamops.state.store import read_states
 
     expected = fold_input(job_cls, records)
-    query = JobQuery(job_cls, state_partitions=state_partitions, topics=Topics("out", "changelog", "dlq"))
+    query = JobQuery(job_cls, state_partitions=state_partitions, topics=Topics("out", "changelog", "dlq", TICKS))
     root = Path(tempfile.mkdtemp(prefix="streamops-lint-"))
     try:
         got, batches = _run_stream(spark, query, records, root)
@@ -286,6 +286,10 @@ def _spark(job_cls: type[Job], records: list[Record], spark: Any, state_partitio
             f"{len(expected.rejected)} DLQ records equal; seeded checkpoint reads back equal")
 
 
+#: a job with stream time: the file stream's stand-in for the app's ticks topic
+TICKS = "ticks"
+
+
 def write_stream_input(records: list[Record], folder: Path, parts: int) -> list[Path]:
     """The sample as ``parts`` parquet files of Kafka-shaped rows, one micro-batch each, in order.
 
@@ -301,9 +305,10 @@ def write_stream_input(records: list[Record], folder: Path, parts: int) -> list[
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    folder.mkdir(parents=True)
+    folder.mkdir(parents=True, exist_ok=True)
     base = time.time() - parts
     paths = []
+    default_ts = int(dt.datetime(2026, 1, 1, tzinfo=dt.UTC).timestamp() * 1_000_000)
     for i in range(parts):
         chunk = records[i * len(records) // parts:(i + 1) * len(records) // parts]
         path = folder / f"part-{i}.parquet"
@@ -311,22 +316,31 @@ def write_stream_input(records: list[Record], folder: Path, parts: int) -> list[
             "key": pa.array([r.key for r in chunk], pa.binary()), "value": pa.array([r.value for r in chunk], pa.binary()),
             "topic": [r.topic for r in chunk], "partition": pa.array([r.partition for r in chunk], pa.int32()),
             "offset": pa.array([r.offset for r in chunk], pa.int64()),
-            "timestamp": pa.array([dt.datetime(2026, 1, 1)] * len(chunk), pa.timestamp("us")),
+            "timestamp": pa.array([default_ts if r.timestamp_ms is None else r.timestamp_ms * 1000 for r in chunk],
+                                  pa.timestamp("us", tz="UTC")),
         }), path)
         os.utime(path, (base + i, base + i))
         paths.append(path)
     return paths
 
 
-def _run_stream(spark: Any, query: Any, records: list[Record], root: Path) -> tuple[dict, int]:
-    """The job's query over the sample as a file stream of Kafka-shaped rows, in three batches."""
-    parts = len(write_stream_input(records, root / "input", 3))
+def _run_stream(spark: Any, query: Any, records: list[Record], root: Path, parts: int = 3) -> tuple[dict, int]:
+    """The job's query over the sample as a file stream of Kafka-shaped rows, in ``parts`` batches
+    (a job with stream time: and the batches its ticks start, each a file of one tick record)."""
+    parts = len(write_stream_input(records, root / "input", parts))
     got: dict[str, dict] = {"out": {}, "changelog": {}, "dlq": {}}
+    partitions = sorted({(r.topic, r.partition) for r in records})
+    ticks, last = [0], [-1]
 
     def sink(df, batch_id: int) -> None:
         from streamops.spark.job_query import dlq_entry
 
-        for r in query.records(df.toArrow(), batch_id):
+        last[0] = max(last[0], batch_id)
+        table = df.toArrow()
+        if query.advance_clocks(table, batch_id, root / "checkpoint", partitions):
+            _write_tick(root / "input", ticks[0])
+            ticks[0] += 1
+        for r in query.records(table, batch_id):
             if r.topic == "dlq":
                 where, reason = dlq_entry(list(r.headers))
                 got["dlq"][where] = reason
@@ -336,13 +350,23 @@ def _run_stream(spark: Any, query: Any, records: list[Record], root: Path) -> tu
     ddl = "key binary, value binary, topic string, partition int, offset long, timestamp timestamp"
     spark.conf.set("spark.sql.shuffle.partitions", str(query.state_partitions))
     raw = spark.readStream.schema(ddl).option("maxFilesPerTrigger", 1).parquet(str(root / "input"))
-    stream = (query.build(raw).writeStream.outputMode("update").foreachBatch(sink)
+    stream = (query.build(raw, checkpoint=root / "checkpoint").writeStream.outputMode("update").foreachBatch(sink)
               .option("checkpointLocation", str(root / "checkpoint")).start())
     try:
         stream.processAllAvailable()
     finally:
         stream.stop()
-    return got, parts
+    return got, last[0] + 1
+
+
+def _write_tick(folder: Path, n: int) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"key": pa.array([None], pa.binary()), "value": pa.array([b""], pa.binary()),
+                             "topic": [TICKS], "partition": pa.array([0], pa.int32()),
+                             "offset": pa.array([n], pa.int64()),
+                             "timestamp": pa.array([0], pa.timestamp("us", tz="UTC"))}), folder / f"tick-{n}.parquet")
 
 
 def _compare(job_cls: type[Job], expected: Expected, got: dict) -> list[str]:

@@ -37,7 +37,7 @@ def cut(records: list[Record], sizes: str | int, seed: int) -> list[list[Record]
     batches = []
     while any(queues.values()):
         batch = []
-        for p, q in queues.items():
+        for q in queues.values():
             n = rng.randint(0, 9) if sizes == "random" else int(sizes)
             batch += q[:n]
             del q[:n]
