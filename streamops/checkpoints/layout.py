@@ -42,6 +42,13 @@ def batch_offsets(checkpoint: Path, batch_id: int) -> list[dict]:
     return out
 
 
+def batch_watermark(checkpoint: Path, batch_id: int) -> int | None:
+    """Spark's event-time watermark in ``batch_id`` (the offsets log's metadata; None: none yet)."""
+    lines = (checkpoint / "offsets" / str(batch_id)).read_text().splitlines()
+    wm = json.loads(lines[1]).get("batchWatermarkMs", 0) if len(lines) > 1 else 0
+    return int(wm) if wm and int(wm) > 0 else None
+
+
 def batch_end_offsets(checkpoint: Path, batch_id: int) -> dict[str, dict[str, int]]:
     """All sources' end offsets of ``batch_id`` merged, JSON-shaped ``{topic: {"partition": offset}}``."""
     out: dict[str, dict[str, int]] = {}

@@ -65,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     except (IncompatibleCheckpointError, CheckpointMismatchError, MarkerReadError) as exc:
         logging.getLogger("streamops.runtime").error("refused to start (%s): %s", type(exc).__name__, exc)
         return exc.exit_code
-    return run_app(spec, settings, build=query.build, to_records=query.records, options=options)
+    return run_app(spec, settings, build=query.build, to_records=query.records, options=options,
+                   advance_clocks=query.advance_clocks if query.timed else None)
 
 
 if __name__ == "__main__":

@@ -221,6 +221,7 @@ def run_app(
     build: Callable,
     to_records: Callable,
     options: RunOptions | None = None,
+    advance_clocks: Callable | None = None,
 ) -> int:
     """Run the app's query until stopped (SIGTERM/SIGINT: graceful, at a batch boundary).
 
@@ -254,6 +255,11 @@ def run_app(
     signal.signal(signal.SIGINT, request_stop)
 
     ensure_app_topics(settings, spec)
+    if advance_clocks is not None:  # a job with stream time reads its ticks back
+        from streamops.kafka.admin import TopicSpec, ensure_topics
+
+        ensure_topics(settings.kafka_bootstrap, [TopicSpec(name=spec.ticks_topic, partitions=1,
+                                                           config={"retention.ms": str(24 * 3600 * 1000)})])
     targets = None
     if opts.stop_at is not None:
         targets = {t: {str(p): int(o) for p, o in ps.items()} for t, ps in opts.stop_at.items()}
@@ -264,7 +270,7 @@ def run_app(
                           extra=opts.extra_conf)
     spark.sparkContext.setLogLevel("WARN")
     driver = AppDriver(spark, spec, settings, build=build, to_records=to_records, options=opts, stop=stop,
-                       targets=targets)
+                       targets=targets, advance_clocks=advance_clocks)
     try:
         if is_standby:
             if not driver.stand_by():
@@ -309,9 +315,10 @@ class AppDriver:
     applies requests) over the running query."""
 
     def __init__(self, spark, spec: AppSpec, settings: Settings, *, build: Callable, to_records: Callable,
-                 options: RunOptions, stop: threading.Event, targets: dict | None = None) -> None:
+                 options: RunOptions, stop: threading.Event, targets: dict | None = None,
+                 advance_clocks: Callable | None = None) -> None:
         self.spark, self.spec, self.settings = spark, spec, settings
-        self.build, self.to_records = build, to_records
+        self.build, self.to_records, self.advance_clocks = build, to_records, advance_clocks
         self.options, self.stop, self.targets = options, stop, targets
         self.dir = AppDir.of(settings, spec.name)
         self.heartbeat = self.dir.heartbeat
@@ -408,8 +415,11 @@ class AppDriver:
             t1 = time.monotonic()
             resized = _control_step(control.boundary) if control is not None else None
             records = self.to_records(table, batch_id)
-            t2 = time.monotonic()
             end = layout.batch_end_offsets(ckpt, batch_id)
+            if self.advance_clocks is not None:  # stream time: the clocks for the next batch, a tick
+                records += self.advance_clocks(table, batch_id, ckpt, [
+                    (t, int(p)) for t in spec.input_topics for p in end.get(t, {})])
+            t2 = time.monotonic()
             if bounds[1] is not None:  # a bounded read consumed nothing past its bound
                 end = clamp_to_bound(end, bounds[1])
             written = committer.commit(batch_id, records, input_end=end)
@@ -425,20 +435,27 @@ class AppDriver:
             })
             reporter.report(status="running", last_batch=batch_id, executors=self._executors(), error=None)
 
+        topics = list(spec.input_topics)
+        start = bounds[0] or layout.start_offsets(ckpt)
+        stop_at = bounds[1]
+        if self.advance_clocks is not None:  # stream time: the ticks come back as input (from the newest)
+            topics.append(spec.ticks_topic)
+            start = start and {**start, spec.ticks_topic: {"0": -1}}
+            stop_at = stop_at and {**stop_at, spec.ticks_topic: {"0": 2**62}}
         raw = read_kafka(
             spark,
             bootstrap_servers=settings.kafka_bootstrap,
-            subscribe=",".join(spec.input_topics),
+            subscribe=",".join(topics),
             # a bounded run, or a reset checkpoint, says where it starts until its first batch is planned
-            starting_offsets=(json.dumps(start) if (start := bounds[0] or layout.start_offsets(ckpt))
-                              and layout.last_planned_batch(ckpt) is None else spec.starting_offsets),
-            stop_at_offsets=bounds[1],
+            starting_offsets=(json.dumps(start) if start and layout.last_planned_batch(ckpt) is None
+                              else spec.starting_offsets),
+            stop_at_offsets=stop_at,
             max_offsets_per_trigger=spec.max_offsets_per_trigger,
             fail_on_data_loss=True,
         )
         warmup.use_query_pool(spark.sparkContext)  # the query's jobs go before executors' warm-ups
         query = (
-            self.build(raw)
+            self.build(raw, checkpoint=ckpt)
             .writeStream.queryName(spec.name)
             .outputMode("update")
             .foreachBatch(sink)

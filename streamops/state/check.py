@@ -173,10 +173,13 @@ def run_check(spec: AppSpec, settings: Settings, *, spark=None, since_ms: int | 
                 yield m
 
     from streamops.spark.job_query import dlq_entry
-    from streamops.state.oracle import fold_input, record_of
+    from streamops.state.oracle import DERIVED, fold_input, record_of
     from streamops.state.store import read_states
 
-    folded = fold_input(job_cls, (record_of(m) for m in messages()))
+    # a job with stream time: as of the batch's watermark (Spark learns it a batch or two late)
+    folded = fold_input(job_cls, (record_of(m) for m in messages()),
+                        partitions=[(t, p) for t in spec.input_topics for p in partitions(bootstrap, t)],
+                        watermark=layout.batch_watermark(ckpt, batch) if job_cls.has_time() else DERIVED)
     expected, invalid = folded.states, folded.rejected
     progress(f"{counted['n']} input records -> {len(expected)} keys, {len(folded.output)} output keys, "
              f"{len(invalid)} rejected")

@@ -47,14 +47,19 @@ def normalized(job_cls: type[Job], state: Any) -> Any:
     return serde.loads(serde.dumps(state))
 
 
-def fold_input(job_cls: type[Job], records: Iterable[Record], partitions: Iterable[Partition] | None = None
-               ) -> Expected:
-    """``partitions``: every input partition (the watermark of a job with stream time waits for
-    each); default: those the records come from."""
+#: ``fold_input``'s default watermark: the one the input gives (``stream_time.watermark``)
+DERIVED = "derived"
+
+
+def fold_input(job_cls: type[Job], records: Iterable[Record], partitions: Iterable[Partition] | None = None,
+               watermark: int | None | str = DERIVED) -> Expected:
+    """Jobs with stream time: ``partitions`` are every input partition (the watermark waits for
+    each; default: those the records come from); ``watermark`` overrides the one they give (the
+    app's as of a batch: Spark learns it a batch or two late, ``check`` compares with that batch)."""
     job = job_cls()
     out = Expected()
     if job_cls.has_time():
-        finals = fold_timed(job, records, out, partitions)
+        finals = fold_timed(job, records, out, partitions, watermark)
     elif job_cls.is_aggregate():
         fields = job_cls.aggregate or {}
         acc: dict[str, dict] = {}
@@ -74,8 +79,8 @@ def fold_input(job_cls: type[Job], records: Iterable[Record], partitions: Iterab
     return out
 
 
-def fold_timed(job: Job, records: Iterable[Record], out: Expected, partitions: Iterable[Partition] | None
-               ) -> dict[str, Any]:
+def fold_timed(job: Job, records: Iterable[Record], out: Expected, partitions: Iterable[Partition] | None,
+               watermark: int | None | str = DERIVED) -> dict[str, Any]:
     """A job with stream time: each partition's records in offset order give its stream time at each
     event; each key's events (sorted as ``events_by_key``) then the final watermark, through
     ``stream_time.run_key``."""
@@ -96,7 +101,8 @@ def fold_timed(job: Job, records: Iterable[Record], out: Expected, partitions: I
         _note_partition(out, k, r)
         before = stream_time.advance(clocks, (r.topic, r.partition), ts)
         items.setdefault(k, []).append(Timed((r.topic, r.partition, r.offset), parsed, ts, before))
-    wm = stream_time.watermark(clocks, set(clocks) if partitions is None else partitions)
+    wm = stream_time.watermark(clocks, set(clocks) if partitions is None else partitions) \
+        if watermark == DERIVED else watermark
     return {k: stream_time.run_key(job, k, None, evs, wm, out.rejected) for k, evs in items.items()}
 
 
