@@ -1,0 +1,87 @@
+"""A job with stream time (``jobs.sessions``) as a deployed app on Apache Kafka and Spark's
+connector: in small batches with a kill -9 between them, ``check`` is exact (state store,
+changelog, output, DLQ with its ``late`` records) as of every committed batch's watermark; once
+the input stops, the ticks carry the last watermark into Spark and the sessions of users who went
+quiet close by timer, with no more input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from streamops.checkpoints import layout
+from streamops.kafka.admin import partitions
+from streamops.kafka.read import latest_per_key, read_topic
+from streamops.spark.job_query import dlq_entry
+from streamops.spec import default_spec_path, get_app, load_job, load_specs
+from streamops.state.oracle import fold_input, record_of
+
+LOCAL = "local[2]"
+
+
+def _exact(app) -> dict:
+    report = app.check()
+    views = {v["view"]: v for v in report["views"]}
+    assert report["ok"], json.dumps(views, indent=1)[:3000]
+    return views
+
+
+@pytest.mark.timeout(900)
+def test_sessions_app_is_exact_and_closes_quiet_users_sessions_by_timer(app_factory) -> None:
+    app = app_factory("app-sessions", master=LOCAL, app="sessions")
+    spec = get_app(load_specs(default_spec_path(app.settings.repo)), "sessions")
+    job_cls = load_job(spec, app.settings.repo)
+    b = app.settings.kafka_bootstrap
+    r = app.cli("produce", "sessions", "--events", "6000", "--seed", "2", "--json")
+    assert r.returncode == 0, r.stderr[-2000:]
+
+    # small batches; kill -9 after two, then on to the end of the input
+    app.start("--max-offsets-per-trigger", "700", "--trigger-interval", "1 second")
+    app.wait_for(lambda: app.committed_batch() >= 1, what="two batches")
+    app.kill()
+    _exact(app)  # as of that batch's watermark
+    app.start("--trigger-interval", "1 second")
+    records = [record_of(m) for m in read_topic(b, "clicks")]
+    parts = [("clicks", p) for p in partitions(b, "clicks")]
+    final = fold_input(job_cls, records, parts)
+    expected_wm = _watermark(job_cls, records, parts)
+
+    def caught_up() -> bool:  # the ticks carried the last watermark in: batches with no input ran
+        batch = app.committed_batch()
+        return batch >= 0 and layout.batch_watermark(app.checkpoint, batch) == expected_wm
+
+    app.wait_for(caught_up, timeout=300, what=f"the app's watermark to reach {expected_wm}")
+    assert app.stop() == 0
+    views = _exact(app)
+    assert views["dlq"]["expected"] == views["dlq"]["actual"] > 0
+    assert "late" in {dlq_entry(m.headers())[1] for m in read_topic(b, spec.dlq_topic)}
+
+    # every session the fold closed is in the output, and the users who went quiet have no state
+    # left: their last sessions were closed by the watermark, not by a click of theirs
+    assert latest_per_key(b, spec.live_output_topic) == final.output
+    quiet = {k.split("@")[0] for k in final.output} - set(final.states)
+    assert quiet, "the sample has users who went quiet"
+    last: dict[str, bytes | None] = {}
+    for m in read_topic(b, spec.changelog_topic):
+        last[m.key().decode()] = m.value()
+    assert quiet <= set(last) and all(last[u] is None for u in quiet)  # state written, then deleted
+
+
+def _times(job_cls, records) -> dict:
+    from streamops import stream_time
+    from streamops.job import Reject
+
+    job = job_cls()
+    out = {}
+    for r in records:
+        ev = job.parse(r)
+        if not isinstance(ev, Reject) and (ts := stream_time.event_time(job, ev, r.timestamp_ms)) is not None:
+            out[(r.topic, r.partition, r.offset)] = ts
+    return out
+
+
+def _watermark(job_cls, records, parts) -> int:
+    """The smallest over the partitions of their largest event time."""
+    times = _times(job_cls, records)
+    return min(max(ts for (t, p, _o), ts in times.items() if (t, p) == part) for part in parts)
