@@ -73,25 +73,24 @@ START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 
 def generate(events: int, *, seed: int = 0, users: int = 300, step_ms: int = 2_000, late_ratio: float = 0.01,
              bad_ratio: float = 0.01, quiet_ratio: float = 0.1) -> Iterator[tuple[bytes | None, bytes]]:
-    """Clicks keyed by user: event time advances ``step_ms`` per click; each user clicks in bursts
+    """``events`` clicks keyed by user: event time advances ``step_ms`` per step; each user clicks in bursts
     with pauses longer than the gap now and then; a ``quiet_ratio`` share of users stop for good
     half way (their last sessions close by timer); a ``late_ratio`` share of clicks is 5-20
     minutes behind; a ``bad_ratio`` share is malformed."""
     rng = random.Random(seed)
     names = [f"u{i:04d}" for i in range(users)]
-    quiet = set(rng.sample(names, int(users * quiet_ratio)))
+    quiet = set(rng.sample(names, min(users - 1, int(users * quiet_ratio))))  # someone keeps clicking
     pause: dict[str, int] = {}
     bad = [lambda u: b"{", lambda u: b"[]", lambda u: json.dumps({"user": u, "ts": 5}).encode(),
            lambda u: json.dumps({"user": u, "page": "/a", "ts": "soon"}).encode()]
-    for i in range(events):
+    made, i = 0, -1
+    while made < events:
+        i += 1
         user = names[int(rng.random() ** 1.5 * users)]
-        if user in quiet and i > events // 2:
-            user = names[(names.index(user) + 1) % users]
-            if user in quiet:
-                continue
         ts = START_MS + i * step_ms
-        if ts < pause.get(user, 0):
+        if (user in quiet and made > events // 2) or ts < pause.get(user, 0):
             continue
+        made += 1
         if rng.random() < 0.02:  # the user pauses longer than the gap
             pause[user] = ts + GAP_MS + int(rng.random() * GAP_MS)
         if rng.random() < bad_ratio:

@@ -77,7 +77,7 @@ def _sha256(path: Path) -> str:
 def needed(rel: Path, batch_id: int) -> bool:
     """Does a checkpoint at committed ``batch_id`` need this file (path relative to the checkpoint)?"""
     parts = rel.parts
-    if parts[0] in ("offsets", "commits") and len(parts) == 2:
+    if parts[0] in ("offsets", "commits", "clocks") and len(parts) == 2:
         m = _LOG_BATCH.match(parts[1])
         return m is None or int(m.group(1)) <= batch_id
     if parts[0] == "state":

@@ -179,6 +179,7 @@ def rebuild_plan(settings: Settings, spec: AppSpec, ledger: Ledger, *, state_par
         sources = JobQuery.for_spec(spec, settings.repo).sources
     return {
         "app": spec.name, "running": running, "marker_batch": marker["batch_id"], "query_sources": sources,
+        "stream_time": marker.get("stream_time"),
         "checkpoint_batch": layout.last_committed_batch(ckpt), "state_partitions_before": current_parts,
         "state_partitions_after": n, "changelog_topic": spec.changelog_topic,
         "changelog_keys": None if changelog is None else len(changelog), "offsets": offsets,
@@ -265,7 +266,13 @@ def rebuild_state(settings: Settings, spec: AppSpec, ledger: Ledger, *, state_pa
                 start = {o["topic"]: {} for o in plan["offsets"]}
                 for o in plan["offsets"]:
                     start[o["topic"]][str(o["partition"])] = o["start_at"]
-                seed.point_offsets(tmp / "checkpoint", start, plan["query_sources"])
+                timed = plan["stream_time"]
+                seed.point_offsets(tmp / "checkpoint", start, plan["query_sources"],
+                                   watermark_ms=timed["spark_watermark"] if timed else None)
+                if timed:  # the partitions' stream times as of the changelog's batch
+                    layout.write_clocks(tmp / "checkpoint", layout.Clocks(
+                        0, {(t, int(p)): int(st) for t, p, st in timed["clocks"]}, timed["watermark"]),
+                        [(o["topic"], o["partition"]) for o in plan["offsets"]])
                 aside = swap.set_aside()
                 swap.install(tmp / "checkpoint")
             finally:

@@ -232,10 +232,12 @@ class BatchCommitter:
                             self.app, topic, p, self.last_committed, was)
         self.origins = {**self.origins, **current}
 
-    def commit(self, batch_id: int, records: Iterable[OutRecord], input_end: Offsets | None = None) -> int | None:
+    def commit(self, batch_id: int, records: Iterable[OutRecord], input_end: Offsets | None = None,
+               marker_extra: dict | None = None) -> int | None:
         """Write ``records`` + marker atomically; None if ``batch_id`` was already committed.
 
-        ``input_end``: the batch's input end offsets, kept in the marker as ``emitted_until``."""
+        ``input_end``: the batch's input end offsets, kept in the marker as ``emitted_until``;
+        ``marker_extra``: more of what the batch's state depends on (``stream_time``: a job's clocks)."""
         if batch_id <= self.last_committed:
             return None
         if input_end and set(input_end) - set(self.origins):
@@ -254,7 +256,7 @@ class BatchCommitter:
             # starts a checkpoint rebuilt from the changelog there
             marker = {"batch_id": batch_id, "records": n, "committed_at_ms": int(time.time() * 1000),
                       "emitted_until": emitted, "input_end": input_end or {},
-                      "checkpoint_id": self.checkpoint_id(), **self._identity()}
+                      "checkpoint_id": self.checkpoint_id(), **self._identity(), **(marker_extra or {})}
             self._produce(self.commits_topic, self.app.encode(), json.dumps(marker).encode(), [])
             if input_end:
                 self._send_offsets([TopicPartition(t, int(p), int(o)) for t, ps in input_end.items()

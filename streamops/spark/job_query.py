@@ -208,6 +208,13 @@ class JobQuery:
             agg = self.job_cls.aggregate or {}
             fn = {"sum": F.sum, "max": F.max, "min": F.min}
             return rows.groupBy(self.job_cls.key_name).agg(*(fn[a.kind](f).alias(f) for f, a in agg.items()))
+        if self.timed:  # each key's next timer becomes its event-time timeout, as in the app
+            from pyspark.sql import functions as F
+
+            rows = rows.withColumn("wm", F.timestamp_millis(F.lit(1))).withWatermark("wm", "1 millisecond")
+            return rows.groupBy("key", "lane").applyInPandasWithState(
+                seed_timed_state(self.job_cls), outputStructType=UPDATE_OUT_DDL, stateStructType=UPDATE_STATE_DDL,
+                outputMode="update", timeoutConf="EventTimeTimeout")
         return rows.groupBy("key", "lane").applyInPandasWithState(
             seed_state, outputStructType=UPDATE_OUT_DDL, stateStructType=UPDATE_STATE_DDL,
             outputMode="update", timeoutConf="NoTimeout")
@@ -620,6 +627,26 @@ def _group_columns(frames: Iterator, names: tuple[str, ...] = _GROUP_COLUMNS) ->
         for n in names:
             cols[n].extend(pdf[n].tolist())
     return cols
+
+
+def seed_timed_state(job_cls: type[Job]):
+    """The seed query's function for a job with stream time: the state, and its next timer as the
+    key's event-time timeout (what ``update_timed`` leaves)."""
+    from streamops import stream_time
+
+    def run(group: tuple, frames: Iterator, state) -> Iterator:
+        import pandas as pd
+
+        job, loads = job_cls(), job_cls.state_serde.loads
+        for pdf in frames:
+            for blob in pdf["blob"]:
+                state.update((blob,))
+                nxt = stream_time.next_timer(job, group[0], loads(blob))
+                if nxt is not None:
+                    state.setTimeoutTimestamp(nxt - 1)
+        yield pd.DataFrame({c: [] for c in _OUT_COLUMNS})
+
+    return run
 
 
 def seed_state(group: tuple, frames: Iterator, state) -> Iterator:

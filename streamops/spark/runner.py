@@ -416,13 +416,15 @@ class AppDriver:
             resized = _control_step(control.boundary) if control is not None else None
             records = self.to_records(table, batch_id)
             end = layout.batch_end_offsets(ckpt, batch_id)
+            extra = None
             if self.advance_clocks is not None:  # stream time: the clocks for the next batch, a tick
                 records += self.advance_clocks(table, batch_id, ckpt, [
                     (t, int(p)) for t in spec.input_topics for p in end.get(t, {})])
+                extra = {"stream_time": stream_time_marker(ckpt, batch_id)}
             t2 = time.monotonic()
             if bounds[1] is not None:  # a bounded read consumed nothing past its bound
                 end = clamp_to_bound(end, bounds[1])
-            written = committer.commit(batch_id, records, input_end=end)
+            written = committer.commit(batch_id, records, input_end=end, marker_extra=extra)
             t3 = time.monotonic()
             write_json(hb, {
                 "app": spec.name, "pid": os.getpid(), "app_id": spark.sparkContext.applicationId,
@@ -479,7 +481,8 @@ class AppDriver:
                 if self.targets is not None:
                     progress = query.lastProgress
                     if progress and _reached(progress["sources"][0].get("endOffset"), self.targets) and \
-                            committer.last_committed >= progress["batchId"]:
+                            committer.last_committed >= progress["batchId"] and \
+                            (self.advance_clocks is None or time_settled(ckpt)):
                         self.stop.set()
                 if self.stop.is_set():
                     _stop_at_batch_boundary(query, committer, max(60.0, 10 * spec.trigger_seconds),
@@ -634,6 +637,30 @@ class AppDriver:
             failed.append(exc)
         finally:
             sc.setLocalProperty("spark.scheduler.pool", None)
+
+
+def time_settled(ckpt: Path) -> bool:
+    """A job with stream time has fired every timer its input makes due: Spark's watermark in the
+    last committed batch is the one its clocks give (the tick and the batch with no data it starts
+    have run). A bounded run (reprocess, ``--exit-at-end``) stops only then."""
+    from streamops.checkpoints import layout
+
+    batch = layout.last_committed_batch(ckpt)
+    clocks = layout.read_clocks(ckpt, batch) if batch is not None else None
+    if clocks is None or clocks.watermark is None:
+        return True
+    return (layout.batch_watermark(ckpt, batch) or 0) >= clocks.watermark
+
+
+def stream_time_marker(ckpt: Path, batch_id: int) -> dict:
+    """What a job's stream time is after ``batch_id``, for the batch marker: its partitions' clocks
+    and Spark's watermark in that batch (rebuild-state seeds a checkpoint with both)."""
+    from streamops.checkpoints import layout
+
+    clocks = layout.read_clocks(ckpt, batch_id)
+    return {"clocks": [[t, p, st] for (t, p), st in sorted(clocks.partitions.items())] if clocks else [],
+            "watermark": clocks.watermark if clocks else None,
+            "spark_watermark": layout.batch_watermark(ckpt, batch_id)}
 
 
 def _lock_checkpoint(spec: AppSpec, settings: Settings, *, wait_s: float):

@@ -181,10 +181,12 @@ def _seed(spark, query, input_folder: Path, dest: Path, *, state_partitions: int
         stream.stop()
 
 
-def point_offsets(checkpoint: Path, source_offsets: dict[str, dict[str, int]], sources: int = 1) -> None:
+def point_offsets(checkpoint: Path, source_offsets: dict[str, dict[str, int]], sources: int = 1, *,
+                  watermark_ms: int | None = None) -> None:
     """Make a seeded checkpoint's batch 0 end at ``source_offsets`` (the app's Kafka source, which
     keeps no files under ``sources/``): the app continues with batch 1 from exactly there.
 
+    ``watermark_ms``: Spark's event-time watermark as of that batch (jobs with stream time).
     ``sources``: how many sources the app's query plan has — Spark counts a source once per scan
     in the plan (the demo's union scans its one topic twice) and refuses an offsets entry with
     another count."""
@@ -192,7 +194,10 @@ def point_offsets(checkpoint: Path, source_offsets: dict[str, dict[str, int]], s
     lines = path.read_text().splitlines()
     if len(lines) != 3 or not lines[0].startswith("v"):
         raise SeedError(f"{path}: expected a one-source offsets entry, got {len(lines)} lines")
-    body = "\n".join([lines[0], lines[1], *[json.dumps(source_offsets, sort_keys=True)] * sources])
+    meta = lines[1]
+    if watermark_ms is not None:  # a job with stream time: Spark goes on from the state's watermark
+        meta = json.dumps({**json.loads(meta), "batchWatermarkMs": int(watermark_ms)}, separators=(",", ":"))
+    body = "\n".join([lines[0], meta, *[json.dumps(source_offsets, sort_keys=True)] * sources])
     tmp = path.with_name(".0.rewrite")
     tmp.write_text(body)
     tmp.replace(path)
