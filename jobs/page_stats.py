@@ -2,14 +2,15 @@
 longest time on page and when the page was last seen.
 
 Input: JSON page views keyed by page, ``{"page": str, "user": str, "ts": epoch ms, "duration_ms": int}``.
-Windows are tumbling, ``WINDOW_MS`` long. Each page keeps its own event-time watermark: the
-latest ``ts`` seen for it, so a window closes once a view ``GRACE_MS`` past its end arrives, and a
-view for a closed window is rejected as ``late`` (to the DLQ, counted there). That lateness depends
-only on the page's own views in input order, not on how Spark cuts batches (Kafka Streams' stream
-time, per key). Distinct users are exact: the window keeps its user ids until it closes.
+Tumbling windows of ``WINDOW_MS`` on stream time (``streamops.windows``): a window closes once its
+input partition's stream time (the largest ``ts`` it has shown) reaches its end plus ``GRACE_MS``,
+and a view that far behind stream time is ``late`` (to the DLQ, counted there). Whether a view is
+late depends only on its partition's views in offset order, never on how Spark cuts batches.
+Distinct users are exact: the window keeps its user ids until it closes.
 
-Output, one record per page and window (key ``page@window_start``): the window's numbers,
-updated while it is open; its last value stays once the window is closed and dropped from state.
+Output, one record per page and window (key ``page@window_start``), rewritten after every batch
+that changed the window (``emit_on = "update"``); its last value stays once the window is closed
+and dropped from state.
 """
 
 from __future__ import annotations
@@ -17,26 +18,26 @@ from __future__ import annotations
 import bisect
 import json
 import random
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from typing import Any
 
-from streamops.job import Job, Record, Reject, is_int, is_text, json_object
+from streamops.job import Record, Reject, is_int, is_text, json_object
+from streamops.windows import Tumbling, WindowedJob
 
 WINDOW_MS = 60_000
 GRACE_MS = 10_000
-MAX_TS = 2**53  # JSON numbers stay exact below this
+MAX_TS = 2**53 - 1  # JSON numbers stay exact below this
 
 Event = dict[str, Any]
-#: {"max_ts": int, "windows": {"<start ms>": {"views", "users" (sorted), "total_ms", "max_ms", "last_seen"}}}
-State = dict[str, Any]
 
 
-def window_start(ts: int) -> int:
-    return ts - ts % WINDOW_MS
-
-
-class PageStats(Job[Event, State]):
+class PageStats(WindowedJob):
     key_name = "page"
+    #: 2: windows on stream time (``streamops.windows``) instead of a per-page watermark
+    state_version = 2
+    windows = Tumbling(size_ms=WINDOW_MS)
+    grace_ms = GRACE_MS
+    emit_on = "update"
 
     def parse(self, record: Record) -> Event | Reject:
         obj = json_object(record.value)
@@ -46,7 +47,7 @@ class PageStats(Job[Event, State]):
             return Reject("missing_page")
         if not is_text(obj.get("user")):
             return Reject("missing_user")
-        if not is_int(obj.get("ts"), 0, MAX_TS):
+        if not is_int(obj.get("ts"), 2, MAX_TS):
             return Reject("bad_ts")
         if not is_int(obj.get("duration_ms"), 0, 86_400_000):
             return Reject("bad_duration")
@@ -55,44 +56,27 @@ class PageStats(Job[Event, State]):
     def key(self, event: Event) -> str:
         return event["page"]
 
-    def initial(self, key: str) -> State:
-        return {"max_ts": None, "windows": {}}
+    def timestamp(self, event: Event) -> int:
+        return event["ts"]
 
-    def screen(self, key: str, state: State, event: Event) -> str | None:
-        closed_before = state["max_ts"] is not None and \
-            window_start(event["ts"]) + WINDOW_MS + GRACE_MS <= state["max_ts"]
-        return "late" if closed_before else None
+    # a window's accumulator
+    def zero(self) -> dict:
+        return {"views": 0, "users": [], "total_ms": 0, "max_ms": 0, "last_seen": None}
 
-    def update(self, key: str, state: State, events: Sequence[Event]) -> State:
-        windows = {s: dict(w, users=list(w["users"])) for s, w in state["windows"].items()}
-        max_ts = state["max_ts"]
-        for e in events:
-            w = windows.setdefault(str(window_start(e["ts"])),
-                                   {"views": 0, "users": [], "total_ms": 0, "max_ms": 0, "last_seen": None})
-            w["views"] += 1
-            i = bisect.bisect_left(w["users"], e["user"])
-            if i == len(w["users"]) or w["users"][i] != e["user"]:
-                w["users"].insert(i, e["user"])
-            w["total_ms"] += e["duration_ms"]
-            w["max_ms"] = max(w["max_ms"], e["duration_ms"])
-            w["last_seen"] = e["ts"] if w["last_seen"] is None else max(w["last_seen"], e["ts"])
-            max_ts = e["ts"] if max_ts is None else max(max_ts, e["ts"])
-        return {"max_ts": max_ts, "windows": windows}
+    def add(self, acc: dict, event: Event) -> dict:
+        acc["views"] += 1
+        i = bisect.bisect_left(acc["users"], event["user"])
+        if i == len(acc["users"]) or acc["users"][i] != event["user"]:
+            acc["users"].insert(i, event["user"])
+        acc["total_ms"] += event["duration_ms"]
+        acc["max_ms"] = max(acc["max_ms"], event["duration_ms"])
+        acc["last_seen"] = event["ts"] if acc["last_seen"] is None else max(acc["last_seen"], event["ts"])
+        return acc
 
-    def emit(self, key: str, state: State) -> Mapping[str, Any]:
-        return {f"{key}@{start}": {"page": key, "window_start": int(start), "window_end": int(start) + WINDOW_MS,
-                                   "views": w["views"], "distinct_users": len(w["users"]),
-                                   "total_time_ms": w["total_ms"], "max_time_ms": w["max_ms"],
-                                   "last_seen": w["last_seen"]}
-                for start, w in state["windows"].items()}
-
-    def expire(self, key: str, state: State) -> State | None:
-        """Closed windows leave the state (their last output stays); the watermark stays."""
-        max_ts = state["max_ts"]
-        if max_ts is None:
-            return state
-        return {"max_ts": max_ts, "windows": {s: w for s, w in state["windows"].items()
-                                              if int(s) + WINDOW_MS + GRACE_MS > max_ts}}
+    def result(self, key: str, start: int, end: int, acc: dict) -> dict:
+        return {"page": key, "window_start": start, "window_end": end, "views": acc["views"],
+                "distinct_users": len(acc["users"]), "total_time_ms": acc["total_ms"], "max_time_ms": acc["max_ms"],
+                "last_seen": acc["last_seen"]}
 
     def generate(self, events: int, seed: int, *, users: int = 500, bad_ratio: float = 0.01
                  ) -> Iterator[tuple[bytes | None, bytes]]:
@@ -106,7 +90,7 @@ START_MS = 1_767_225_600_000
 def generate(events: int, *, seed: int = 0, pages: int = 40, users: int = 500, step_ms: int = 50,
              late_ratio: float = 0.02, bad_ratio: float = 0.01) -> Iterator[tuple[bytes | None, bytes]]:
     """Page views keyed by page: event time advances ``step_ms`` per view with jitter; a
-    ``late_ratio`` share arrives 2-5 minutes behind (late once the page has moved on), a
+    ``late_ratio`` share arrives 2-5 minutes behind (late once its partition has moved on), a
     ``bad_ratio`` share is malformed in one of the ways ``parse`` rejects."""
     rng = random.Random(seed)
     bad = [lambda p, u, t: b"{not json",

@@ -58,6 +58,8 @@ def shape_of(query: Any) -> JobShape:
     else:
         serde = type(job_cls.state_serde)
         state = (f"serde:{serde.__module__}.{serde.__qualname__}", f"state_version:{job_cls.state_version}")
+        if query.timed:  # keys sleep in event-time timeouts, read the ticks, keep clocks
+            state = (*state, "stream_time")
     return JobShape("aggregate" if query.aggregate else "update", job_cls.key_name, state, 1, query.sources)
 
 

@@ -189,6 +189,8 @@ def _fold_split(job: Job, key: str, events: list, screens: bool, split: int, exp
 def _split(job_cls: type[Job], records: list[Record]) -> str:
     if job_cls.is_aggregate():
         return "native aggregation: Spark merges the fields"
+    if job_cls.has_time():
+        return _split_timed(job_cls, records)
     job = job_cls()
     events = events_by_key(job, records)
     screens, expires = job_cls.has_screen(), job_cls.has_expire()
@@ -205,6 +207,43 @@ def _split(job_cls: type[Job], records: list[Record]) -> str:
                     raise _Failed(f"key {k!r}: expiring after event {split} changed the final state: expire may drop "
                                   f"only what no later event changes (screen must reject events for it)")
     return f"{len(events)} keys, each split in up to three places"
+
+
+def _split_timed(job_cls: type[Job], records: list[Record]) -> str:
+    """A job with stream time, cut as Spark may cut it: a key's events in two batches, the first
+    ending with a watermark no later than the stream time of any event after it (Spark's lags),
+    expire and emit between them. The final state and everything emitted must be the same as in
+    one batch: what ``streamops.stream_time`` guarantees when ``on_timer`` and ``expire`` keep
+    their contracts (a closed window never changes; expire drops only what is closed)."""
+    from streamops import stream_time
+    from streamops.state.oracle import Expected, timed_items
+
+    job = job_cls()
+    items, wm = timed_items(job, records, Expected(), None)
+
+    def emitted(key: str, states: list) -> dict:
+        out: dict = {}
+        for s in states:
+            out.update(job.emit(key, s))
+        return out
+
+    for k, evs in items.items():
+        whole = stream_time.run_key(job, k, None, evs, wm, {})
+        for split in {len(evs) // 3, len(evs) // 2, len(evs) - 1} - {0}:
+            later = [stream_time.clock_after(i) for i in evs[split:]]
+            mid = min([*later, wm]) if wm is not None else None
+            first = stream_time.run_key(job, k, None, evs[:split], mid, {})
+            kept = job.expire(k, first) if job_cls.has_expire() else first
+            second = stream_time.run_key(job, k, kept, evs[split:], wm, {})
+            if emitted(k, [first, second]) != emitted(k, [whole]):
+                raise _Failed(f"key {k!r}: its output differs when its {len(evs)} events come in two batches split at "
+                              f"{split} (timers fired by the watermark in between): a closed window must not change")
+            end = job.expire(k, whole) if job_cls.has_expire() else whole
+            cut = job.expire(k, second) if job_cls.has_expire() else second
+            if normalized(job_cls, end) != normalized(job_cls, cut):
+                raise _Failed(f"key {k!r}: its state differs when its events come in two batches split at {split}: "
+                              f"expire may drop only what no later event changes, on_timer must clear what it fired")
+    return f"{len(items)} keys, each cut in up to three places with the watermark moving in between"
 
 
 #: the name of the check that one key's records come from one partition
@@ -228,6 +267,8 @@ def order_dependence(job_cls: type[Job], records: list[Record]) -> str | None:
     over a key's events reversed gives another state."""
     if job_cls.is_aggregate():
         return None
+    if job_cls.has_time():
+        return "it has stream time: lateness and timers follow each partition's events in offset order"
     if job_cls.has_screen():
         return "it declares screen(), which judges each event by the state before it"
     job = job_cls()

@@ -81,9 +81,16 @@ def fold_input(job_cls: type[Job], records: Iterable[Record], partitions: Iterab
 
 def fold_timed(job: Job, records: Iterable[Record], out: Expected, partitions: Iterable[Partition] | None,
                watermark: int | None | str = DERIVED) -> dict[str, Any]:
-    """A job with stream time: each partition's records in offset order give its stream time at each
-    event; each key's events (sorted as ``events_by_key``) then the final watermark, through
+    """A job with stream time: each key's events (``timed_items``) then the final watermark, through
     ``stream_time.run_key``."""
+    items, wm = timed_items(job, records, out, partitions, watermark)
+    return {k: stream_time.run_key(job, k, None, evs, wm, out.rejected) for k, evs in items.items()}
+
+
+def timed_items(job: Job, records: Iterable[Record], out: Expected, partitions: Iterable[Partition] | None,
+                watermark: int | None | str = DERIVED) -> tuple[dict[str, list[Timed]], int | None]:
+    """Each key's events with their times (sorted as ``events_by_key``): each partition's records in
+    offset order give its stream time at each event; and the watermark after all of them."""
     ordered = sorted(records, key=lambda r: (r.topic, r.partition, r.offset))
     clocks: dict[Partition, int] = {}
     items: dict[str, list[Timed]] = {}
@@ -103,7 +110,7 @@ def fold_timed(job: Job, records: Iterable[Record], out: Expected, partitions: I
         items.setdefault(k, []).append(Timed((r.topic, r.partition, r.offset), parsed, ts, before))
     wm = stream_time.watermark(clocks, set(clocks) if partitions is None else partitions) \
         if watermark == DERIVED else watermark
-    return {k: stream_time.run_key(job, k, None, evs, wm, out.rejected) for k, evs in items.items()}
+    return items, wm
 
 
 def _note_partition(out: Expected, key: str, r: Record) -> None:

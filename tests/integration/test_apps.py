@@ -30,10 +30,11 @@ APPS = {"page_stats": (5000, "late"), "orders": (5000, "late"), "sessions": (500
 
 def _corrupt(name: str, state: dict) -> dict:
     """Another state of the same shape (verify must find it different)."""
-    if name == "sessions":  # one more click in the first open session
-        first = [*state["open"][0][:2], [state["open"][0][2][0] + 1, state["open"][0][2][1]]]
-        return {**state, "open": [first, *state["open"][1:]]}
-    return {**state, "max_ts": (state["max_ts"] or 0) + 1}
+    if name == "orders":
+        return {**state, "max_ts": (state["max_ts"] or 0) + 1}
+    start, end, acc = state["open"][0]  # windowed jobs: one more event in the first open window
+    acc = [acc[0] + 1, acc[1]] if name == "sessions" else {**acc, "views": acc["views"] + 1}
+    return {**state, "open": [[start, end, acc], *state["open"][1:]]}
 
 
 def _json(r) -> dict:

@@ -112,11 +112,13 @@ def test_a_key_in_several_partitions_is_fine_for_an_order_independent_job() -> N
 
 
 def test_order_dependence() -> None:
+    from jobs.orders import Orders
     from jobs.page_stats import PageStats
     from jobs.user_activity import UserActivity
 
     assert order_dependence(UserActivity, []) is None
-    assert "screen()" in (order_dependence(PageStats, []) or "")
+    assert "screen()" in (order_dependence(Orders, []) or "")
+    assert "stream time" in (order_dependence(PageStats, []) or "")
     assert order_dependence(Count, _split_sample()) is None
 
 

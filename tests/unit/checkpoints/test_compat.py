@@ -55,9 +55,9 @@ def test_a_new_state_version_or_another_operator_is_refused(tmp_path: Path) -> N
     compat.gate("page_stats", ckpt, shape(PageStats))
 
     class V2(PageStats):
-        state_version = 2
+        state_version = 3
 
-    with pytest.raises(compat.IncompatibleCheckpointError, match=r"was state_version:1; now state_version:2"):
+    with pytest.raises(compat.IncompatibleCheckpointError, match=r"was state_version:2; now state_version:3"):
         compat.gate("page_stats", ckpt, shape(V2))
     with pytest.raises(compat.IncompatibleCheckpointError, match="operator changed from update to aggregate"):
         compat.gate("page_stats", ckpt, compat.JobShape("aggregate", "page", ("views:sum:long",), 1, 2))

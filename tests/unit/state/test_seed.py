@@ -25,7 +25,8 @@ def test_seed_rows_are_the_declared_state(repo: Path) -> None:
     assert str(table.schema.field("last_login_ts").type) == "int64"  # typed even when every value is null
     upd = JobQuery(PageStats, state_partitions=2)
     assert seed.seed_columns(upd) == ["key", "lane", "blob"]
-    state = {"max_ts": 5, "windows": {"0": {"views": 1, "users": ["a"], "total_ms": 3, "max_ms": 3, "last_seen": 5}}}
+    state = {"open": [[0, 60_000, {"views": 1, "users": ["a"], "total_ms": 3, "max_ms": 3, "last_seen": 5}]],
+             "closed": []}
     (row,) = upd.seed_table({"/p": state}).to_pylist()
     assert row["key"] == "/p" and row["lane"] == 0 and json.loads(row["blob"]) == state
 
