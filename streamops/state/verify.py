@@ -795,7 +795,9 @@ def _shape_note(split: OutputSplit) -> str:
 def run_quality(spec: AppSpec, settings: Settings, state: StateRead, views: Sequence[ViewResult], *,
                 batch: int, now_ms: int | None = None, html: bool = True, notes: list[str] | None = None,
                 progress: Progress = lambda _m: None) -> QualityReport:
-    """The GX part: the app's state suite (if it has one) and the result suite."""
+    """The GX part: the app's state suite and output suite (each if it has one) and the result suite.
+    The output suite (``<app>_output.json``) is for jobs whose output no state explains, such as
+    windows emitted once they close: their output records are the data to judge."""
     from streamops.state import quality as q
 
     suites = q.suites_dir(settings.repo)
@@ -807,7 +809,15 @@ def run_quality(spec: AppSpec, settings: Settings, state: StateRead, views: Sequ
     elif state.table is not None:
         checks.append(q.Check("state", state_suite, state_frame(state.table)))
     elif notes is not None:
-        notes.append("the state store is empty: its data-quality suite was not run")
+        notes.append("the state store's states emit no output records (an empty store, or windows written "
+                     "only once they close): the state data-quality suite was not run")
+    output_suite = suites / f"{spec.name}_output.json"
+    values = [v for view in views if view.read.view == "output" for v in view.read.values.values()
+              if isinstance(v, dict)]
+    if output_suite.exists() and values:
+        import pyarrow as pa
+
+        checks.append(q.Check("output", output_suite, state_frame(pa.Table.from_pylist(values))))
     checks.append(q.Check("result", suites / RESULT_SUITE, result_frame(views)))
     docs = _report_dir(settings, spec.name, batch) if html else None
     progress(f"  running {len(checks)} expectation suite(s)" + (f", report in {docs}" if docs else ""))

@@ -520,3 +520,26 @@ def test_report_folders_are_pruned_to_the_newest(tmp_path) -> None:
     kept = sorted(p.name for p in root.iterdir())
     assert len(kept) == v.REPORTS_KEPT and kept[-1] == new.name
     assert kept[0].endswith(f"-batch{6}")  # the 6 oldest went
+
+
+def test_the_sessions_output_suite_judges_closed_sessions() -> None:
+    """A job that writes windows only once they close: verify's output suite takes its output
+    records (no state explains them), here the fold's output of the sessions sample."""
+    import pyarrow as pa
+
+    from jobs.sessions import Sessions, generate
+    from streamops.state.lint import sample_records
+    from streamops.state.oracle import fold_input
+
+    out = fold_input(Sessions, sample_records(Sessions, "clicks", 3, generate(400, seed=5, users=12,
+                                                                              step_ms=20_000))).output
+    frame = v.state_frame(pa.Table.from_pylist(list(out.values())))
+    bad = frame.copy()
+    bad.loc[0, "pages"] = bad.loc[0, "clicks"] + 1  # more distinct pages than clicks
+    bad.loc[1, "end"] = bad.loc[1, "start"]
+    now = {"now_ms": 1_800_000_000_000}
+    (clean,) = q.run_checks([q.Check("output", SUITES / "sessions_output.json", frame)], parameters=now).results
+    (broken,) = q.run_checks([q.Check("output", SUITES / "sessions_output.json", bad)], parameters=now).results
+    assert len(frame) > 5 and not clean.failures and clean.evaluated == 7
+    assert {f.expectation for f in broken.failures} == {"expect_column_pair_values_a_to_be_greater_than_b"}
+    assert len(broken.failures) == 2
