@@ -184,6 +184,11 @@ class Job(Generic[E, S]):
     #: how far (ms) an event may be behind its input partition's stream time before it is ``late``;
     #: None: the job has no stream time (no lateness, no timers)
     grace_ms: ClassVar[int | None] = None
+    #: "stream_time": a key's timers fire by its partition's stream time at its events, and by the
+    #: watermark; "watermark": only by the watermark, and ``update`` gets ``stream_time.Timed``
+    #: items (event, time, source coordinates) to order itself: what jobs over several inputs in
+    #: event-time order build on (``streamops.joins``)
+    fire_timers_by: ClassVar[Literal["stream_time", "watermark"]] = "stream_time"
 
     # required ----------------------------------------------------------------------------------
     def parse(self, record: Record) -> E | Reject:
@@ -344,6 +349,12 @@ def validate_job(cls: type) -> type[Job]:
     if cls.overrides("on_timer") and cls.grace_ms is None:
         raise JobDeclarationError(f"{name} has timers but no stream time: set grace_ms (0 for none) so timers "
                                   f"fire as stream time passes them")
+    if cls.fire_timers_by not in ("stream_time", "watermark"):
+        raise JobDeclarationError(f"{name}.fire_timers_by must be 'stream_time' or 'watermark', got "
+                                  f"{cls.fire_timers_by!r}")
+    if cls.fire_timers_by == "watermark" and (not cls.overrides("on_timer") or cls.overrides("screen")):
+        raise JobDeclarationError(f"{name}: fire_timers_by = 'watermark' is for jobs that order their events "
+                                  f"themselves with timers (declare timers and on_timer, not screen)")
     if cls.overrides("timestamp") and cls.grace_ms is None:
         raise JobDeclarationError(f"{name}.timestamp has no effect without grace_ms (0 for no grace)")
     serde = cls.state_serde

@@ -8,6 +8,10 @@ a function of its input alone, whatever the batch cut (docs/architecture.md, "St
 - **Late**: an event more than ``grace_ms`` behind its partition's stream time before it.
 - **A key's clock**: its partition's stream time at the key's latest event. Before and after each
   of its events, the key's timers up to its clock fire (oldest first, one ``on_timer`` per time).
+- A job with ``fire_timers_by = "watermark"`` gets each event as a ``Timed`` item in ``update``
+  and its timers fire only by the watermark: no partition's stream time, so no input can bring an
+  event behind it that is not late. That is what ordering a key's events from several partitions
+  or topics by event time needs (``streamops.joins``).
 - **Watermark**: the smallest stream time over all input partitions (None while one of them has
   shown nothing). No partition's stream time is ever below it, so a timer fired by the watermark
   is one every later event of the key would have fired first anyway: the watermark fires timers
@@ -110,10 +114,14 @@ def run_key(job: Any, key: str, state: Any, items: Iterable[Timed], watermark: i
     cls = type(job)
     grace = cls.grace_ms or 0
     screens, timers = cls.has_screen(), cls.has_timers()
+    by_watermark = cls.fire_timers_by == "watermark"
     state = job.initial(key) if state is None else state
     for item in items:
         if is_late(item, grace):
             rejected[item.where] = LATE
+            continue
+        if by_watermark:  # the job orders its events itself (``Job.fire_timers_by``)
+            state = job.update(key, state, [item])
             continue
         clock = clock_after(item)
         if timers:

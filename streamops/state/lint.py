@@ -173,6 +173,13 @@ def _fold_raw(job_cls: type[Job], records: list[Record]) -> dict[str, Any]:
     """Final states before expire and before the serde (what ``update`` itself returns)."""
     if job_cls.is_aggregate():
         return fold_input(job_cls, records).states
+    if job_cls.has_time():
+        from streamops import stream_time
+        from streamops.state.oracle import timed_items
+
+        job = job_cls()
+        items, wm = timed_items(job, records, Expected(), None)
+        return {k: stream_time.run_key(job, k, None, evs, wm, {}) for k, evs in items.items()}
     job, screens = job_cls(), job_cls.has_screen()
     return {k: fold_key(job, k, evs, screens=screens) for k, evs in events_by_key(job, records).items()}
 
@@ -281,6 +288,9 @@ def order_dependence(job_cls: type[Job], records: list[Record]) -> str | None:
 
 
 def _one_partition(job_cls: type[Job], records: list[Record]) -> str:
+    if job_cls.has_time() and job_cls.fire_timers_by == "watermark":
+        return ("the job orders each key's events by event time across partitions and topics "
+                "(fire_timers_by = 'watermark'): its keys may have records in several partitions")
     where = key_partitions(job_cls, records)
     split = {k: v for k, v in where.items() if len(v) > 1}
     need = "a job whose result depends on order needs that: Spark keeps a key's order only within a partition"

@@ -1,7 +1,7 @@
-"""A job with stream time on a real (local) Spark, fed as a file stream of Kafka-shaped rows cut
-into 1, 2 and 7 micro-batches: output, changelog, DLQ and the state store equal ``check``'s fold,
-sessions of users who went quiet included (closed by the watermark's timers, in batches with no
-input that the ticks start)."""
+"""Jobs with stream time on a real (local) Spark, fed as a file stream of Kafka-shaped rows cut
+into 1, 2 and 7 micro-batches: output, changelog, DLQ and the state store equal ``check``'s fold.
+The sessions of users who went quiet close by the watermark's timers, in batches with no input
+that the ticks start; the orders joined to two topics' prices pay the price in force at their time."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from jobs.enriched_orders import ORDERS, PRICES, EnrichedOrders
+from jobs.enriched_orders import generate as orders_and_prices
 from jobs.sessions import Sessions, generate
 from streamops.spark.job_query import JobQuery, Topics
 from streamops.state.lint import TICKS, _compare, _run_stream, sample_records
@@ -18,18 +20,30 @@ from streamops.state.oracle import fold_input
 from streamops.state.store import read_states
 
 
+def _spark_equals_fold(spark, job_cls, records, parts: int):
+    expected = fold_input(job_cls, records)
+    query = JobQuery(job_cls, state_partitions=2, topics=Topics("out", "changelog", "dlq", TICKS))
+    root = Path(tempfile.mkdtemp(prefix="streamops-time-"))
+    try:
+        got, batches = _run_stream(spark, query, records, root, parts)
+        assert batches > parts  # ticks started batches with no input
+        assert _compare(job_cls, expected, got) == []
+        assert read_states(spark, job_cls, str(root / "checkpoint"), batches - 1) == expected.states
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return expected
+
+
 @pytest.mark.parametrize("parts", [1, 2, 7])
 def test_sessions_on_spark_equal_the_fold_whatever_the_cut(local_spark, parts: int) -> None:
     records = sample_records(Sessions, "clicks", 3, generate(400, seed=5, users=12, step_ms=20_000))
-    expected = fold_input(Sessions, records)
+    expected = _spark_equals_fold(local_spark, Sessions, records, parts)
     closed_by_timer = [k for k in expected.output if k.split("@")[0] not in expected.states]
     assert closed_by_timer and "late" in expected.rejected.values()  # the sample has what matters
-    query = JobQuery(Sessions, state_partitions=2, topics=Topics("out", "changelog", "dlq", TICKS))
-    root = Path(tempfile.mkdtemp(prefix="streamops-time-"))
-    try:
-        got, batches = _run_stream(local_spark, query, records, root, parts)
-        assert batches > parts  # ticks started batches with no input
-        assert _compare(Sessions, expected, got) == []
-        assert read_states(local_spark, Sessions, str(root / "checkpoint"), batches - 1) == expected.states
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.mark.parametrize("parts", [1, 2, 7])
+def test_a_temporal_join_of_two_topics_on_spark_equals_the_fold_whatever_the_cut(local_spark, parts: int) -> None:
+    records = sample_records(EnrichedOrders, [ORDERS, PRICES], 3, orders_and_prices(600, seed=4, skus=15))
+    expected = _spark_equals_fold(local_spark, EnrichedOrders, records, parts)
+    assert len(expected.output) > 100 and "late" in expected.rejected.values()
