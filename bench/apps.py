@@ -1,7 +1,7 @@
 """Throughput of each declared app, beside the plain-Python fold of the same app, and against the
 driver of another revision (``--baseline-rev``), all measured in the same run.
 
-    .venv/bin/python bench/apps.py [--runs 3] [--events user_activity=1000000,page_stats=200000,orders=200000] \
+    .venv/bin/python bench/apps.py [--runs 3] [--events user_activity=1000000,page_stats=200000,...] \
         [--baseline-rev 86a6d76] [--batch 250000] [--master local[2]]
 
 The default baseline, 86a6d76, is the last revision before issue 23: the same job API on the
@@ -42,7 +42,7 @@ from bench._common import isolated_settings, summary, table
 from streamops.platform import manager
 from streamops.settings import Settings
 
-DEFAULT_EVENTS = "user_activity=1000000,page_stats=200000,orders=200000"
+DEFAULT_EVENTS = "user_activity=1000000,page_stats=200000,orders=200000,sessions=200000,enriched_orders=200000"
 
 
 def _spec(settings: Settings, app: str):
@@ -52,15 +52,17 @@ def _spec(settings: Settings, app: str):
 
 
 def produce_input(settings: Settings, app: str, events: int, seed: int) -> None:
+    from streamops.job import topic_records
     from streamops.kafka.admin import TopicSpec, ensure_topics
-    from streamops.kafka.produce import produce
+    from streamops.kafka.produce import produce_to_topics
     from streamops.spec import load_job
 
     spec = _spec(settings, app)
-    topic = spec.input_topics[0]
-    ensure_topics(settings.kafka_bootstrap, [TopicSpec(name=topic, partitions=spec.input_partitions)])
+    topics = list(spec.input_topics)
+    ensure_topics(settings.kafka_bootstrap, [TopicSpec(name=t, partitions=spec.input_partitions) for t in topics])
     job = load_job(spec, REPO)()
-    produce(settings.kafka_bootstrap, topic, job.generate(events, seed), partitions=spec.input_partitions)
+    produce_to_topics(settings.kafka_bootstrap, topic_records(job.generate(events, seed), topics),
+                      partitions=dict.fromkeys(topics, spec.input_partitions))
 
 
 def _ms(iso: str) -> float:
@@ -105,7 +107,7 @@ def run_fold(settings: Settings, app: str) -> dict:
     from streamops.state.oracle import fold_input, record_of
 
     spec = _spec(settings, app)
-    records = [record_of(m) for m in read_topic(settings.kafka_bootstrap, spec.input_topics[0])]
+    records = [record_of(m) for t in spec.input_topics for m in read_topic(settings.kafka_bootstrap, t)]
     t0 = time.monotonic()
     folded = fold_input(load_job(spec, REPO), records)
     return {"rate": len(records) / (time.monotonic() - t0), "keys": len(folded.states)}
@@ -135,7 +137,9 @@ def main() -> None:
         try:
             for run in range(args.runs):
                 for app, n in events.items():
-                    sides = ["api", "fold"] + (["baseline"] if checkout is not None else [])
+                    # an app the baseline revision does not have is measured without it
+                    known = checkout is not None and (checkout / "jobs" / f"{app}.py").exists()
+                    sides = ["api", "fold"] + (["baseline"] if known else [])
                     if run % 2:
                         sides.reverse()
                     for side in sides:
