@@ -177,7 +177,9 @@ class JobQuery:
     # -- the plan ---------------------------------------------------------------------------------
     def build(self, raw, checkpoint: Path | None = None):
         """Kafka-schema DataFrame (streaming or batch) -> the rows ``records`` encodes. A job with
-        stream time reads its partitions' stream times from ``checkpoint``'s clocks (``layout``)."""
+        stream time reads its partitions' stream times from ``checkpoint``'s clocks (``layout``).
+        An update job's batch DataFrame (an executor's warm-up) gets the parse stage only: Spark
+        runs ``applyInPandasWithState`` in streaming queries only."""
         cols = raw.select("key", "value", "topic", "partition", "offset", "timestamp")
         if self.aggregate:
             return self._build_aggregate(cols)
@@ -220,6 +222,9 @@ class JobQuery:
             outputMode="update", timeoutConf="NoTimeout")
 
     def _build_update(self, cols, checkpoint: Path | None = None):
+        if not cols.isStreaming:
+            fn = parse_update(self.job_cls, checkpoint=None, ticks_topic=self.topics.ticks if self.topics else None)
+            return cols.mapInArrow(fn, UPDATE_PARSED_DDL + (TIMED_DDL if self.timed else ""))
         if not self.timed:
             parsed = cols.mapInArrow(parse_update(self.job_cls), UPDATE_PARSED_DDL).repartition(
                 self.state_partitions, "key", "lane")

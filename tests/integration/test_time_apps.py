@@ -11,7 +11,7 @@ import json
 import pytest
 
 from streamops.checkpoints import layout
-from streamops.kafka.admin import partitions
+from streamops.kafka.admin import end_offsets, partitions
 from streamops.kafka.read import latest_per_key, read_topic
 from streamops.spark.job_query import dlq_entry
 from streamops.spec import default_spec_path, get_app, load_job, load_specs
@@ -85,3 +85,45 @@ def _watermark(job_cls, records, parts) -> int:
     """The smallest over the partitions of their largest event time."""
     times = _times(job_cls, records)
     return min(max(ts for (t, p, _o), ts in times.items() if (t, p) == part) for part in parts)
+
+
+@pytest.mark.timeout(900)
+def test_sessions_app_resized_live_and_by_restart_is_exact(app_factory) -> None:
+    """On the shared Spark cluster, through the supervisor: a live resize 1 -> 2 (new executors
+    warmed up on the job's parse stage and a streaming batch), then a restart resize 2 -> 1, with
+    input arriving between them; then check exact once the watermark settled."""
+    from streamops.ledger import Ledger
+    from streamops.lifecycle import driver
+    from streamops.platform import manager
+    from streamops.spark.runner import time_settled
+
+    app = app_factory("sessions-resize", app="sessions")
+    b = app.settings.kafka_bootstrap
+    assert app.cli("produce", "sessions", "--events", "3000", "--seed", "4").returncode == 0
+    manager.up(app.settings, only=["supervisor"])
+    ledger = Ledger.open(app.settings.ledger_db_url)
+    try:
+        r = app.cli("deploy", "sessions", "--parallelism", "1", "--json", timeout=420)
+        assert r.returncode == 0, r.stderr[-3000:]
+        for strategy, n, seed in (("live", 2, 5), ("restart", 1, 6)):
+            r = app.cli("resize", "sessions", "--parallelism", str(n), "--strategy", strategy, "--json", timeout=420)
+            assert r.returncode == 0, r.stderr[-3000:] + driver.log_tail(app.settings, "sessions", 40)
+            assert json.loads(r.stdout)["parallelism"] == n
+            assert app.cli("produce", "sessions", "--events", "1500", "--seed", str(seed)).returncode == 0
+        total = sum(hi for _lo, hi in end_offsets(b, "clicks").values())
+        assert total == 6000
+
+        def settled() -> bool:
+            done = sum(layout.committed_offsets(app.checkpoint).get("clicks", {}).values())
+            return done == total and time_settled(app.checkpoint)
+
+        app.wait_for(settled, timeout=300, what="the input and its watermark")
+        r = app.cli("stop", "sessions", timeout=300)
+        assert r.returncode == 0, r.stderr[-3000:]
+        report = app.check()
+        assert report["ok"] and report["input_records"] == total, report
+        kinds = [(o["kind"], o["outcome"]) for o in ledger.operations("sessions", limit=100)]
+        assert ("supervisor-resize-live", "succeeded") in kinds and ("supervisor-resize", "succeeded") in kinds, kinds
+    finally:
+        ledger.close()
+        manager.down(app.settings, only=["supervisor"])
