@@ -201,6 +201,8 @@ class Job(Generic[E, S]):
         raise NotImplementedError
 
     def update(self, key: str, state: S, events: Sequence[E]) -> S:
+        """The key's new state. (The platform never uses a state again once it handed it to
+        ``update`` or ``on_timer``: they may change it in place and return it.)"""
         raise NotImplementedError
 
     # with defaults -------------------------------------------------------------------------------

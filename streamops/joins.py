@@ -29,6 +29,10 @@ from streamops.stream_time import Timed
 State = dict[str, Any]
 
 
+def _descending(entry: list) -> tuple:
+    return (-entry[0], -entry[1], -entry[2], -entry[3])
+
+
 class OrderedJob(Job[Any, State]):
     """A job whose events are processed per key in event-time order (module docstring): declare
     ``inputs`` (topic -> role), ``parse``, ``key``, ``timestamp``, ``grace_ms`` and ``process``."""
@@ -72,6 +76,7 @@ class OrderedJob(Job[Any, State]):
         role = self.inputs[topic]
         return self.roles.index(role) * 1000 + list(self.inputs).index(topic)
 
+    # the buffer is sorted latest first, so that releasing pops from its end
     def update(self, key: str, state: State, events: Sequence[Any]) -> State:
         buffer = list(state["buffer"])
         for item in events:
@@ -82,20 +87,22 @@ class OrderedJob(Job[Any, State]):
             if topic not in self.inputs:
                 raise JobDeclarationError(f"{type(self).__name__}: an event from {topic!r}, which inputs does not "
                                           f"name ({', '.join(self.inputs)})")
-            bisect.insort(buffer, [item.ts, self._rank(topic), partition, offset, item.event], key=lambda e: e[:4])
+            entry = [item.ts, self._rank(topic), partition, offset, item.event]
+            bisect.insort(buffer, entry, key=_descending)
         return {**state, "buffer": buffer}
 
     def timers(self, key: str, state: State) -> Iterable[int]:
         # the earliest buffered event is released once the watermark is past it by more than grace
-        return [state["buffer"][0][0] + (self.grace_ms or 0) + 1] if state["buffer"] else []
+        return [state["buffer"][-1][0] + (self.grace_ms or 0) + 1] if state["buffer"] else []
 
     def on_timer(self, key: str, state: State, ts: int) -> State:
+        """Processes the buffered events up to ``ts - grace - 1``, in order. (Changes ``state`` in
+        place: the platform never uses a state again that it handed to ``on_timer`` or ``update``.)"""
         upto = ts - (self.grace_ms or 0) - 1
         buffer = state["buffer"]
-        n = bisect.bisect_right(buffer, upto, key=lambda e: e[0])
-        state = {**state, "buffer": buffer[n:]}
         topics = list(self.inputs)
-        for ets, rank, _p, _o, event in buffer[:n]:
+        while buffer and buffer[-1][0] <= upto:
+            ets, rank, _p, _o, event = buffer.pop()
             state = self.process(key, state, self.inputs[topics[rank % 1000]], event, ets)
         return self.released(key, state, upto)
 
@@ -122,9 +129,9 @@ class TableJoin(OrderedJob):
         if role == "table":
             return {**state, "table": [ts, event]}
         value = self.join(key, event, None if state["table"] is None else state["table"][1])
-        if value is None:
-            return state
-        return {**state, "out": {**state["out"], self.output_key(key, event): value}}
+        if value is not None:
+            state["out"][self.output_key(key, event)] = value  # in place: see OrderedJob.on_timer
+        return state
 
     def emit(self, key: str, state: State) -> Mapping[str, Any]:
         return state["out"]
@@ -163,16 +170,18 @@ class IntervalJoin(OrderedJob):
         return {"left": [], "right": [], "out": {}}
 
     def process(self, key: str, state: State, role: str, event: Any, ts: int) -> State:
-        out = dict(state["out"])
+        out = state["out"]  # changed in place: see OrderedJob.on_timer
         if role == "left":  # rights so far are at or before it
             for rts, right in state["right"]:
                 if rts >= ts - self.before_ms:
                     out[self.output_key(key, event, right)] = self.join(key, event, right)
-            return {**state, "left": [*state["left"], [ts, event]], "out": out}
+            state["left"].append([ts, event])
+            return state
         for lts, left in state["left"]:  # lefts so far are at or before it
             if ts <= lts + self.after_ms:
                 out[self.output_key(key, left, event)] = self.join(key, left, event)
-        return {**state, "right": [*state["right"], [ts, event]], "out": out}
+        state["right"].append([ts, event])
+        return state
 
     def released(self, key: str, state: State, upto: int) -> State:
         # every later event is after ``upto``: a left matches it only within after_ms, a right

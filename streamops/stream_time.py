@@ -116,12 +116,19 @@ def run_key(job: Any, key: str, state: Any, items: Iterable[Timed], watermark: i
     screens, timers = cls.has_screen(), cls.has_timers()
     by_watermark = cls.fire_timers_by == "watermark"
     state = job.initial(key) if state is None else state
+    if by_watermark:  # the job orders its events itself (``Job.fire_timers_by``): no timer between them
+        ontime = []
+        for item in items:
+            if is_late(item, grace):
+                rejected[item.where] = LATE
+            else:
+                ontime.append(item)
+        if ontime:
+            state = job.update(key, state, ontime)
+        return fire(job, key, state, watermark)
     for item in items:
         if is_late(item, grace):
             rejected[item.where] = LATE
-            continue
-        if by_watermark:  # the job orders its events itself (``Job.fire_timers_by``)
-            state = job.update(key, state, [item])
             continue
         clock = clock_after(item)
         if timers:

@@ -127,3 +127,30 @@ def test_sessions_app_resized_live_and_by_restart_is_exact(app_factory) -> None:
     finally:
         ledger.close()
         manager.down(app.settings, only=["supervisor"])
+
+
+@pytest.mark.timeout(900)
+def test_a_join_reset_to_a_datetime_is_exact(app_factory) -> None:
+    """enriched_orders (two topics in event-time order) reset to a datetime into a new output
+    version: the new checkpoint starts with no clocks at the first records at or after T, and
+    state, changelog, output and DLQ equal the fold over those records."""
+    import time
+    from datetime import UTC, datetime
+
+    app = app_factory("joins-reset", master=LOCAL, app="enriched_orders")
+    b = app.settings.kafka_bootstrap
+    assert app.cli("produce", "enriched_orders", "--events", "3000", "--seed", "1").returncode == 0
+    time.sleep(1.5)
+    since = datetime.now(UTC).isoformat(timespec="milliseconds")
+    time.sleep(1.5)
+    assert app.cli("produce", "enriched_orders", "--events", "2000", "--seed", "2").returncode == 0
+    app.run_to_end("--max-offsets-per-trigger", "1500", "--trigger-interval", "1 second")
+    _exact(app)
+    r = app.cli("reset", "enriched_orders", "--to-datetime", since, "--output-version", "v2", "--json")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert layout.read_clocks(app.checkpoint, 10**9) is None  # a new checkpoint: stream time starts over
+    app.run_to_end("--max-offsets-per-trigger", "700", "--trigger-interval", "1 second")
+    report = app.check(since=since)
+    views = {v["view"]: v for v in report["views"]}
+    assert report["ok"] and report["input_records"] == 2000, json.dumps(views, indent=1)[:3000]
+    assert views["output"]["expected"] > 500 and latest_per_key(b, "orders-enriched.v2")

@@ -1,5 +1,6 @@
 """Jobs with stream time on a real (local) Spark, fed as a file stream of Kafka-shaped rows cut
-into 1, 2 and 7 micro-batches: output, changelog, DLQ and the state store equal ``check``'s fold.
+into 1, 2 and 7 micro-batches over 3, 1 and 2 state partitions: output, changelog, DLQ and the
+state store equal ``check``'s fold.
 The sessions of users who went quiet close by the watermark's timers, in batches with no input
 that the ticks start; the orders joined to two topics' prices pay the price in force at their time."""
 
@@ -19,10 +20,14 @@ from streamops.state.lint import TICKS, _compare, _run_stream, sample_records
 from streamops.state.oracle import fold_input
 from streamops.state.store import read_states
 
+#: batches -> state partitions: each cut also with other state partitions
+STATE_PARTITIONS = {1: 3, 2: 1, 7: 2}
+
 
 def _spark_equals_fold(spark, job_cls, records, parts: int):
     expected = fold_input(job_cls, records)
-    query = JobQuery(job_cls, state_partitions=2, topics=Topics("out", "changelog", "dlq", TICKS))
+    query = JobQuery(job_cls, state_partitions=STATE_PARTITIONS[parts],
+                     topics=Topics("out", "changelog", "dlq", TICKS))
     root = Path(tempfile.mkdtemp(prefix="streamops-time-"))
     try:
         got, batches = _run_stream(spark, query, records, root, parts)
