@@ -78,7 +78,9 @@ def run_driver(settings: Settings, app: str, events: int, batch: int, master: st
     if checkout is None:
         argv = [sys.executable, "-m", "streamops.spark.app", "--app", app]
     else:
-        env.update({"PYTHONPATH": str(checkout), "STREAMOPS_REPO": str(checkout)})
+        # a revision on Spark's connector (issue 23 on) finds its jars in this checkout's .jars/
+        env.update({"PYTHONPATH": str(checkout), "STREAMOPS_REPO": str(checkout),
+                    "STREAMOPS_JARS_DIR": os.environ.get("STREAMOPS_JARS_DIR", str(REPO / ".jars"))})
         if (checkout / "streamops" / "spark" / "app.py").exists():
             argv = [sys.executable, "-m", "streamops.spark.app", "--app", app]
         else:

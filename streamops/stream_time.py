@@ -126,12 +126,14 @@ def run_key(job: Any, key: str, state: Any, items: Iterable[Timed], watermark: i
         if ontime:
             state = job.update(key, state, ontime)
         return fire(job, key, state, watermark)
+    # the state's next timer, known between changes: most events fire nothing, so they skip timers()
+    due = next_timer(job, key, state) if timers else None
     for item in items:
         if is_late(item, grace):
             rejected[item.where] = LATE
             continue
         clock = clock_after(item)
-        if timers:
+        if due is not None and due <= clock:
             state = fire(job, key, state, clock)
         reason = job.screen(key, state, item.event) if screens else None
         if reason is not None:
@@ -139,7 +141,10 @@ def run_key(job: Any, key: str, state: Any, items: Iterable[Timed], watermark: i
             continue
         state = job.update(key, state, [item.event])
         if timers:
-            state = fire(job, key, state, clock)
+            due = next_timer(job, key, state)
+            if due is not None and due <= clock:
+                state = fire(job, key, state, clock)
+                due = next_timer(job, key, state)
     return fire(job, key, state, watermark) if timers else state
 
 

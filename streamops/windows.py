@@ -129,7 +129,7 @@ class WindowedJob(Job[Any, State]):
             {"open": [], "closed": [], "recent": []}
 
     def update(self, key: str, state: State, events: Sequence[Any]) -> State:
-        new = {name: [list(w) for w in ws] for name, ws in state.items()}
+        new = state  # changed in place (``Job.update``: the platform never uses it again)
         w = self.windows
         for e in events:
             ts = self.timestamp(e)
@@ -173,20 +173,23 @@ class WindowedJob(Job[Any, State]):
         bisect.insort(new["recent"], [ts, e], key=lambda x: x[0])
 
     def timers(self, key: str, state: State) -> Iterable[int]:
-        return [self._closes_at(w) for w in state["open"]]
+        after = self._close_after()
+        return [w[1] + after for w in state["open"]]
 
-    def _closes_at(self, w: list) -> int:
-        """When no event that is not late can change the window any more."""
+    def _close_after(self) -> int:
+        """A window closes this long after its end (``w[1]``): when no event that is not late can
+        change it any more."""
         grace = self.grace_ms or 0
         if isinstance(self.windows, Session):
-            return w[1] + self.windows.gap_ms + grace
+            return self.windows.gap_ms + grace
         if isinstance(self.windows, Sliding):
-            return w[1] + grace + 1
-        return w[1] + grace
+            return grace + 1
+        return grace
 
     def on_timer(self, key: str, state: State, ts: int) -> State:
-        done = [w for w in state["open"] if self._closes_at(w) <= ts]
-        new = {"open": [w for w in state["open"] if self._closes_at(w) > ts], "closed": [*state["closed"], *done]}
+        last = ts - self._close_after()  # windows ending at or before it close
+        done = [w for w in state["open"] if w[1] <= last]
+        new = {"open": [w for w in state["open"] if w[1] > last], "closed": [*state["closed"], *done]}
         if "recent" in state:  # an event at t is in no window that can still open after t + size + grace
             keep = self.windows.size_ms + (self.grace_ms or 0)  # type: ignore[union-attr]
             new["recent"] = [r for r in state["recent"] if r[0] + keep > ts]
