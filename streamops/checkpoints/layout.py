@@ -140,12 +140,21 @@ class Clocks:
     watermark: int | None
 
 
+#: clocks files kept behind the newest, as Spark keeps its offsets and commits logs
+#: (``spark.sql.streaming.minBatchesToRetain``)
+CLOCKS_RETAINED = 100
+
+
 def read_clocks(checkpoint: Path, upto_batch: int) -> Clocks | None:
-    """The newest clocks written for a batch <= ``upto_batch`` (None: none)."""
-    ids = [b for b in _batch_ids(checkpoint / CLOCKS) if b <= upto_batch]
-    if not ids:
-        return None
-    raw = json.loads((checkpoint / CLOCKS / str(ids[-1])).read_text())
+    """The newest clocks written for a batch <= ``upto_batch`` (None: none). Every batch writes
+    one, so the file of ``upto_batch`` is read without listing the folder when it is there."""
+    path = checkpoint / CLOCKS / str(upto_batch)
+    if not path.is_file():
+        ids = [b for b in _batch_ids(checkpoint / CLOCKS) if b <= upto_batch]
+        if not ids:
+            return None
+        path = checkpoint / CLOCKS / str(ids[-1])
+    raw = json.loads(path.read_text())
     parts = {(t, int(p)): int(st) for t, ps in raw["partitions"].items() for p, st in ps.items() if st is not None}
     return Clocks(int(raw["batch_id"]), parts, raw["watermark"])
 
@@ -156,3 +165,5 @@ def write_clocks(checkpoint: Path, clocks: Clocks, all_partitions: list[tuple[st
         out.setdefault(t, {})[str(p)] = clocks.partitions.get((t, p))
     write_json(checkpoint / CLOCKS / str(clocks.batch_id),
                {"batch_id": clocks.batch_id, "partitions": out, "watermark": clocks.watermark})
+    old = checkpoint / CLOCKS / str(clocks.batch_id - CLOCKS_RETAINED)
+    old.unlink(missing_ok=True)  # one out per one in: the folder stays CLOCKS_RETAINED files long
