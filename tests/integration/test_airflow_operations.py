@@ -118,13 +118,13 @@ def _reset_task_killed_then_undone_through_airflow(s, token: str, ledger: Ledger
     assert ledger.lease(APP) is None
 
 
-@pytest.mark.parametrize(("name", "strategy"), [("orders", "restart")])
+@pytest.mark.parametrize(("name", "strategy"), [("orders", "restart"), ("sessions", "live")])
 def test_declared_apps_deploy_resize_stop_through_the_dags_exact(platform, kafka, spark_cluster, airflow_platform,
                                                                  spark, name: str, strategy: str) -> None:
     """The operation DAGs take any declared app: deployed on the cluster by the supervisor, resized
-    by restart with a warm standby, stopped; then check and verify. (A live resize through the DAGs
-    is test_airflow_live_apps', on a user's own app; every operation on ``page_stats`` is
-    test_apps'.)"""
+    (orders by restart with a warm standby; sessions, a job with stream time, live), stopped; then
+    check and verify. (test_airflow_live_apps resizes a user's own app live through the DAGs;
+    every operation on the declared apps is test_apps'.)"""
     s = platform.ensure("supervisor")
     app = AppHarness(s, s.spark_master_url, name)
     app.spark = spark  # check and verify in this process (a JVM start saved each)
