@@ -96,8 +96,10 @@ class SplitKeys:
 
 def likely_cause(job_cls: type, diffs: list[Diff], split_keys: dict[str, set[tuple[str, int]]]) -> SplitKeys | None:
     """Name keys in several input partitions when views differ and the job may depend on order
-    (a native aggregation does not); the example is a key that differs when there is one."""
-    if all(d.ok for d in diffs) or not split_keys or job_cls.is_aggregate():
+    (a native aggregation does not, nor a job that orders its events by event time across
+    partitions); the example is a key that differs when there is one."""
+    ordered = job_cls.has_time() and job_cls.fire_timers_by == "watermark"
+    if all(d.ok for d in diffs) or not split_keys or job_cls.is_aggregate() or ordered:
         return None
     named = [str(k) for d in diffs if d.view in ("state", "changelog")
              for k in (*d.missing, *d.extra, *(k for k, _e, _a in d.different))]

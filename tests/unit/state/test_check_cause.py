@@ -68,3 +68,13 @@ def test_no_cause_without_a_difference_or_split_keys_or_for_an_aggregation() -> 
     example = likely_cause(Last, [compare("output", {"x": 1}, {"x": 2})], folded.split_keys)
     assert example is not None and example.example == "a"  # no differing key is split: the first one
     assert CheckReport("app", 3, 7, {}, same).to_dict()["likely_cause"] is None
+
+
+def test_no_cause_for_a_job_that_orders_its_events_across_partitions() -> None:
+    """A join in event-time order (``fire_timers_by = "watermark"``) has its keys in two topics by
+    design: that is not what makes it differ."""
+    from jobs.enriched_orders import EnrichedOrders
+
+    folded = fold_input(Last, RECORDS)
+    differs = [compare("state", folded.states, {})]
+    assert likely_cause(EnrichedOrders, differs, folded.split_keys) is None
