@@ -80,19 +80,15 @@ def fire(job: Any, key: str, state: Any, upto: int | None) -> Any:
     that is already due fires too)."""
     if upto is None:
         return state
-    while True:
-        due = [t for t in job.timers(key, state) if t <= upto]
-        if not due:
-            return state
-        ts = min(due)
-        if not valid_ts(ts):
-            raise TimerError(f"{type(job).__name__}.timers({key!r}) holds {ts!r}: timers are epoch ms in "
-                             f"[{MIN_TS}, {MAX_TS}]")
+    ts = next_timer(job, key, state)
+    while ts is not None and ts <= upto:
         state = job.on_timer(key, state, ts)
-        left = [t for t in job.timers(key, state) if t <= ts]
-        if left:
-            raise TimerError(f"{type(job).__name__}.on_timer({key!r}, ts={ts}) left timers at or before it "
-                             f"({sorted(left)[:3]}): it must clear the timers it fired")
+        after = next_timer(job, key, state)
+        if after is not None and after <= ts:
+            raise TimerError(f"{type(job).__name__}.on_timer({key!r}, ts={ts}) left a timer at or before it "
+                             f"({after}): it must clear the timers it fired")
+        ts = after
+    return state
 
 
 def next_timer(job: Any, key: str, state: Any) -> int | None:
