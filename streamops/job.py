@@ -249,9 +249,9 @@ class Job(Generic[E, S]):
 
     # what the platform asks ----------------------------------------------------------------------
     @classmethod
-    def overrides(cls, name: str) -> bool:
-        """Whether this job class defines ``name`` itself (not only ``Job``'s default)."""
-        return getattr(cls, name) is not getattr(Job, name)
+    def overrides(cls, name: str, base: type | None = None) -> bool:
+        """Whether this job class defines ``name`` itself (not only the default of ``base``, ``Job``)."""
+        return getattr(cls, name) is not getattr(base or Job, name)
 
     @classmethod
     def is_aggregate(cls) -> bool:

@@ -112,17 +112,13 @@ class WindowedJob(Job[Any, State]):
         if isinstance(w, (Session, Sliding)) and cls.emit_on != "close":
             raise JobDeclarationError(f"{name}: {type(w).__name__} windows are emitted when they close (sessions "
                                       f"merge, sliding windows are one per event); set emit_on = 'close'")
-        missing = [m for m in ("timestamp", "zero", "add") if not cls.overrides_in(m, WindowedJob)]
-        if isinstance(w, Session) and not cls.overrides_in("merge", WindowedJob):
+        missing = [m for m in ("timestamp", "zero", "add") if not cls.overrides(m, WindowedJob)]
+        if isinstance(w, Session) and not cls.overrides("merge", WindowedJob):
             missing.append("merge")
         if missing:
             raise JobDeclarationError(f"{name} does not define {', '.join(missing)} (a windowed job declares its "
                                       f"events' time and the aggregation: timestamp, zero, add, and merge for "
                                       f"sessions)")
-
-    @classmethod
-    def overrides_in(cls, name: str, base: type) -> bool:
-        return getattr(cls, name) is not getattr(base, name)
 
     def initial(self, key: str) -> State:
         return {"open": [], "closed": []} if not isinstance(self.windows, Sliding) else \

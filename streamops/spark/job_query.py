@@ -108,6 +108,14 @@ def dlq_entry(headers: list | None) -> tuple[tuple[str, int, int], str]:
 
 
 @dataclass(frozen=True)
+class ClockStep:
+    """``JobQuery.advance_clocks``: the stream times after a batch, and the tick to commit with it."""
+
+    clocks: Any  # checkpoints.layout.Clocks
+    ticks: list
+
+
+@dataclass(frozen=True)
 class Topics:
     output: str
     changelog: str
@@ -270,7 +278,7 @@ class JobQuery:
         return out
 
     def advance_clocks(self, table: pa.Table, batch_id: int, checkpoint: Path,
-                       partitions: list[tuple[str, int]]) -> list:
+                       partitions: list[tuple[str, int]]) -> ClockStep:
         """Jobs with stream time, on the driver after batch ``batch_id`` ran and before it commits:
         the batch's clock rows folded into the stream times (``layout.write_clocks``, for the next
         batch's tasks), and a tick record when the watermark moved, so that Spark runs a batch that
@@ -281,8 +289,6 @@ class JobQuery:
         from streamops.checkpoints import layout
         from streamops.spark.commit import OutRecord
 
-        if not self.timed:
-            return []
         prev = layout.read_clocks(checkpoint, batch_id - 1)
         clocks = dict(prev.partitions) if prev is not None else {}
         rows = table.filter(pc.equal(table.column("kind"), "clock")).select(["key", "value"]).to_pylist()
@@ -291,11 +297,13 @@ class JobQuery:
             tp = (topic, int(part))
             clocks[tp] = max(clocks.get(tp, int(row["value"])), int(row["value"]))
         wm = stream_time.watermark(clocks, partitions)
-        layout.write_clocks(checkpoint, layout.Clocks(batch_id, clocks, wm), partitions)
+        now = layout.Clocks(batch_id, clocks, wm)
+        layout.write_clocks(checkpoint, now, partitions)
         moved = wm is not None and (prev is None or prev.watermark is None or wm > prev.watermark)
         if not moved or self.topics is None or self.topics.ticks is None:
-            return []
-        return [OutRecord(self.topics.ticks, None, str(wm).encode(), ((H_BATCH_ID, str(batch_id).encode()),))]
+            return ClockStep(now, [])
+        return ClockStep(now, [OutRecord(self.topics.ticks, None, str(wm).encode(),
+                                         ((H_BATCH_ID, str(batch_id).encode()),))])
 
     def _aggregate_records(self, table: pa.Table, batch_id: int, bid: tuple) -> list:
         """Column by column: at 50k keys a batch, a dict per row and a JSON encoder per state were

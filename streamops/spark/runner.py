@@ -101,24 +101,28 @@ def heartbeat_path(settings: Settings, app: str) -> Path:
     return app_dir(settings, app).heartbeat
 
 
-def app_topic_specs(spec: AppSpec) -> dict[str, TopicSpec]:
-    """The topics an app reads and writes, as they are created when missing, by role."""
+def app_topic_specs(spec: AppSpec, *, ticks: bool = False) -> dict[str, TopicSpec]:
+    """The topics an app reads and writes, as they are created when missing, by role (``ticks``:
+    a job with stream time's, which its driver writes and reads back)."""
     from streamops.kafka.admin import TopicSpec
 
     compact = {"cleanup.policy": "compact"}
-    return {
+    specs = {
         **{f"input:{t}": TopicSpec(name=t, partitions=spec.input_partitions) for t in spec.input_topics},
         "output": TopicSpec(name=spec.live_output_topic, partitions=spec.input_partitions),
         "changelog": TopicSpec(name=spec.changelog_topic, partitions=spec.input_partitions, config=compact),
         "dlq": TopicSpec(name=spec.dlq_topic, partitions=spec.input_partitions),
         "commits": TopicSpec(name=spec.commits_topic, partitions=1, config=compact),
     }
+    if ticks:
+        specs["ticks"] = TopicSpec(name=spec.ticks_topic, partitions=1, config={"retention.ms": str(24 * 3600 * 1000)})
+    return specs
 
 
-def ensure_app_topics(settings: Settings, spec: AppSpec) -> None:
+def ensure_app_topics(settings: Settings, spec: AppSpec, *, ticks: bool = False) -> None:
     from streamops.kafka.admin import ensure_topics
 
-    ensure_topics(settings.kafka_bootstrap, list(app_topic_specs(spec).values()))
+    ensure_topics(settings.kafka_bootstrap, list(app_topic_specs(spec, ticks=ticks).values()))
 
 
 def batches_path(settings: Settings, app: str) -> Path:
@@ -254,12 +258,7 @@ def run_app(
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
 
-    ensure_app_topics(settings, spec)
-    if advance_clocks is not None:  # a job with stream time reads its ticks back
-        from streamops.kafka.admin import TopicSpec, ensure_topics
-
-        ensure_topics(settings.kafka_bootstrap, [TopicSpec(name=spec.ticks_topic, partitions=1,
-                                                           config={"retention.ms": str(24 * 3600 * 1000)})])
+    ensure_app_topics(settings, spec, ticks=advance_clocks is not None)
     targets = None
     if opts.stop_at is not None:
         targets = {t: {str(p): int(o) for p, o in ps.items()} for t, ps in opts.stop_at.items()}
@@ -418,9 +417,10 @@ class AppDriver:
             end = layout.batch_end_offsets(ckpt, batch_id)
             extra = None
             if self.advance_clocks is not None:  # stream time: the clocks for the next batch, a tick
-                records += self.advance_clocks(table, batch_id, ckpt, [
+                step = self.advance_clocks(table, batch_id, ckpt, [
                     (t, int(p)) for t in spec.input_topics for p in end.get(t, {})])
-                extra = {"stream_time": stream_time_marker(ckpt, batch_id)}
+                records += step.ticks
+                extra = {"stream_time": stream_time_marker(step.clocks, layout.batch_watermark(ckpt, batch_id))}
             t2 = time.monotonic()
             if bounds[1] is not None:  # a bounded read consumed nothing past its bound
                 end = clamp_to_bound(end, bounds[1])
@@ -652,15 +652,11 @@ def time_settled(ckpt: Path) -> bool:
     return (layout.batch_watermark(ckpt, batch) or 0) >= clocks.watermark
 
 
-def stream_time_marker(ckpt: Path, batch_id: int) -> dict:
-    """What a job's stream time is after ``batch_id``, for the batch marker: its partitions' clocks
-    and Spark's watermark in that batch (rebuild-state seeds a checkpoint with both)."""
-    from streamops.checkpoints import layout
-
-    clocks = layout.read_clocks(ckpt, batch_id)
-    return {"clocks": [[t, p, st] for (t, p), st in sorted(clocks.partitions.items())] if clocks else [],
-            "watermark": clocks.watermark if clocks else None,
-            "spark_watermark": layout.batch_watermark(ckpt, batch_id)}
+def stream_time_marker(clocks, spark_watermark: int | None) -> dict:
+    """What a job's stream time is after a batch, for its marker: the partitions' clocks
+    (``layout.Clocks``) and Spark's watermark in that batch (rebuild-state seeds a checkpoint with both)."""
+    return {"clocks": [[t, p, st] for (t, p), st in sorted(clocks.partitions.items())],
+            "watermark": clocks.watermark, "spark_watermark": spark_watermark}
 
 
 def _lock_checkpoint(spec: AppSpec, settings: Settings, *, wait_s: float):

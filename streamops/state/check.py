@@ -160,11 +160,12 @@ def run_check(spec: AppSpec, settings: Settings, *, spark=None, since_ms: int | 
 
     progress(f"folding the input up to batch {batch}'s offsets {offsets}")
     counted = {"n": 0}
+    input_partitions = {topic: partitions(bootstrap, topic) for topic in spec.input_topics}
 
     def messages():
         for topic in spec.input_topics:
             # partitions the committed batch does not cover (yet) contribute nothing
-            end = {p: offsets.get(topic, {}).get(p, 0) for p in partitions(bootstrap, topic)}
+            end = {p: offsets.get(topic, {}).get(p, 0) for p in input_partitions[topic]}
             first = {int(p): int(o) for p, o in start.get(topic, {}).items()}
             for m in read_topic(bootstrap, topic, end=end):
                 if m.offset() < first.get(m.partition(), 0):
@@ -180,7 +181,7 @@ def run_check(spec: AppSpec, settings: Settings, *, spark=None, since_ms: int | 
 
     # a job with stream time: as of the batch's watermark (Spark learns it a batch or two late)
     folded = fold_input(job_cls, (record_of(m) for m in messages()),
-                        partitions=[(t, p) for t in spec.input_topics for p in partitions(bootstrap, t)],
+                        partitions=[(t, p) for t, ps in input_partitions.items() for p in ps],
                         watermark=layout.batch_watermark(ckpt, batch) if job_cls.has_time() else DERIVED)
     expected, invalid = folded.states, folded.rejected
     progress(f"{counted['n']} input records -> {len(expected)} keys, {len(folded.output)} output keys, "

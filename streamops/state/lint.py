@@ -388,7 +388,7 @@ def _run_stream(spark: Any, query: Any, records: list[Record], root: Path, parts
 
         last[0] = max(last[0], batch_id)
         table = df.toArrow()
-        if query.advance_clocks(table, batch_id, root / "checkpoint", partitions):
+        if query.timed and query.advance_clocks(table, batch_id, root / "checkpoint", partitions).ticks:
             _write_tick(root / "input", ticks[0])
             ticks[0] += 1
         for r in query.records(table, batch_id):
