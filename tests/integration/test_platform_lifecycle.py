@@ -29,7 +29,9 @@ def test_up_status_down_round_trip(platform_factory) -> None:
     comps = {c["name"]: c for c in info["components"]}
     assert set(comps) == {"kafka", "spark-master", "spark-worker-1", "spark-worker-2", "airflow-api-server",
                           "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer", "supervisor"}
-    assert all(c["healthy"] and c["pid"] for c in comps.values()), comps
+    # every component started; whether each is healthy is read below with `status` (a reading right
+    # after `up` may catch an Airflow heartbeat a moment late on 2 loaded cores: seen in a full run)
+    assert all(c["pid"] for c in comps.values()), comps
     assert info["airflow_url"] == s.airflow_url
     assert json.loads((s.airflow_home / "simple_auth_manager_passwords.json.generated").read_text())["admin"]
     pids = {n: c["pid"] for n, c in comps.items()}
