@@ -72,7 +72,9 @@ def bench_compaction(settings, spec, ledger, spark, args) -> list[list[str]]:
     shutil.copytree(ckpt, pristine)
     batch = layout.last_committed_batch(ckpt)
     chains = [n for _s, n in (ps.chain(batch + 1) for ps in cc.partitions(ckpt).values())]
-    restore_seconds(spark, ckpt, batch)  # JVM warm-up: not counted
+    from streamops.spec import load_job
+
+    restore_seconds(spark, load_job(spec, settings.repo), ckpt, batch)  # JVM warm-up: not counted
     rows = {"bytes": ([], []), "restore s": ([], []), "changelogs replayed (max per partition)": ([], [])}
     took = []
     for run in range(1, args.runs + 1):

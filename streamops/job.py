@@ -37,6 +37,11 @@ a job may keep event-time timers in its state: ``timers(key, state)`` lists them
 ``on_timer(key, state, ts)`` fires one, once stream time reaches it, also for a key that gets no
 more events. The result depends on the input alone, never on how it is cut into batches.
 
+Named state (``streamops.named_state``, docs/writing-a-job.md "Named state"): a job that declares
+``state_values = {"pages": MapOf(ttl_ms=...), "visits": Value()}`` sees its state as a dict of those
+parts as before, but each part is stored and written to the changelog on its own (a map entry by
+entry), so a batch writes what it changed, not the whole state.
+
 Order: per key, Spark hands ``update`` (and ``screen``) a micro-batch's events sorted by
 (topic, partition, offset), batch after batch; ``check`` folds all of a key's events sorted the
 same way. The two agree when one key's events come from one partition of one topic. Jobs whose
@@ -189,6 +194,9 @@ class Job(Generic[E, S]):
     #: items (event, time, source coordinates) to order itself: what jobs over several inputs in
     #: event-time order build on (``streamops.joins``)
     fire_timers_by: ClassVar[Literal["stream_time", "watermark"]] = "stream_time"
+    #: named state (``streamops.named_state``): the state is a dict of these names, each stored and
+    #: written to the changelog on its own (a map entry by entry); None: one state, ``state_serde``
+    state_values: ClassVar[Mapping[str, Any] | None] = None
 
     # required ----------------------------------------------------------------------------------
     def parse(self, record: Record) -> E | Reject:
@@ -198,6 +206,11 @@ class Job(Generic[E, S]):
         raise NotImplementedError
 
     def initial(self, key: str) -> S:
+        """The state of a key before its first event (named state: every name empty)."""
+        if self.state_values is not None:
+            from streamops import named_state
+
+            return named_state.initial(self.state_values)  # type: ignore[return-value]
         raise NotImplementedError
 
     def update(self, key: str, state: S, events: Sequence[E]) -> S:
@@ -275,7 +288,18 @@ class Job(Generic[E, S]):
 
     @classmethod
     def has_timers(cls) -> bool:
-        return cls.overrides("on_timer")
+        return cls.overrides("on_timer") or bool(cls.ttl_maps())
+
+    @classmethod
+    def has_named_state(cls) -> bool:
+        return cls.state_values is not None
+
+    @classmethod
+    def ttl_maps(cls) -> list:
+        """The named state's maps with a TTL (their expiry is a timer, ``stream_time.fire``)."""
+        from streamops import named_state
+
+        return named_state.ttl_maps(cls.state_values) if cls.state_values else []
 
     @classmethod
     def can_generate(cls) -> bool:
@@ -334,7 +358,8 @@ def validate_job(cls: type) -> type[Job]:
             raise JobDeclarationError(f"{name} declares aggregate and also {', '.join(both)}: a native aggregation "
                                       f"folds its fields itself; drop one or the other")
     else:
-        missing += [m for m in ("initial", "update") if not cls.overrides(m)]
+        missing += [m for m in ("initial", "update") if not cls.overrides(m)
+                    and not (m == "initial" and cls.state_values is not None)]
         if cls.parse_arrow is not None:
             raise JobDeclarationError(f"{name}.parse_arrow is for aggregate jobs only")
     if missing:
@@ -359,6 +384,8 @@ def validate_job(cls: type) -> type[Job]:
                                   f"themselves with timers (declare timers and on_timer, not screen)")
     if cls.overrides("timestamp") and cls.grace_ms is None:
         raise JobDeclarationError(f"{name}.timestamp has no effect without grace_ms (0 for no grace)")
+    if cls.state_values is not None:
+        _check_state_values(cls)
     serde = cls.state_serde
     if not (callable(getattr(serde, "dumps", None)) and callable(getattr(serde, "loads", None))):
         raise JobDeclarationError(f"{name}.state_serde must have dumps(state) -> bytes and loads(bytes) -> state")
@@ -366,6 +393,32 @@ def validate_job(cls: type) -> type[Job]:
         raise JobDeclarationError(f"{name}.key_name must be an identifier, got {cls.key_name!r}")
     cls.check_declaration()
     return cls
+
+
+def _check_state_values(cls: type[Job]) -> None:
+    from streamops import named_state as ns
+
+    name, values = cls.__name__, cls.state_values
+    if cls.aggregate is not None:
+        raise JobDeclarationError(f"{name} declares aggregate and state_values: a native aggregation has its own state")
+    if not isinstance(values, Mapping) or not values:
+        raise JobDeclarationError(f"{name}.state_values must be a non-empty mapping of name -> Value()/ListOf()/MapOf()")
+    bad = [n for n, k in values.items() if not (isinstance(n, str) and n.isidentifier())
+           or not isinstance(k, (ns.Value, ns.ListOf, ns.MapOf))]
+    if bad:
+        raise JobDeclarationError(f"{name}.state_values: {bad} must be identifiers mapped to Value()/ListOf()/MapOf()")
+    if type(cls.state_serde) is not JsonSerde:
+        raise JobDeclarationError(f"{name}: named state is stored as JSON part by part; drop state_serde")
+    for n, k in values.items():
+        if isinstance(k, ns.MapOf) and k.ttl_ms is not None:
+            if not (isinstance(k.ttl_ms, int) and k.ttl_ms >= 0 and callable(k.time)):
+                raise JobDeclarationError(f"{name}.state_values[{n!r}]: a TTL needs ttl_ms >= 0 and time(entry, "
+                                          f"value) -> epoch ms, the entry's event time")
+            if cls.grace_ms is None:
+                raise JobDeclarationError(f"{name}.state_values[{n!r}] has a TTL but the job has no stream time: "
+                                          f"set grace_ms (TTL counts stream time)")
+        elif isinstance(k, ns.MapOf) and k.time is not None:
+            raise JobDeclarationError(f"{name}.state_values[{n!r}]: time without ttl_ms has no effect")
 
 
 def find_job(module: Any) -> type[Job]:

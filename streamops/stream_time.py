@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from streamops import named_state
 from streamops.exceptions import StreamopsError
 
 #: event times and timers are epoch ms in this range (JSON numbers are exact below 2**53; Spark's
@@ -77,21 +78,28 @@ def clock_after(item: Timed) -> int:
 
 def fire(job: Any, key: str, state: Any, upto: int | None) -> Any:
     """``state`` after its timers up to ``upto`` fired, oldest first (a timer ``on_timer`` adds
-    that is already due fires too)."""
+    that is already due fires too). The TTL of named state maps (``named_state``) is a timer too:
+    it drops the entries whose time ran out before ``on_timer`` sees the state."""
     if upto is None:
         return state
+    cls = type(job)
+    ttl = cls.ttl_maps()
     ts = next_timer(job, key, state)
     while ts is not None and ts <= upto:
-        state = job.on_timer(key, state, ts)
-        after = next_timer(job, key, state)
-        if after is not None and after <= ts:
-            raise TimerError(f"{type(job).__name__}.on_timer({key!r}, ts={ts}) left a timer at or before it "
-                             f"({after}): it must clear the timers it fired")
-        ts = after
+        if ttl:
+            state = named_state.drop_expired(ttl, state, ts)
+        user = _user_timer(job, key, state) if cls.overrides("on_timer") else None
+        if user is not None and user <= ts:
+            state = job.on_timer(key, state, user)
+            after = _user_timer(job, key, state)
+            if after is not None and after <= user:
+                raise TimerError(f"{cls.__name__}.on_timer({key!r}, ts={user}) left a timer at or before it "
+                                 f"({after}): it must clear the timers it fired")
+        ts = next_timer(job, key, state)
     return state
 
 
-def next_timer(job: Any, key: str, state: Any) -> int | None:
+def _user_timer(job: Any, key: str, state: Any) -> int | None:
     timers = list(job.timers(key, state))
     if not timers:
         return None
@@ -100,6 +108,16 @@ def next_timer(job: Any, key: str, state: Any) -> int | None:
         raise TimerError(f"{type(job).__name__}.timers({key!r}) holds {ts!r}: timers are epoch ms in "
                          f"[{MIN_TS}, {MAX_TS}]")
     return ts
+
+
+def next_timer(job: Any, key: str, state: Any) -> int | None:
+    """The state's next timer: its own (``timers``) or a TTL map's next expiry."""
+    user = _user_timer(job, key, state)
+    ttl = type(job).ttl_maps()
+    if not ttl:
+        return user
+    expiry = named_state.next_expiry(ttl, state)
+    return expiry if user is None else user if expiry is None else min(user, expiry)
 
 
 def run_key(job: Any, key: str, state: Any, items: Iterable[Timed], watermark: int | None,

@@ -60,6 +60,8 @@ def shape_of(query: Any) -> JobShape:
         state = (f"serde:{serde.__module__}.{serde.__qualname__}", f"state_version:{job_cls.state_version}")
         if query.timed:  # keys sleep in event-time timeouts, read the ticks, keep clocks
             state = (*state, "stream_time")
+        if query.named:  # transformWithState, one variable per name (``named_state``)
+            state = (*state, *(f"{n}:{type(k).__name__}" for n, k in (job_cls.state_values or {}).items()))
     return JobShape("aggregate" if query.aggregate else "update", job_cls.key_name, state, 1, query.sources)
 
 

@@ -167,3 +167,39 @@ def write_clocks(checkpoint: Path, clocks: Clocks, all_partitions: list[tuple[st
                {"batch_id": clocks.batch_id, "partitions": out, "watermark": clocks.watermark})
     old = checkpoint / CLOCKS / str(clocks.batch_id - CLOCKS_RETAINED)
     old.unlink(missing_ok=True)  # one out per one in: the folder stays CLOCKS_RETAINED files long
+
+
+def rebase_state_metadata(checkpoint: Path, to: Path | None = None) -> int:
+    """Point a checkpoint's state operator metadata at its own files; returns the files rewritten.
+
+    ``transformWithState`` (named state) records its state schema files by absolute path in
+    ``state/<op>/_metadata/v2/<batch>``. A checkpoint that is moved or copied into place (a seeded
+    one by rebuild-state, a savepoint by restore, an aside one by undo) would name the files where
+    it was written. ``to``: where ``checkpoint`` is about to be moved (default: where it is)."""
+    root = str((to or checkpoint).resolve())
+    rewritten = 0
+    for path in sorted(checkpoint.glob("state/*/_metadata/v2/*")):
+        if not path.name.isdigit():
+            continue
+        lines = path.read_text().splitlines()
+        if len(lines) < 2:
+            continue
+        meta = json.loads(lines[1])
+        changed = False
+        for store in meta.get("stateStoreInfo", []):
+            paths = []
+            for p in store.get("stateSchemaFilePaths", []):
+                i = p.rfind("/state/")
+                new = f"file:{root}{p[i:]}" if i >= 0 else p
+                changed |= new != p
+                paths.append(new)
+            if "stateSchemaFilePaths" in store:
+                store["stateSchemaFilePaths"] = paths
+        if not changed:
+            continue
+        tmp = path.with_name(f".{path.name}.rebase")
+        tmp.write_text("\n".join([lines[0], json.dumps(meta, separators=(",", ":")), *lines[2:]]))
+        tmp.replace(path)
+        path.with_name(f".{path.name}.crc").unlink(missing_ok=True)  # Hadoop would reject the new bytes
+        rewritten += 1
+    return rewritten

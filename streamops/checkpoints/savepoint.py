@@ -157,6 +157,7 @@ def install(savepoint: Path, checkpoint: Path, aside: Path) -> None:
         target = tmp / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(savepoint / rel, target)
+    layout.rebase_state_metadata(tmp, to=checkpoint)  # named state names its files by path
     tmp.replace(checkpoint)
 
 

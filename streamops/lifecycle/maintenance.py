@@ -29,6 +29,7 @@ from streamops.ledger import Ledger
 from streamops.lifecycle import driver
 from streamops.lifecycle.replace import Replacement, aside_dir, may_replace_checkpoint
 from streamops.lifecycle.savepoints import apply_retention
+from streamops.named_state import decode_changelog
 from streamops.platform.locks import LockHeld
 from streamops.settings import Settings
 from streamops.spark.job_query import JobQuery
@@ -50,10 +51,12 @@ def _tmp(settings: Settings, spec: AppSpec, what: str) -> Path:
     return path
 
 
-def restore_seconds(spark, checkpoint: Path, batch_id: int) -> float:
+def restore_seconds(spark, job_cls: type, checkpoint: Path, batch_id: int) -> float:
     """What a restore pays for the state: load every partition at ``batch_id`` (snapshot + replay)."""
+    from streamops.state.store import load_all
+
     t0 = time.monotonic()
-    spark.read.format("statestore").option("batchId", batch_id).load(str(checkpoint)).count()
+    load_all(spark, job_cls, str(checkpoint), batch_id)
     return round(time.monotonic() - t0, 3)
 
 
@@ -109,7 +112,7 @@ def compact(settings: Settings, spec: AppSpec, ledger: Ledger, *, dry_run: bool 
         tmp = _tmp(settings, spec, "compact")
         try:
             progress(f"{spec.name}: loading the state at batch {batch} (restore time before) ...")
-            before_s = restore_seconds(spark, ckpt, batch)
+            before_s = restore_seconds(spark, query.job_cls, ckpt, batch)
             installed = []
             if plan.install:
                 n = len(cc.partitions(ckpt))
@@ -127,7 +130,7 @@ def compact(settings: Settings, spec: AppSpec, ledger: Ledger, *, dry_run: bool 
                 for ps in cc.partitions(ckpt).values():
                     freed += cc.delete(cc.orphan_ssts(ps))
             removed = apply_retention(settings, spec, ledger)
-            after_s = restore_seconds(spark, ckpt, batch)
+            after_s = restore_seconds(spark, query.job_cls, ckpt, batch)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
             if own:
@@ -253,8 +256,7 @@ def rebuild_state(settings: Settings, spec: AppSpec, ledger: Ledger, *, state_pa
                 plan = {**rebuild_plan(settings, spec, ledger, state_partitions=n), "running": True}
             progress(f"{spec.name}: reading {spec.changelog_topic} ...")
             latest = read_changelog(settings, spec)
-            loads = query.job_cls.state_serde.loads
-            table = query.seed_table({k: loads(v) for k, v in latest.items() if v is not None})
+            table = query.seed_table(decode_changelog(query.job_cls, latest))
             rows = table.num_rows
             own = spark is None
             spark = spark or seed.seed_session(settings)

@@ -30,6 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Self
 
+from streamops.checkpoints import layout
 from streamops.exceptions import UsageError
 from streamops.ledger import Ledger
 from streamops.lifecycle import operations as ops
@@ -145,6 +146,7 @@ class Replacement:
         """``prepared`` (a complete checkpoint) becomes the app's, by rename."""
         self.step("install")
         self.checkpoint.parent.mkdir(parents=True, exist_ok=True)
+        layout.rebase_state_metadata(prepared, to=self.checkpoint)  # named state names its files by path
         prepared.replace(self.checkpoint)
 
     def rewind(self, batch_id: int) -> dict[str, Any]:

@@ -142,6 +142,7 @@ class JobQuery:
         self.topics = topics
         self.aggregate = job_cls.is_aggregate()
         self.timed = job_cls.has_time()
+        self.named = job_cls.has_named_state()
 
     # -- shape facts the operations need -------------------------------------------------------
     @property
@@ -218,6 +219,12 @@ class JobQuery:
             agg = self.job_cls.aggregate or {}
             fn = {"sum": F.sum, "max": F.max, "min": F.min}
             return rows.groupBy(self.job_cls.key_name).agg(*(fn[a.kind](f).alias(f) for f, a in agg.items()))
+        if self.named:
+            if self.timed:
+                from pyspark.sql import functions as F
+
+                rows = rows.withColumn("wm", F.timestamp_millis(F.lit(1))).withWatermark("wm", "1 millisecond")
+            return self._transform_with_state(rows, seed=True)
         if self.timed:  # each key's next timer becomes its event-time timeout, as in the app
             from pyspark.sql import functions as F
 
@@ -229,6 +236,12 @@ class JobQuery:
             seed_state, outputStructType=UPDATE_OUT_DDL, stateStructType=UPDATE_STATE_DDL,
             outputMode="update", timeoutConf="NoTimeout")
 
+    def _transform_with_state(self, rows, *, seed: bool = False):
+        """Named state: ``transformWithStateInPandas`` with one state variable per name."""
+        return rows.groupBy("key", "lane").transformWithStateInPandas(
+            named_processor(self.job_cls, seed=seed), outputStructType=UPDATE_OUT_DDL, outputMode="Update",
+            timeMode="EventTime" if self.timed else "None")
+
     def _build_update(self, cols, checkpoint: Path | None = None):
         if not cols.isStreaming:
             fn = parse_update(self.job_cls, checkpoint=None, ticks_topic=self.topics.ticks if self.topics else None)
@@ -236,6 +249,8 @@ class JobQuery:
         if not self.timed:
             parsed = cols.mapInArrow(parse_update(self.job_cls), UPDATE_PARSED_DDL).repartition(
                 self.state_partitions, "key", "lane")
+            if self.named:
+                return self._transform_with_state(parsed)
             return parsed.groupBy("key", "lane").applyInPandasWithState(
                 update_state(self.job_cls), outputStructType=UPDATE_OUT_DDL, stateStructType=UPDATE_STATE_DDL,
                 outputMode="update", timeoutConf="NoTimeout")
@@ -251,6 +266,8 @@ class JobQuery:
                                   UPDATE_PARSED_DDL + TIMED_DDL)
                   .withColumn("wm", F.timestamp_millis("wm_ms")).withWatermark("wm", "1 millisecond")
                   .repartition(self.state_partitions, "key", "lane"))
+        if self.named:
+            return self._transform_with_state(parsed)
         return parsed.groupBy("key", "lane").applyInPandasWithState(
             update_state(self.job_cls), outputStructType=UPDATE_OUT_DDL, stateStructType=UPDATE_STATE_DDL,
             outputMode="update", timeoutConf="EventTimeTimeout")
@@ -528,105 +545,244 @@ def update_state(job_cls: type[Job]):
     """applyInPandasWithState: fold one key's events of a batch into its state (see module docstring)."""
     if job_cls.has_time():
         return update_timed(job_cls)
-    serde = job_cls.state_serde
-    screens, expires = job_cls.has_screen(), job_cls.has_expire()
 
     def run(group: tuple, frames: Iterator, state) -> Iterator:
-        # plain lists, not pandas, per group: a group is a handful of events, and pandas' concat,
-        # sort and itertuples took ~3/4 of the function's time per group (bench/update_state.py)
         key, lane = group
-        c = _group_columns(frames)
-        rows: list[tuple] = []
-        coords = list(zip(c["raw_key"], c["raw_value"], c["src_topic"], c["src_partition"], c["src_offset"]))
-        if lane == REJECT_LANE:  # rejected by parse: straight to the DLQ, never any state
-            for reason, coord in zip(c["reason"], coords):
-                rows.append(_dlq_row(reason, *coord))
-            yield _frame(rows)
-            return
-        job = job_cls()
-        # input order: (topic, partition, offset), whatever order the frames came in
-        order = sorted(range(len(coords)), key=lambda i: coords[i][2:])
-        current = serde.loads(state.get[0]) if state.exists else job.initial(key)
-        if screens:
-            for i in order:
-                ev = pickle.loads(c["ev"][i])
-                reason = job.screen(key, current, ev)
-                if reason is not None:
-                    rows.append(_dlq_row(reason, *coords[i]))
-                else:
-                    current = job.update(key, current, [ev])
-        else:
-            current = job.update(key, current, [pickle.loads(c["ev"][i]) for i in order])
-        _finish(job, key, current, state, rows, expires)
-        yield _frame(rows)
+        yield _frame(update_key(job_cls, key, lane, _group_columns(frames), BlobStore(job_cls, state)))
 
     return run
 
 
-def _finish(job: Job, key: str, current: Any, state, rows: list[tuple], expires: bool) -> Any:
-    """Emit ``current``, expire it and write what is kept (None: the key is deleted) to the state
-    store and the changelog; returns what is kept."""
+def update_key(job_cls: type[Job], key: str, lane: int, c: dict[str, list], store: Any) -> list[tuple]:
+    """One key's events of a batch (a job without stream time) folded into its state in ``store``
+    (``BlobStore`` or ``NamedStore``): the rows to emit."""
+    # plain lists, not pandas, per group: a group is a handful of events, and pandas' concat,
+    # sort and itertuples took ~3/4 of the function's time per group (bench/update_state.py)
+    rows: list[tuple] = []
+    coords = list(zip(c["raw_key"], c["raw_value"], c["src_topic"], c["src_partition"], c["src_offset"]))
+    if lane == REJECT_LANE:  # rejected by parse: straight to the DLQ, never any state
+        return [_dlq_row(reason, *coord) for reason, coord in zip(c["reason"], coords)]
+    job = job_cls()
+    # input order: (topic, partition, offset), whatever order the frames came in
+    order = sorted(range(len(coords)), key=lambda i: coords[i][2:])
+    loaded = store.load()
+    current = job.initial(key) if loaded is None else loaded
+    if job_cls.has_screen():
+        for i in order:
+            ev = pickle.loads(c["ev"][i])
+            reason = job.screen(key, current, ev)
+            if reason is not None:
+                rows.append(_dlq_row(reason, *coords[i]))
+            else:
+                current = job.update(key, current, [ev])
+    else:
+        current = job.update(key, current, [pickle.loads(c["ev"][i]) for i in order])
+    _finish(job, key, current, store, rows)
+    return rows
+
+
+def _finish(job: Job, key: str, current: Any, store: Any, rows: list[tuple]) -> Any:
+    """Emit ``current``, expire it and write what is kept (None: the key is deleted) to the store,
+    which adds its changelog rows; returns what is kept."""
     for okey, value in job.emit(key, current).items():
         rows.append(("out", okey, OUTPUT_JSON.dumps(value), None, None, None, None, None, None))
-    kept = job.expire(key, current) if expires else current
-    if kept is None:
-        if state.exists:
-            state.remove()
-        rows.append(("changelog", key, None, None, None, None, None, None, None))
-        return None
-    blob = type(job).state_serde.dumps(kept)
-    state.update((blob,))
-    rows.append(("changelog", key, blob, None, None, None, None, None, None))
-    return kept
+    kept = job.expire(key, current) if type(job).has_expire() else current
+    return store.save(key, kept, rows)
+
+
+class BlobStore:
+    """A key's single state in ``applyInPandasWithState``'s GroupState: one serialized blob."""
+
+    def __init__(self, job_cls: type[Job], state) -> None:
+        self.serde, self.state = job_cls.state_serde, state
+
+    def load(self) -> Any:
+        return self.serde.loads(self.state.get[0]) if self.state.exists else None
+
+    def watermark(self) -> int:
+        return self.state.getCurrentWatermarkMs()
+
+    def save(self, key: str, kept: Any, rows: list[tuple]) -> Any:
+        if kept is None:
+            if self.state.exists:
+                self.state.remove()
+            rows.append(("changelog", key, None, None, None, None, None, None, None))
+            return None
+        blob = self.serde.dumps(kept)
+        self.state.update((blob,))
+        rows.append(("changelog", key, blob, None, None, None, None, None, None))
+        return kept
+
+    def set_timer(self, ts: int | None, wm: int | None) -> None:
+        if ts is not None:  # Spark wakes the key once its watermark is past ts - 1, i.e. reaches ts
+            self.state.setTimeoutTimestamp(max(ts - 1, wm or 1))
 
 
 def update_timed(job_cls: type[Job]):
-    """applyInPandasWithState for a job with stream time: ``stream_time.run_key`` over the key's
-    events of the batch and Spark's watermark; a key left with timers sleeps in an event-time
-    timeout until the watermark reaches its next one (also with no more events)."""
-    from streamops import stream_time
-
-    serde = job_cls.state_serde
-    timers, expires = job_cls.has_timers(), job_cls.has_expire()
+    """applyInPandasWithState for a job with stream time (``timed_key``)."""
 
     def run(group: tuple, frames: Iterator, state) -> Iterator:
         key, lane = group
-        c = _group_columns(frames, _TIMED_COLUMNS)
-        rows: list[tuple] = []
-        if lane == TICK_LANE:
-            yield _frame(rows)
-            return
-        if lane == CLOCK_LANE:
-            if len(c["ts"]) != 1:  # two tasks read one partition in a batch: their clocks would disagree
-                raise RuntimeError(f"{key} was read by {len(c['ts'])} tasks in one micro-batch; stream time "
-                                   f"needs one task per Kafka partition (do not set the source's minPartitions)")
-            yield _frame([("clock", key, str(int(c["ts"][0])).encode(), None, None, None, None, None, None)])
-            return
-        coords = list(zip(c["raw_key"], c["raw_value"], c["src_topic"], c["src_partition"], c["src_offset"]))
-        if lane == REJECT_LANE:
-            yield _frame([_dlq_row(reason, *coord) for reason, coord in zip(c["reason"], coords)])
-            return
-        job = job_cls()
-        wm = state.getCurrentWatermarkMs()
-        wm = wm if wm >= stream_time.MIN_TS else None
-        order = sorted(range(len(coords)), key=lambda i: coords[i][2:])
-        items = [stream_time.Timed((coords[i][2], int(coords[i][3]), int(coords[i][4])), pickle.loads(c["ev"][i]),
-                                   int(c["ts"][i]), None if c["st"][i] == NO_TIME else int(c["st"][i]))
-                 for i in order]
-        raw = {(t, int(p), int(o)): (k, v) for k, v, t, p, o in coords}
-        rejected: dict = {}
-        current = stream_time.run_key(job, key, serde.loads(state.get[0]) if state.exists else None, items, wm,
-                                      rejected)
-        for where, reason in rejected.items():
-            rows.append(_dlq_row(reason, *raw[where], *where))
-        kept = _finish(job, key, current, state, rows, expires)
-        if timers and kept is not None:
-            nxt = stream_time.next_timer(job, key, kept)
-            if nxt is not None:  # Spark wakes the key once its watermark is past nxt - 1, i.e. reaches nxt
-                state.setTimeoutTimestamp(max(nxt - 1, wm or 1))
-        yield _frame(rows)
+        yield _frame(timed_key(job_cls, key, lane, _group_columns(frames, _TIMED_COLUMNS), BlobStore(job_cls, state)))
 
     return run
+
+
+def timed_key(job_cls: type[Job], key: str, lane: int, c: dict[str, list], store: Any) -> list[tuple]:
+    """``stream_time.run_key`` over the key's events of the batch and Spark's watermark; a key left
+    with timers sleeps until the watermark reaches its next one (also with no more events).
+    Clock, tick and rejected rows come in their own lanes."""
+    from streamops import stream_time
+
+    if lane == TICK_LANE:
+        return []
+    if lane == CLOCK_LANE:
+        if len(c["ts"]) != 1:  # two tasks read one partition in a batch: their clocks would disagree
+            raise RuntimeError(f"{key} was read by {len(c['ts'])} tasks in one micro-batch; stream time "
+                               f"needs one task per Kafka partition (do not set the source's minPartitions)")
+        return [("clock", key, str(int(c["ts"][0])).encode(), None, None, None, None, None, None)]
+    coords = list(zip(c["raw_key"], c["raw_value"], c["src_topic"], c["src_partition"], c["src_offset"]))
+    if lane == REJECT_LANE:
+        return [_dlq_row(reason, *coord) for reason, coord in zip(c["reason"], coords)]
+    job = job_cls()
+    wm = store.watermark()
+    wm = wm if wm >= stream_time.MIN_TS else None
+    order = sorted(range(len(coords)), key=lambda i: coords[i][2:])
+    items = [stream_time.Timed((coords[i][2], int(coords[i][3]), int(coords[i][4])), pickle.loads(c["ev"][i]),
+                               int(c["ts"][i]), None if c["st"][i] == NO_TIME else int(c["st"][i]))
+             for i in order]
+    raw = {(t, int(p), int(o)): (k, v) for k, v, t, p, o in coords}
+    rejected: dict = {}
+    rows: list[tuple] = []
+    current = stream_time.run_key(job, key, store.load(), items, wm, rejected)
+    for where, reason in rejected.items():
+        rows.append(_dlq_row(reason, *raw[where], *where))
+    kept = _finish(job, key, current, store, rows)
+    if job_cls.has_timers():
+        store.set_timer(None if kept is None else stream_time.next_timer(job, key, kept), wm)
+    return rows
+
+
+class NamedStore:
+    """A key's named state (``streamops.named_state``) in ``transformWithStateInPandas``'s state
+    variables: loaded whole, written part by part (``named_state.changes``), with one changelog
+    row per changed part and at most one registered timer, the next one."""
+
+    def __init__(self, job_cls: type[Job], variables: dict[str, Any], handle, watermark_ms: int) -> None:
+        self.values = job_cls.state_values or {}
+        self.vars, self.handle, self.wm = variables, handle, watermark_ms
+        self.loaded: dict[str, Any] | None = None
+
+    def load(self) -> dict[str, Any] | None:
+        from streamops import named_state as ns
+
+        state: dict[str, Any] = {}
+        for name, kind in self.values.items():
+            var = self.vars[name]
+            if isinstance(kind, ns.Value):
+                got = var.get()
+                state[name] = None if got is None else json.loads(got[0])
+            elif isinstance(kind, ns.ListOf):
+                state[name] = [json.loads(v[0]) for v in var.get()]
+            else:
+                state[name] = {k[0]: json.loads(v[0]) for k, v in var.iterator()}
+        self.loaded = None if ns.is_empty(self.values, state) else state
+        # the job may change what it is handed in place: keep a copy to diff against
+        return None if self.loaded is None else json.loads(json.dumps(self.loaded))
+
+    def watermark(self) -> int:
+        return self.wm
+
+    def save(self, key: str, kept: Any, rows: list[tuple]) -> Any:
+        from streamops import named_state as ns
+
+        if kept is not None:
+            ns.check_shape(self.values, key, kept)
+            if ns.is_empty(self.values, kept):
+                kept = None
+        done = ns.changes(self.values, self.loaded, kept)
+        dumps = ns._dumps
+        for c in done:
+            var = self.vars[c.name]
+            if c.op == "put":
+                var.updateValue((c.entry,), (dumps(c.value),))
+            elif c.op == "remove":
+                var.removeKey((c.entry,))
+            elif c.op == "clear":
+                var.clear()
+            elif c.op == "append":
+                var.appendList([(dumps(v),) for v in c.value])
+            elif isinstance(self.values[c.name], ns.ListOf):
+                var.put([(dumps(v),) for v in c.value])
+            else:
+                var.update((dumps(c.value),))
+        for ckey, value in ns.changelog_records(self.values, key, kept, done):
+            rows.append(("changelog", ckey, value, None, None, None, None, None, None))
+        self.loaded = kept
+        return kept
+
+    def set_timer(self, ts: int | None, wm: int | None) -> None:
+        """Spark fires a timer once its watermark reaches it (expiry <= watermark)."""
+        have = list(self.handle.listTimers())
+        for t in have:
+            if t != ts:
+                self.handle.deleteTimer(t)
+        if ts is not None and ts not in have:
+            self.handle.registerTimer(ts)
+
+
+def named_processor(job_cls: type[Job], *, seed: bool = False):
+    """The ``StatefulProcessor`` of a job with named state: ``update_key``/``timed_key`` over a
+    ``NamedStore``; with ``seed``, it writes each key's state from a seed row (``seed_ddl``)."""
+    from pyspark.sql.streaming.stateful_processor import StatefulProcessor
+
+    from streamops import named_state as ns
+    from streamops import stream_time
+
+    values, timed = job_cls.state_values or {}, job_cls.has_time()
+
+    class Processor(StatefulProcessor):
+        def init(self, handle) -> None:
+            self.handle = handle
+            self.vars: dict[str, Any] = {}
+            for name, kind in values.items():
+                if isinstance(kind, ns.Value):
+                    self.vars[name] = handle.getValueState(name, "json string")
+                elif isinstance(kind, ns.ListOf):
+                    self.vars[name] = handle.getListState(name, "json string")
+                else:
+                    self.vars[name] = handle.getMapState(name, "entry string", "json string")
+
+        def _store(self, timer_values) -> NamedStore:
+            return NamedStore(job_cls, self.vars, self.handle, timer_values.getCurrentWatermarkInMs())
+
+        def handleInputRows(self, key, rows, timerValues) -> Iterator:
+            k, lane = key[0], int(key[1])
+            store = self._store(timerValues)
+            if seed:
+                job = job_cls()
+                for pdf in rows:
+                    for blob in pdf["blob"]:
+                        store.load()
+                        kept = store.save(k, json.loads(blob), [])
+                        if timed and job_cls.has_timers():
+                            store.set_timer(None if kept is None else stream_time.next_timer(job, k, kept), None)
+                yield _frame([])
+                return
+            if timed:
+                out = timed_key(job_cls, k, lane, _group_columns(rows, _TIMED_COLUMNS), store)
+            else:
+                out = update_key(job_cls, k, lane, _group_columns(rows), store)
+            yield _frame(out)
+
+        def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator:
+            empty = {n: [] for n in _TIMED_COLUMNS}
+            yield _frame(timed_key(job_cls, key[0], int(key[1]), empty, self._store(timerValues)))
+
+        def close(self) -> None:
+            pass
+
+    return Processor()
 
 
 _GROUP_COLUMNS = ("ev", "reason", "raw_key", "raw_value", "src_topic", "src_partition", "src_offset")

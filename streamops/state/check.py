@@ -146,6 +146,7 @@ def run_check(spec: AppSpec, settings: Settings, *, spark=None, since_ms: int | 
     named hanging (``OpenTransactionError``)."""
     from streamops.kafka.admin import partitions
     from streamops.kafka.read import latest_per_key, read_topic
+    from streamops.named_state import decode_changelog
     from streamops.spark.session import checkpoint_dir
 
     job_cls = load_job(spec, settings.repo)
@@ -200,9 +201,9 @@ def run_check(spec: AppSpec, settings: Settings, *, spark=None, since_ms: int | 
             spark.stop()
     diffs.append(compare("state", expected, state))
     progress(f"reading {spec.changelog_topic}")
-    diffs.append(compare("changelog", expected,
-                         latest_per_key(bootstrap, spec.changelog_topic, decode=job_cls.state_serde.loads,
-                                        past_open_transactions=True, stall_timeout=open_transaction_wait_s)))
+    diffs.append(compare("changelog", expected, decode_changelog(job_cls, latest_per_key(
+        bootstrap, spec.changelog_topic, decode=lambda v: v, past_open_transactions=True,
+        stall_timeout=open_transaction_wait_s))))
     progress(f"reading {spec.live_output_topic}")
     output = latest_per_key(bootstrap, spec.live_output_topic, past_open_transactions=True,
                             stall_timeout=open_transaction_wait_s)

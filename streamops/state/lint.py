@@ -32,6 +32,7 @@ from streamops.job import (
     topic_records,
     validate_job,
 )
+from streamops.named_state import decode_changelog
 from streamops.state.oracle import Expected, events_by_key, fold_input, fold_key, normalized
 
 SAMPLES = 3
@@ -153,6 +154,13 @@ def _serde(job_cls: type[Job], records: list[Record]) -> str:
     folded = _fold_raw(job_cls, records)
     bad = []
     for k, state in folded.items():
+        if job_cls.state_values is not None:
+            from streamops.named_state import StateShapeError, check_shape
+
+            try:
+                check_shape(job_cls.state_values, k, state)
+            except StateShapeError as exc:
+                raise _Failed(str(exc)) from None
         data = serde.dumps(state)
         if not isinstance(data, bytes):
             raise _Failed(f"state_serde.dumps must return bytes, got {type(data).__name__}")
@@ -398,15 +406,27 @@ def _run_stream(spark: Any, query: Any, records: list[Record], root: Path, parts
             else:
                 got[r.topic][r.key.decode()] = r.value
 
+    from streamops.spark.session import ROCKSDB_PROVIDER
+
     ddl = "key binary, value binary, topic string, partition int, offset long, timestamp timestamp"
     spark.conf.set("spark.sql.shuffle.partitions", str(query.state_partitions))
-    raw = spark.readStream.schema(ddl).option("maxFilesPerTrigger", 1).parquet(str(root / "input"))
-    stream = (query.build(raw, checkpoint=root / "checkpoint").writeStream.outputMode("update").foreachBatch(sink)
-              .option("checkpointLocation", str(root / "checkpoint")).start())
+    provider = "spark.sql.streaming.stateStore.providerClass"
+    saved = spark.conf.get(provider, None)
+    if query.named:  # transformWithState runs on RocksDB only (the apps' store)
+        spark.conf.set(provider, ROCKSDB_PROVIDER)
     try:
-        stream.processAllAvailable()
+        raw = spark.readStream.schema(ddl).option("maxFilesPerTrigger", 1).parquet(str(root / "input"))
+        stream = (query.build(raw, checkpoint=root / "checkpoint").writeStream.outputMode("update")
+                  .foreachBatch(sink).option("checkpointLocation", str(root / "checkpoint")).start())
+        try:
+            stream.processAllAvailable()
+        finally:
+            stream.stop()
     finally:
-        stream.stop()
+        if saved is None:
+            spark.conf.unset(provider)
+        else:
+            spark.conf.set(provider, saved)
     return got, last[0] + 1
 
 
@@ -425,8 +445,7 @@ def _compare(job_cls: type[Job], expected: Expected, got: dict) -> list[str]:
     output = {k: _JSON.loads(v) for k, v in got["out"].items()}
     if output != expected.output:
         diffs.append(_diff("output", expected.output, output))
-    loads = job_cls.state_serde.loads
-    changelog = {k: loads(v) for k, v in got["changelog"].items() if v is not None}
+    changelog = decode_changelog(job_cls, got["changelog"])
     if changelog != expected.states:
         diffs.append(_diff("changelog", expected.states, changelog))
     if got["dlq"] != expected.rejected:

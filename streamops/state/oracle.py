@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from streamops import stream_time
+from streamops import named_state, stream_time
 from streamops.job import Job, JsonSerde, Record, Reject, fold_fields
 from streamops.stream_time import Partition, Timed
 
@@ -74,6 +74,8 @@ def fold_input(job_cls: type[Job], records: Iterable[Record], partitions: Iterab
         for okey, value in job.emit(k, state).items():
             out.output[okey] = _JSON.loads(_JSON.dumps(value))
         kept = job.expire(k, state) if job_cls.has_expire() else state
+        if kept is not None and job_cls.state_values is not None and named_state.is_empty(job_cls.state_values, kept):
+            kept = None  # named state: a key whose every part is empty has nothing stored
         if kept is not None:
             out.states[k] = normalized(job_cls, kept)
     return out

@@ -170,6 +170,31 @@ def scan_topic(bootstrap: str, topic: str, *, view: str, max_batch: int | None =
     return TopicRead(view, topic, values, records, tombstones, later, sorted(bad), seconds)
 
 
+def assemble_parts(job_cls: Any, read: TopicRead) -> TopicRead:
+    """A named-state changelog's parts (``named_state.changelog_key``) as one state per key; a part
+    that does not decode makes its key's state ``{"undecodable": ...}`` (it compares as different)."""
+    import json as _json
+
+    from streamops import named_state as ns
+
+    good: dict[str, bytes] = {}
+    bad: dict[str, str] = {}
+    for ckey, raw in read.values.items():
+        parts: Any = None
+        try:
+            parts = _json.loads(ckey)
+            ns.assemble(job_cls.state_values, {ckey: raw})
+            good[ckey] = raw
+        except (ValueError, TypeError, IndexError, ns.StateShapeError) as exc:
+            owner = parts[0] if isinstance(parts, list) and parts and isinstance(parts[0], str) else ckey
+            bad[owner] = f"{ckey}: {exc}"[:80]
+    values: dict[str, Any] = ns.assemble(job_cls.state_values, good)
+    for k, why in bad.items():
+        values[k] = {"undecodable": why}
+    return TopicRead(read.view, read.topic, values, read.records, read.tombstones, read.later,
+                     sorted({*read.undecodable, *bad}), read.seconds)
+
+
 # -- state ---------------------------------------------------------------------------------------
 @dataclass
 class StateRead:
@@ -723,9 +748,13 @@ def _verify(spec: AppSpec, settings: Settings, *, spark: Any, progress: Progress
 
         topics = {"changelog": spec.changelog_topic, "output": spec.live_output_topic}
         serde = job_cls.state_serde
-        decoders = {"changelog": decode_json if isinstance(serde, JsonSerde) else serde.loads, "output": decode_json}
+        named = job_cls.has_named_state()
+        decoders = {"changelog": (lambda v: v) if named else decode_json if isinstance(serde, JsonSerde)
+                    else serde.loads, "output": decode_json}
         reads = {view: scan_topic(settings.kafka_bootstrap, topics[view], view=view, max_batch=batch,
                                   batch_of=batch_of, progress=progress, decode=decoders[view]) for view in VIEWS}
+        if named:  # one record per part of a key's state: put each key's state together
+            reads["changelog"] = assemble_parts(job_cls, reads["changelog"])
         timings["topics"] = time.monotonic() - ts
         ts = time.monotonic()
         q.prefetch()  # ~8 s of imports, also overlapped with the state scan

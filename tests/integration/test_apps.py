@@ -1,6 +1,7 @@
 """Apps other than the demo, end to end on real Kafka protocol + Spark. Each is only a spec entry
 plus a job file (``page_stats``: event-time windows, exact distinct users, late views screened;
-``orders``: dedup by order id, then aggregate). Every operation runs on each, through the CLI or
+``orders``: dedup by order id, then aggregate; ``sessions`` and ``enriched_orders``: stream time and
+timers; ``recent_pages``: named state, a map with a TTL, stored part by part). Every operation runs on each, through the CLI or
 (verify, compaction, rebuild-state: each CLI form is tested on the demo app) the core function the
 CLI calls, and after every step ``check`` (the job's own update folded in plain Python) is exact: verify and
 the three faults it must find, kill -9 mid-batch, savepoint and restore, compaction,
@@ -18,6 +19,7 @@ from streamops.checkpoints import compact as cc
 from streamops.checkpoints import layout
 from streamops.job import JsonSerde
 from streamops.kafka.read import latest_per_key, read_topic
+from streamops.named_state import decode_changelog
 from streamops.spark.job_query import dlq_entry
 from streamops.spec import default_spec_path, get_app, load_job, load_specs
 from streamops.state.oracle import fold_input, record_of
@@ -26,7 +28,7 @@ LOCAL = "local[2]"
 JSON = JsonSerde()
 #: app -> (events per produce, a DLQ reason its sample must contain besides the parse ones)
 APPS = {"page_stats": (5000, "late"), "orders": (5000, "late"), "sessions": (5000, "late"),
-        "enriched_orders": (5000, "late")}
+        "enriched_orders": (5000, "late"), "recent_pages": (5000, "late")}
 
 
 def _corrupt(name: str, state: dict) -> dict:
@@ -116,13 +118,21 @@ def test_every_operation_on_a_declared_app_is_exact(app_factory, name: str) -> N
     # verify: clean, then each fault found with its category, then clean again once repaired (the
     # CLI form is test_verify's)
     assert _verify(app)["ok"]
-    key, state = min((k, s) for k, s in latest_per_key(b, spec.changelog_topic, decode=job_cls.state_serde.loads).items()
-                     if name != "enriched_orders" or s["table"] is not None)
-    wrong = _corrupt(name, state)
-    _produce_record(app, spec.changelog_topic, key, job_cls.state_serde.dumps(wrong))
+    if job_cls.has_named_state():  # one changelog record per part: another count of visits for one user
+        parts = latest_per_key(b, spec.changelog_topic, decode=lambda v: v)
+        ckey = min(k for k in parts if json.loads(k)[1] == "visits")
+        key, right = json.loads(ckey)[0], parts[ckey]
+        wrong = JSON.dumps(json.loads(right) + 1)
+        state = decode_changelog(job_cls, parts)[key]
+    else:
+        key, state = min((k, s) for k, s in latest_per_key(b, spec.changelog_topic,
+                                                            decode=job_cls.state_serde.loads).items()
+                         if name != "enriched_orders" or s["table"] is not None)
+        ckey, right, wrong = key, job_cls.state_serde.dumps(state), job_cls.state_serde.dumps(_corrupt(name, state))
+    _produce_record(app, spec.changelog_topic, ckey, wrong)
     report = _verify(app)
     assert report["categories"] == ["changelog.different", "quality.result"], report["categories"]
-    _produce_record(app, spec.changelog_topic, key, job_cls.state_serde.dumps(state))
+    _produce_record(app, spec.changelog_topic, ckey, right)
     emitted = job_cls().emit(key, state)
     if emitted:  # (a sessions state emits nothing: its output is the closed sessions, no state explains it)
         okey, value = min(emitted.items())

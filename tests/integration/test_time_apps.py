@@ -88,7 +88,7 @@ def _watermark(job_cls, records, parts) -> int:
 
 
 #: the apps with stream time, with their output topic
-TIME_APPS = {"sessions": "user-sessions", "enriched_orders": "orders-enriched"}
+TIME_APPS = {"sessions": "user-sessions", "enriched_orders": "orders-enriched", "recent_pages": "user-recent-pages"}
 
 
 def _inputs(app, name: str) -> list[str]:
