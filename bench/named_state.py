@@ -36,10 +36,10 @@ sys.path.insert(0, str(REPO))
 from bench._common import summary, table
 from jobs.enriched_orders import ORDERS, PRICES, EnrichedOrders
 from jobs.enriched_orders import generate as orders_and_prices
-from jobs.sessions import Sessions
-from jobs.sessions import generate as clicks
 from jobs.recent_pages import RecentPages
 from jobs.recent_pages import generate as visits
+from jobs.sessions import Sessions
+from jobs.sessions import generate as clicks
 from tests.fixtures.named_jobs import BlobRecentPages, NamedOrders, NamedSessions
 
 PAIRS = {
