@@ -3,7 +3,8 @@ examples: the same records through the same query, once with the app's job (``ap
 the key's whole state serialized per batch) and once with its named-state twin
 (``transformWithStateInPandas``, one variable per part, only changed parts written).
 
-    .venv/bin/python bench/named_state.py [--runs 3] [--events 60000] [--batches 12] [--partitions 2]
+    .venv/bin/python bench/named_state.py [--runs 3] [--events 60000] [--batches 12] [--partitions 2] \
+        [--apps "recent_pages large,sessions"]
 
 Per run (seed = run number) and job, on one local Spark (``local[2]``, RocksDB state with
 changelog checkpointing, as the apps run), the app's sample is cut into ``--batches`` micro-batches
@@ -43,8 +44,12 @@ from jobs.sessions import generate as clicks
 from tests.fixtures.named_jobs import BlobRecentPages, NamedOrders, NamedSessions
 
 PAIRS = {
+    # the app's own sample: ~6 pages per user in the hour, most of them revisited every batch
     "recent_pages": (BlobRecentPages, RecentPages, ["page-visits"],
                      lambda n, seed: visits(n, seed=seed, users=300, pages=500)),
+    # a few hundred pages per user in the hour, a batch changing a few dozen of them
+    "recent_pages large": (BlobRecentPages, RecentPages, ["page-visits"],
+                                 lambda n, seed: visits(n, seed=seed, users=50, pages=2000, step_ms=100)),
     "sessions": (Sessions, NamedSessions, ["clicks"], lambda n, seed: clicks(n, seed=seed, users=2000, step_ms=2_000)),
     "enriched_orders": (EnrichedOrders, NamedOrders, [ORDERS, PRICES],
                         lambda n, seed: orders_and_prices(n, seed=seed, skus=2000)),
@@ -118,6 +123,7 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=60_000)
     ap.add_argument("--batches", type=int, default=12)
     ap.add_argument("--partitions", type=int, default=2, help="state partitions")
+    ap.add_argument("--apps", default=",".join(PAIRS), help="comma-separated, of: " + ", ".join(PAIRS))
     args = ap.parse_args()
     from streamops.state.lint import sample_records
 
@@ -125,7 +131,8 @@ def main() -> None:
     results: dict[tuple[str, str], list[dict]] = {}
     try:
         for run in range(args.runs):
-            for app, (blob_cls, named_cls, topics, gen) in PAIRS.items():
+            for app in (a.strip() for a in args.apps.split(",")):
+                blob_cls, named_cls, topics, gen = PAIRS[app]
                 records = sample_records(blob_cls, topics, 3, gen(args.events, run))
                 sides = [("one blob", blob_cls), ("named", named_cls)]
                 for side, cls in sides if run % 2 == 0 else sides[::-1]:
