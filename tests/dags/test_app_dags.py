@@ -216,7 +216,7 @@ def test_promote_form_defaults_to_a_dry_run_and_validates_the_version(dags, ledg
 
     form = dags["streamops_promote"].params
     assert form.get_param("dry_run").value is True
-    assert form.get_param("app").schema["enum"] == ["enriched_orders", "orders", "page_stats", "sessions", "user_activity"]
+    assert form.get_param("app").schema["enum"] == ["enriched_orders", "orders", "page_stats", "recent_pages", "sessions", "user_activity"]
     with pytest.raises(ParamValidationError, match="does not match"):
         dags["streamops_promote"].test(run_conf={"app": "user_activity", "output_version": "2"})
     assert ledger.operations("user_activity") == []

@@ -47,7 +47,7 @@ def test_usage_errors_exit_2_and_name_the_option(argv: list[str], needle: str,
 
 @pytest.mark.parametrize(("target", "argv", "needle"), [
     ("some-topic", ["--events", "10"], "'some-topic' is neither an app nor a topic an app reads"),
-    ("some-topic", ["--events", "10"], "topics they read: clicks, orders, orders-placed, page-views, product-prices, user-events"),
+    ("some-topic", ["--events", "10"], "topics they read: clicks, orders, orders-placed, page-views, page-visits, product-prices, user-events"),
     ("user-events", ["--users", "5"], "give exactly one of --events N or --from-file"),
     ("page_stats", [], "exactly one of --events N or --from-file"),
     ("page_stats", ["--events", "1", "--from-file", "x.jsonl"], "exactly one of --events N or --from-file"),
