@@ -40,12 +40,13 @@ def one(variant: str, seconds: float) -> tuple[float, float]:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming import StreamingQueryListener
 
+    from streamops.platform.appdir import AppDir
     from streamops.spark.runner import progress_listener
 
     spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
              .config("spark.sql.shuffle.partitions", "2").getOrCreate())
     if variant == "json":
-        spark.streams.addListener(progress_listener(Path(tempfile.mkdtemp()) / "progress.jsonl", None, "q"))
+        spark.streams.addListener(progress_listener(AppDir(Path(tempfile.mkdtemp())), None, "q"))
     elif variant == "pyspark":
         class Stock(StreamingQueryListener):
             def onQueryStarted(self, event) -> None:

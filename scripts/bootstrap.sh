@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install what is missing, and nothing that is already there:
 #   uv (into ~/.local/bin), Java 17 and Maven (Debian packages), the pinned Kafka and Spark-Kafka jars
-#   (scripts/resolve-jars.sh, into .jars/), Debian's docker-compose client and PostgreSQL server
+#   (scripts/resolve-jars.sh, into .jars/), Debian's docker-compose client, PostgreSQL server and Chromium
 #   (--test only),
 #   and .venv from the hashed lock file requirements.lock (re-synced when the lock changes).
 # Usage: scripts/bootstrap.sh [--test]
@@ -58,6 +58,11 @@ scripts/resolve-jars.sh
 # -- PostgreSQL's server, for the Airflow tests' metadata database (tests/fixtures/postgres.py) --
 if [ "$want_test" = 1 ] && ! command -v initdb >/dev/null && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
   apt_install postgresql
+fi
+
+# -- Debian's Chromium, for the Streams view's browser tests (Playwright drives it: no browser download) --
+if [ "$want_test" = 1 ] && ! command -v chromium >/dev/null; then
+  apt_install chromium
 fi
 
 # -- docker compose client, for the test that validates docker-compose.yaml ---------------------

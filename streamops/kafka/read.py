@@ -44,8 +44,10 @@ def read_topic(
     batch_size: int = 10_000,
     stall_timeout: float = 30.0,
     past_open_transactions: bool = False,
+    last: int | None = None,
 ) -> Iterator[Message]:
-    """Yield every record of ``topic`` from each partition's low watermark to its end offset.
+    """Yield every record of ``topic`` from each partition's low watermark to its end offset
+    (``last``: only each partition's newest ``last`` offsets).
 
     ``end`` maps partition -> exclusive end offset; partitions it leaves out end at their high
     watermark, read once at the start (so records written meanwhile are not read), and ends
@@ -77,6 +79,8 @@ def read_topic(
                 raise ConsumeError(f"could not read the watermarks of {topic}[{p}]: {exc}") from None
             high = max(high, highs.get(p, high))
             stop = high if end is None or p not in end else min(int(end[p]), high)
+            if last is not None:
+                low = max(low, stop - last)
             if stop > low:
                 remaining[p] = stop
                 start.append(TopicPartition(topic, p, low))

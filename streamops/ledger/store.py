@@ -245,10 +245,16 @@ class Ledger:
             r = conn.execute(select(t.leases).where(t.leases.c.app == app)).first()
         return _row(r) if r else None
 
-    def operations(self, app: str | None = None, limit: int = 20) -> list[dict[str, Any]]:
+    def operations(self, app: str | None = None, limit: int = 20, *, kind: str | None = None,
+                   since: datetime | None = None) -> list[dict[str, Any]]:
+        """Newest first; only ``kind``'s, only those started at or after ``since``, if given."""
         q = select(t.operations).order_by(t.operations.c.id.desc()).limit(limit)
         if app is not None:
             q = q.where(t.operations.c.app == app)
+        if kind is not None:
+            q = q.where(t.operations.c.kind == kind)
+        if since is not None:
+            q = q.where(t.operations.c.started_at >= _db_time(since))
         with self.engine.connect() as conn:
             return [_row(r) for r in conn.execute(q)]
 

@@ -6,37 +6,19 @@ note instead of failing, because status is what operators run when something is 
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from streamops.checkpoints import layout
 from streamops.ledger import Ledger
 from streamops.lifecycle.supervisor import heartbeat_file
+from streamops.platform.appdir import AppDir
 from streamops.platform.files import read_json
 from streamops.settings import Settings
 from streamops.spec import AppSpec
 
 LAST_OPERATIONS = 5
-
-
-def last_progress(path: Path) -> dict[str, Any] | None:
-    """The last line of the driver's batches.jsonl (one line per micro-batch)."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, 2)
-            f.seek(max(0, f.tell() - 65536))
-            lines = f.read().splitlines()
-    except FileNotFoundError:
-        return None
-    for line in reversed(lines):
-        try:
-            return json.loads(line)
-        except ValueError:
-            continue
-    return None
 
 
 def lag(settings: Settings, spec: AppSpec, committed: dict[str, dict[int, int]]) -> tuple[dict | None, str | None]:
@@ -80,7 +62,6 @@ def wait_caught_up(settings: Settings, spec: AppSpec, timeout: float,
 
 
 def app_status(spec: AppSpec, settings: Settings, ledger: Ledger, *, with_lag: bool = True) -> dict[str, Any]:
-    from streamops.spark.runner import batches_path
     from streamops.spark.session import checkpoint_dir
 
     ckpt = checkpoint_dir(settings, spec)
@@ -94,7 +75,7 @@ def app_status(spec: AppSpec, settings: Settings, ledger: Ledger, *, with_lag: b
     supervisor = read_json(heartbeat_file(settings))
     if isinstance(supervisor, dict) and (note := (supervisor.get("notes") or {}).get(spec.name)):
         notes.append(f"supervisor: {note}")
-    progress = last_progress(batches_path(settings, spec.name))
+    progress = AppDir.of(settings, spec.name).last_progress()
     return {
         "app": spec.name,
         "desired": ledger.desired(spec.name),

@@ -24,6 +24,11 @@ if TYPE_CHECKING:
     from streamops.spec import AppSpec
 
 
+#: a progress file rotates at this size: two files hold about 2 x 8 MiB / 700 B = 24,000 batches,
+#: at one batch every 2 s about 13 hours of history per app (docs/operations.md, "Files and rotation")
+PROGRESS_MAX_BYTES = 8 * 1024 * 1024
+
+
 class AppDir:
     """An app's directory and the names of its files (see module docstring)."""
 
@@ -64,8 +69,13 @@ class AppDir:
 
     @property
     def progress(self) -> Path:
-        """One JSON line per micro-batch (rates, durations, offsets, state size)."""
+        """One JSON line per micro-batch (rates, durations, offsets, state size); rotated at
+        ``PROGRESS_MAX_BYTES`` into ``batches.jsonl.1`` (``append_progress``)."""
         return self.root / "batches.jsonl"
+
+    def progress_files(self) -> list[Path]:
+        """The progress files, oldest first (the rotated one, then the current one)."""
+        return [p for p in (self.progress.with_name(self.progress.name + ".1"), self.progress) if p.exists()]
 
     @property
     def standby_ready(self) -> Path:
@@ -104,6 +114,39 @@ class AppDir:
 
     def write(self, path: Path, payload: dict[str, Any]) -> None:
         write_json(path, payload)
+
+    def last_progress(self) -> dict[str, Any] | None:
+        """The newest line of the progress file (read from its end)."""
+        import json
+
+        try:
+            with open(self.progress, "rb") as f:
+                f.seek(0, 2)
+                f.seek(max(0, f.tell() - 65536))
+                lines = f.read().splitlines()
+        except FileNotFoundError:
+            return None
+        for raw in reversed(lines):
+            try:
+                line = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(line, dict):
+                return line
+        return None
+
+    def append_progress(self, line: dict[str, Any], max_bytes: int | None = None) -> None:
+        """Append one batch's line; once the file passes ``max_bytes`` it becomes ``batches.jsonl.1``
+        (replacing the one before), so the history kept is between one and two files' worth."""
+        import json
+
+        path = self.progress
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a") as f:
+            f.write(json.dumps(line, default=str) + "\n")
+            size = f.tell()
+        if size >= (PROGRESS_MAX_BYTES if max_bytes is None else max_bytes):
+            path.replace(path.with_name(path.name + ".1"))
 
     def pinned_spec(self) -> AppSpec | None:
         """The spec the app's last deploy applied (None: never deployed, or deployed before pins)."""

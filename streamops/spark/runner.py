@@ -140,12 +140,17 @@ def progress_line(progress: dict) -> dict:
         "duration_ms": progress.get("durationMs", {}),
         # each as the JSON text Spark's offsets log holds, as before
         "end_offsets": [json.dumps(s.get("endOffset"), separators=(",", ":")) for s in progress.get("sources", [])],
+        # per partition, what the batch read and what was there to read (lag and skew, ``observe``)
+        "start_offsets": [json.dumps(s.get("startOffset"), separators=(",", ":")) for s in progress.get("sources", [])],
+        "latest_offsets": [json.dumps(s.get("latestOffset"), separators=(",", ":"))
+                           for s in progress.get("sources", [])],
         "state_rows": sum(op.get("numRowsTotal", 0) for op in progress.get("stateOperators", [])),
         "state_bytes": sum(op.get("memoryUsedBytes", 0) for op in progress.get("stateOperators", [])),
     }
 
 
-def progress_listener(path: Path, reporter: ObservedReporter | None = None, name: str | None = None):
+def progress_listener(app_dir: AppDir, reporter: ObservedReporter | None = None, name: str | None = None,
+                      executors: Callable[[], int | None] | None = None):
     """A StreamingQueryListener appending one JSON line per micro-batch (rates, durations, offsets)
     and reporting rates and state size as observed state; only the query called ``name`` if
     given (an executor's warm-up runs a query of its own beside the app's).
@@ -161,9 +166,9 @@ def progress_listener(path: Path, reporter: ObservedReporter | None = None, name
         if name is not None and progress.get("name") != name:
             return
         line = progress_line(progress)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "a") as f:
-            f.write(json.dumps(line, default=str) + "\n")
+        if executors is not None:
+            line["executors"] = executors()
+        app_dir.append_progress(line)
         if reporter is not None:
             reporter.report(input_rate=line["input_rows_per_s"], processing_rate=line["processed_rows_per_s"],
                             state_rows=line["state_rows"], state_bytes=line["state_bytes"])
@@ -320,6 +325,7 @@ class AppDriver:
         self.build, self.to_records, self.advance_clocks = build, to_records, advance_clocks
         self.options, self.stop, self.targets = options, stop, targets
         self.dir = AppDir.of(settings, spec.name)
+        self.last_executors: int | None = None  # as of the last committed batch (the progress file)
         self.heartbeat = self.dir.heartbeat
         self.reporter = ObservedReporter(settings, spec.name)
         self.parallelism = options.parallelism or spec.parallelism.default
@@ -350,7 +356,8 @@ class AppDriver:
                         spark_app_id=self.spark.sparkContext.applicationId, parallelism=self.parallelism,
                         executors=None, last_batch=None, error=None)
         self.settle_executors(timeout=60)
-        self.spark.streams.addListener(progress_listener(self.dir.progress, reporter, spec.name))
+        self.spark.streams.addListener(progress_listener(self.dir, reporter, spec.name,
+                                                         executors=lambda: self.last_executors))
         failures = 0
         final = "stopped"
         opts = self.options
@@ -435,7 +442,8 @@ class AppDriver:
                 "commit_seconds": round(t3 - t2, 3), **(resized or {}),
                 "heartbeat_ms": int(time.time() * 1000), "started_ms": int(started * 1000),
             })
-            reporter.report(status="running", last_batch=batch_id, executors=self._executors(), error=None)
+            self.last_executors = self._executors()
+            reporter.report(status="running", last_batch=batch_id, executors=self.last_executors, error=None)
 
         topics = list(spec.input_topics)
         start = bounds[0] or layout.start_offsets(ckpt)

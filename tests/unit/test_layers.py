@@ -14,7 +14,7 @@ LAYERS = {
     "kafka": 1, "ledger": 1, "checkpoints": 1, "platform": 1,
     "spark": 2,
     "state": 3,
-    "lifecycle": 4, "reset": 4,
+    "lifecycle": 4, "reset": 4, "observe": 4,
     "cli": 5, "scaffold": 5, "testing": 5,  # testing: for jobs' own tests, never imported by the core
 }
 ROOT = Path(streamops.__file__).parent

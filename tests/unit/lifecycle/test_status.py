@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 from streamops.ledger import Ledger
-from streamops.lifecycle.status import app_status, last_progress, render
+from streamops.lifecycle.status import app_status, render
+from streamops.platform.appdir import AppDir
 from streamops.settings import Settings
 from streamops.spec import AppSpec
 
@@ -42,5 +43,5 @@ def test_status_of_a_never_deployed_app(tmp_path) -> None:
     st = app_status(SPEC, settings, ledger, with_lag=False)
     assert (st["desired"], st["observed"], st["operations"]) == (None, None, [])
     assert render(st).startswith("app1: desired - x-, observed never seen")
-    assert last_progress(tmp_path / "nothing.jsonl") is None
+    assert AppDir(tmp_path / "nothing").last_progress() is None
     ledger.close()

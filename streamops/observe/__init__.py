@@ -1,0 +1,1 @@
+"""Observing the streams: the overview the Streams page, the metrics and the alerts share."""

@@ -1,0 +1,151 @@
+"""The Streams view in the Airflow UI (issue 25), in a real browser: Debian's Chromium driven by
+Playwright (its Python package; no browser download), against the platform's Airflow with auth on.
+
+Log in through Airflow's own login page, open Browse > Streams, see the deployed app with the lag
+and executors the platform knows; open the app's page and its charts; open the resize DAG's
+trigger form from the page (the app filled in) and resize the app through it; see the resize
+drawn on the charts. Also: the plugin's routes refuse a request without Airflow's login, and a
+DAG's "Stream app" tab leads to its app's page. Screenshots go to ``STREAMOPS_SCREENSHOTS`` (a
+folder; default: the test's temporary folder): docs/img/ holds the ones the README shows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from streamops.ledger import Ledger
+from streamops.lifecycle import driver
+from streamops.observe.streams import stream_row
+from streamops.platform import manager
+from streamops.spec import default_spec_path, get_app, load_specs
+from tests.fixtures.apps import AppHarness
+from tests.integration.test_airflow_api import _request, _token
+from tests.integration.test_airflow_operations import _run
+
+APP = "orders"
+CHROMIUM_ARGS = ["--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+
+
+def _until(what: str, fn, timeout: float = 120.0, every: float = 1.0):
+    deadline = time.time() + timeout
+    while not (out := fn()):
+        assert time.time() < deadline, f"not within {timeout:.0f} s: {what}"
+        time.sleep(every)
+    return out
+
+
+def _get(url: str, headers: dict | None = None) -> tuple[int, str, str]:
+    """(status, final URL, body) without following a redirect's login."""
+    req = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, r.url, r.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, url, err.read().decode(errors="replace")
+
+
+@pytest.fixture
+def chromium():
+    from playwright.sync_api import sync_playwright
+
+    path = shutil.which("chromium")
+    assert path, "Debian's chromium is not installed (scripts/bootstrap.sh --test installs it)"
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def test_the_streams_view_shows_the_apps_and_resizes_one_from_its_page(
+        platform, kafka, spark_cluster, airflow_platform, chromium, tmp_path: Path) -> None:
+    from playwright.sync_api import expect
+
+    s = platform.ensure("supervisor")
+    token = _token(s)
+    shots = Path(os.environ.get("STREAMOPS_SCREENSHOTS") or tmp_path)
+    shots.mkdir(parents=True, exist_ok=True)
+    spec = get_app(load_specs(default_spec_path(s.repo)), APP)
+    app = AppHarness(s, s.spark_master_url, app=APP)
+    ledger = Ledger.open(s.ledger_db_url)
+    try:
+        # only Airflow's login opens the plugin's routes
+        assert _get(f"{s.airflow_url}/streamops/api/streams")[0] in (401, 403)
+        status, _url, body = _get(f"{s.airflow_url}/streamops/api/streams", {"Authorization": f"Bearer {token}"})
+        assert status == 200 and APP in [r["app"] for r in json.loads(body)["streams"]]
+        plugins = _request(s, "GET", "/api/v2/plugins", token)[1]["plugins"]
+        views = {v["url_route"]: v for p in plugins if p["name"] == "streamops" for v in p["external_views"]}
+        assert views["streams"]["destination"] == "nav" and views["stream-app"]["destination"] == "dag"
+        status, url, _ = _get(f"{s.airflow_url}/streamops/dag/streamops_verify__{APP}", {"Authorization": f"Bearer {token}"})
+        assert status == 200 and url.endswith(f"/streamops/apps/{APP}")  # the DAG's tab: its app's page
+
+        r = app.cli("produce", APP, "--events", "20000", "--seed", "1")
+        assert r.returncode == 0, r.stderr[-2000:]
+        _run(s, token, "streamops_deploy", {"app": APP, "parallelism": 1}, app=APP)
+        _until("two batches in the progress file", lambda: (stream_row(s, spec, ledger).last_batch_id or 0) >= 1, 240)
+
+        page = chromium.new_page(viewport={"width": 1500, "height": 1000})
+        page.goto(f"{s.airflow_url}/plugin/streams")
+        # Airflow's own login page (auth on), then back to the Streams view
+        page.locator("input[name=username]").fill("admin")
+        page.locator("input[name=password]").fill(json.loads(manager.password_file(s).read_text())["admin"])
+        page.locator("button[type=submit]").click()
+        page.wait_for_url("**/plugin/streams", timeout=60_000)
+        frame = page.frame_locator("iframe")
+        row = frame.locator(f'tr[data-app="{APP}"]')
+        expect(row).to_be_visible(timeout=60_000)
+        expect(row.locator("[data-health]")).to_have_text("healthy", timeout=60_000)
+        # what the row shows is what the platform knows (the same numbers as `status`)
+        want = stream_row(s, spec, ledger)
+        expect(row.locator("[data-field=executors]")).to_have_text(f"{want.executors:,}", timeout=30_000)
+        shown_batch = int(row.locator("[data-field=batch]").inner_text().replace(",", ""))
+        assert shown_batch >= 1 and shown_batch <= (stream_row(s, spec, ledger).last_batch_id or 0)
+        lag_text = row.locator("[data-field=lag]").inner_text()
+        assert lag_text.replace(",", "").isdigit()
+        page.screenshot(path=str(shots / "streams.png"))
+
+        # the app's page: charts over the last hour, then the resize DAG's form with the app filled in
+        row.locator("a.app-link").click()
+        expect(frame.locator("#title")).to_have_text(APP, timeout=30_000)
+        expect(frame.locator("[data-chart]")).to_have_count(6, timeout=30_000)
+        assert frame.locator("[data-chart] polyline").count() >= 4
+        frame.locator('button[data-dag="streamops_resize"]').click()
+        form = frame.locator('form.trigger-form[data-dag="streamops_resize"]')
+        expect(form).to_be_visible(timeout=30_000)
+        expect(form.locator("[name=app]")).to_have_value(APP)
+        form.locator("[name=parallelism]").fill("2")
+        form.locator("[name=strategy]").select_option("live")
+        form.locator("button[type=submit]").click()
+        status_line = form.locator(".trigger-status[data-run-id]")
+        expect(status_line).to_be_visible(timeout=30_000)
+        run_id = status_line.get_attribute("data-run-id")
+
+        def resized() -> bool:
+            run = _request(s, "GET", f"/api/v2/dags/streamops_resize/dagRuns/{run_id}", token)[1]
+            assert run["state"] != "failed", run
+            return run["state"] == "success"
+
+        _until("the resize run the page triggered succeeds", resized, 420, 2)
+        resize = ledger.operations(APP, limit=1, kind="resize")[0]
+        assert resize["outcome"] == "succeeded" and resize["requested_by"].startswith(
+            f"airflow:streamops_resize/{run_id}/")
+        assert ledger.desired(APP)["parallelism"] == 2
+        frame.locator("dialog button", has_text="Cancel").click()
+        # the resize is drawn on the charts (the page refreshes every 5 s)
+        expect(frame.locator('[data-chart] line.marker[data-kind="resize"]').first).to_be_attached(timeout=30_000)
+        _until("two executors in the row", lambda: stream_row(s, spec, ledger).executors == 2, 240)
+        page.wait_for_timeout(6_000)  # a refresh with the new executors drawn
+        page.screenshot(path=str(shots / "streams-app.png"), full_page=True)
+    finally:
+        driver.stop(s, APP, now=True)
+        ledger.close()

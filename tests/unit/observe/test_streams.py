@@ -1,0 +1,92 @@
+"""``observe.streams``: a progress line as a point (Spark's lag and the records read per
+partition), an app's health, its row from the ledger and its files, its history across a rotation."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from streamops.ledger import Ledger
+from streamops.observe import streams as so
+from streamops.platform.appdir import AppDir
+from streamops.settings import Settings
+from streamops.spec import AppSpec
+
+pytestmark = pytest.mark.unit
+
+SPEC = AppSpec(name="app1", job="jobs.orders", input_topics=["in"], output_topic="out")
+T0 = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
+
+
+def line(batch: int, at: datetime, *, start: dict | None, end: dict, latest: dict, rate: float = 100.0) -> dict:
+    dumps = lambda o: json.dumps(o, separators=(",", ":"))  # noqa: E731
+    return {"batch_id": batch, "timestamp": at.isoformat().replace("+00:00", "Z"), "input_rows": 10,
+            "input_rows_per_s": 50.0, "processed_rows_per_s": rate, "duration_ms": {"triggerExecution": 800},
+            "end_offsets": [dumps(end)], "start_offsets": [dumps(start) if start else "null"],
+            "latest_offsets": [dumps(latest)], "state_rows": 7, "state_bytes": 4096, "executors": 2}
+
+
+def test_a_progress_line_gives_the_lag_and_the_records_read_per_partition() -> None:
+    p = so.point(line(3, T0, start={"in": {"0": 10, "1": 0}}, end={"in": {"0": 40, "1": 5}},
+                      latest={"in": {"0": 100, "1": 5}}))
+    assert p.lag == {"in/0": 60, "in/1": 0} and p.total_lag == 60
+    assert p.read == {"in/0": 30, "in/1": 5}  # skew: one partition read six times the other
+    assert (p.batch_id, p.at_ms, p.duration_ms, p.executors) == (3, int(T0.timestamp() * 1000), 800, 2)
+    first = so.point(line(0, T0, start=None, end={"in": {"0": 4}}, latest={"in": {"0": 4}}))
+    assert first.read == {} and first.lag == {"in/0": 0}  # the first batch has no start offsets
+
+
+@pytest.mark.parametrize(("desired", "observed", "age", "expected"), [
+    (None, None, None, "not deployed"),
+    ({"status": "running"}, {"status": "running"}, 3.0, "healthy"),
+    ({"status": "running"}, {"status": "running"}, so.STALE_AFTER_S + 1, "stale"),
+    ({"status": "running"}, {"status": "crash-loop"}, 3.0, "crash-loop"),
+    ({"status": "running"}, {"status": "crashed"}, 3.0, "failed"),
+    ({"status": "running"}, {"status": "starting"}, 3.0, "starting"),
+    ({"status": "running"}, None, None, "starting"),
+    ({"status": "stopped"}, {"status": "stopped"}, 500.0, "stopped"),
+    ({"status": "stopped"}, {"status": "crash-loop"}, 500.0, "crash-loop"),
+])
+def test_health(desired, observed, age, expected) -> None:
+    assert so.health(desired, observed, age) == expected
+
+
+def test_the_row_of_a_running_app(tmp_path) -> None:
+    settings = Settings(home=tmp_path)
+    ledger = Ledger.open(settings.ledger_db_url)
+    d = AppDir.of(settings, "app1")
+    for i in range(3):
+        d.append_progress(line(i, T0 + timedelta(seconds=2 * i), start={"in": {"0": 10 * i}},
+                               end={"in": {"0": 10 * i + 10}}, latest={"in": {"0": 200}}, rate=95.0))
+    ledger.set_desired("app1", status="running", parallelism=2, who="t")
+    ledger.report_observed("app1", status="running", parallelism=2, executors=2, heartbeat_at=T0)
+    ledger.add_savepoint(id="sp1", app="app1", batch_id=1, path="/x", sha256="0" * 64, bytes=10, offsets={},
+                         created_at=T0)
+    ledger.record("app1", "verify", {"batch_id": 2}, who="t", outcome="failed", error="changelog differs",
+                  after={"categories": ["changelog.different"]})
+    ledger.set_output_version("app1", "v2", who="t")
+    row = so.stream_row(settings, SPEC, ledger, now=T0.timestamp() + 10)
+    ledger.close()
+    assert (row.health, row.desired_parallelism, row.executors, row.heartbeat_age_s) == ("healthy", 2, 2, 10.0)
+    assert (row.last_batch_id, row.lag_records, row.lag_seconds) == (2, 170, round(170 / 95.0, 1))
+    assert row.last_batch_age_s == 6.0 and (row.state_rows, row.state_bytes) == (7, 4096)
+    assert row.newest_savepoint["id"] == "sp1" and row.output_topic == "out.v2"
+    assert row.last_verify["outcome"] == "failed" and row.last_verify["report"]["categories"] == ["changelog.different"]
+
+
+def test_history_spans_the_rotated_file_and_the_window(tmp_path) -> None:
+    settings = Settings(home=tmp_path)
+    d = AppDir.of(settings, "app1")
+    for i in range(40):
+        d.append_progress(line(i, T0 + timedelta(seconds=i), start={"in": {"0": i}}, end={"in": {"0": i + 1}},
+                               latest={"in": {"0": 50}}), max_bytes=4000)
+    files = d.progress_files()
+    assert [f.name for f in files] == ["batches.jsonl.1", "batches.jsonl"]
+    assert all(f.stat().st_size < 4000 + 1000 for f in files)  # rotated at the bound: two files at most
+    kept = so.history(settings, "app1")
+    assert [p.batch_id for p in kept] == list(range(kept[0].batch_id, 40)) and kept[0].batch_id > 0
+    recent = so.history(settings, "app1", since_ms=int((T0 + timedelta(seconds=35)).timestamp() * 1000))
+    assert [p.batch_id for p in recent] == [35, 36, 37, 38, 39]
+    assert d.last_progress()["batch_id"] == 39
