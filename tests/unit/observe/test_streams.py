@@ -21,7 +21,7 @@ T0 = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
 
 
 def line(batch: int, at: datetime, *, start: dict | None, end: dict, latest: dict, rate: float = 100.0) -> dict:
-    dumps = lambda o: json.dumps(o, separators=(",", ":"))  # noqa: E731
+    dumps = lambda o: json.dumps(o, separators=(",", ":"))
     return {"batch_id": batch, "timestamp": at.isoformat().replace("+00:00", "Z"), "input_rows": 10,
             "input_rows_per_s": 50.0, "processed_rows_per_s": rate, "duration_ms": {"triggerExecution": 800},
             "end_offsets": [dumps(end)], "start_offsets": [dumps(start) if start else "null"],
