@@ -33,6 +33,7 @@ ENV_VARS: dict[str, str] = {
     "airflow_port": "STREAMOPS_AIRFLOW_PORT",
     "airflow_worker_log_port": "STREAMOPS_AIRFLOW_WORKER_LOG_PORT",
     "airflow_trigger_log_port": "STREAMOPS_AIRFLOW_TRIGGER_LOG_PORT",
+    "metrics_port": "STREAMOPS_METRICS_PORT",
     "bootstrap_servers": "STREAMOPS_BOOTSTRAP_SERVERS",
     "spark_master": "STREAMOPS_SPARK_MASTER",
     "ledger_url": "STREAMOPS_LEDGER_URL",
@@ -74,6 +75,8 @@ class Settings(BaseModel):
     airflow_port: Port = Field(8080, ge=1, le=65535)
     airflow_worker_log_port: Port = Field(8793, ge=1, le=65535)
     airflow_trigger_log_port: Port = Field(8794, ge=1, le=65535)
+    #: the platform's Prometheus endpoint (``/metrics``, served by the supervisor)
+    metrics_port: Port = Field(9464, ge=1, le=65535)
     #: external services (production); default to the embedded ones
     bootstrap_servers: str | None = None
     spark_master: str | None = None
@@ -139,6 +142,10 @@ class Settings(BaseModel):
     def airflow_home(self) -> Path:
         return self.state_dir / "airflow"
 
+    @property
+    def metrics_url(self) -> str:
+        return f"http://{self.host}:{self.metrics_port}/metrics"
+
     def worker_ui_ports(self) -> list[int]:
         return [self.spark_worker_ui_port + i for i in range(self.spark_workers)]
 
@@ -153,6 +160,7 @@ class Settings(BaseModel):
             "airflow_port": self.airflow_port,
             "airflow_worker_log_port": self.airflow_worker_log_port,
             "airflow_trigger_log_port": self.airflow_trigger_log_port,
+            "metrics_port": self.metrics_port,
         }
         for i, p in enumerate(self.worker_ui_ports()):
             out["spark_worker_ui_port" if i == 0 else f"spark_worker_ui_port+{i}"] = p

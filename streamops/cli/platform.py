@@ -42,6 +42,8 @@ def cmd_platform_up(args: argparse.Namespace) -> int:
         "kafka_bootstrap": settings.kafka_bootstrap,
         "spark_master": settings.spark_master_url,
         "spark_ui": f"http://{settings.host}:{settings.spark_ui_port}",
+        "metrics": settings.metrics_url,
+        "streams_view": f"{settings.airflow_url}/plugin/streams",
         "components": rows,
     }
     groups = set(args.only or ("kafka", "spark", "airflow"))
@@ -49,8 +51,11 @@ def cmd_platform_up(args: argparse.Namespace) -> int:
     if "airflow" in groups:
         text.append(f"  Airflow UI    {settings.airflow_url}  (user admin; password in "
                     f"{manager.password_file(settings)})")
+        text.append(f"  Streams view  {info['streams_view']}")
     if "spark" in groups:
         text.append(f"  Spark master  {settings.spark_master_url}  (UI {info['spark_ui']})")
+    if "supervisor" in groups or not args.only:
+        text.append(f"  Metrics       {settings.metrics_url}  (Prometheus)")
     if "kafka" in groups:
         from streamops.kafka.security import describe
 
@@ -66,15 +71,17 @@ def cmd_platform_up(args: argparse.Namespace) -> int:
 def cmd_platform_status(args: argparse.Namespace) -> int:
     from streamops.platform import manager
 
-    rows = [s.to_dict() for s in manager.status(settings_from(args), only=args.only)]
+    settings = settings_from(args)
+    rows = [s.to_dict() for s in manager.status(settings, only=args.only)]
     down = [r["name"] for r in rows if not r["running"]]
     unhealthy = [r["name"] for r in rows if r["running"] and not r["healthy"]]
     summary = ("all components healthy" if not down and not unhealthy else
                "; ".join(part for part in (f"not running: {', '.join(down)}" if down else "",
                                            f"unhealthy: {', '.join(unhealthy)}" if unhealthy else "") if part)
                + " (start them with `streamops platform up`)")
-    emit(args, {"components": rows, "healthy": not down and not unhealthy, "down": down, "unhealthy": unhealthy},
-         status_table(rows) + "\n\n" + summary)
+    emit(args, {"components": rows, "healthy": not down and not unhealthy, "down": down, "unhealthy": unhealthy,
+                "metrics": settings.metrics_url, "streams_view": f"{settings.airflow_url}/plugin/streams"},
+         status_table(rows) + "\n\n" + summary + f"\nMetrics: {settings.metrics_url}")
     return 0 if not down and not unhealthy else 1  # scripts and health checks can rely on it
 
 

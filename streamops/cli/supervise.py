@@ -31,6 +31,7 @@ def cmd_supervise(args: argparse.Namespace) -> int:
                            "`streamops platform down --only supervisor` stops it.")
     ledger = Ledger.open(settings.ledger_db_url)
     sup = Supervisor(settings, dict(spec_file.specs), ledger, spec_file=spec_file)
+    server = None
     try:
         if args.once:
             actions = sup.reconcile_once()
@@ -38,12 +39,18 @@ def cmd_supervise(args: argparse.Namespace) -> int:
             emit(args, {a: {"action": x.kind, "reason": x.reason} for a, x in actions.items()},
                  "\n".join(f"{a}: {x.kind} ({x.reason})" for a, x in actions.items()))
             return 0
+        from streamops.observe.metrics import serve
+
+        # the platform's Prometheus endpoint (its URL: `platform status --json`), on the apps it supervises
+        server, _thread = serve(settings, lambda: dict(sup.specs))
         stop = threading.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())
         sup.run(stop, interval=args.interval)
         return 0
     finally:
+        if server is not None:
+            server.shutdown()
         ledger.close()
         lock.release()
 

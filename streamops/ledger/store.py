@@ -258,6 +258,15 @@ class Ledger:
         with self.engine.connect() as conn:
             return [_row(r) for r in conn.execute(q)]
 
+    def operation_counts(self, app: str) -> dict[tuple[str, str], int]:
+        """(kind, outcome) -> how many of the app's operations (the metrics' counter)."""
+        from sqlalchemy import func
+
+        q = (select(t.operations.c.kind, t.operations.c.outcome, func.count())
+             .where(t.operations.c.app == app).group_by(t.operations.c.kind, t.operations.c.outcome))
+        with self.engine.connect() as conn:
+            return {(k, o): int(n) for k, o, n in conn.execute(q)}
+
     def get_operation(self, op_id: int) -> dict[str, Any] | None:
         with self.engine.connect() as conn:
             r = conn.execute(select(t.operations).where(t.operations.c.id == op_id)).first()

@@ -138,6 +138,7 @@ def build(settings: Settings) -> list[Component]:
     ]
     # last: it launches app drivers, which need the broker and Spark
     comps.append(Component("supervisor", "supervisor", (sys.executable, "-m", "streamops.cli", "supervise"),
+                           ports=((settings.metrics_port, env["metrics_port"]),),  # its /metrics
                            start_timeout=60))
     return comps
 

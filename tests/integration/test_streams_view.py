@@ -5,7 +5,8 @@ Log in through Airflow's own login page, open Browse > Streams, see the deployed
 and executors the platform knows; open the app's page and its charts; open the resize DAG's
 trigger form from the page (the app filled in) and resize the app through it; see the resize
 drawn on the charts. Also: the plugin's routes refuse a request without Airflow's login, and a
-DAG's "Stream app" tab leads to its app's page. Screenshots go to ``STREAMOPS_SCREENSHOTS`` (a
+DAG's "Stream app" tab leads to its app's page; after the resize the platform's Prometheus
+endpoint gives the same executors, parallelism and operation counts as ``status --json``. Screenshots go to ``STREAMOPS_SCREENSHOTS`` (a
 folder; default: the test's temporary folder): docs/img/ holds the ones the README shows.
 """
 
@@ -41,6 +42,13 @@ def _until(what: str, fn, timeout: float = 120.0, every: float = 1.0):
         assert time.time() < deadline, f"not within {timeout:.0f} s: {what}"
         time.sleep(every)
     return out
+
+
+def _samples(text: str) -> dict[tuple[str, tuple], float]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {(x.name, tuple(sorted(x.labels.items()))): x.value
+            for fam in text_string_to_metric_families(text) for x in fam.samples}
 
 
 def _get(url: str, headers: dict | None = None) -> tuple[int, str, str]:
@@ -146,6 +154,21 @@ def test_the_streams_view_shows_the_apps_and_resizes_one_from_its_page(
         _until("two executors in the row", lambda: stream_row(s, spec, ledger).executors == 2, 240)
         page.wait_for_timeout(6_000)  # a refresh with the new executors drawn
         page.screenshot(path=str(shots / "streams-app.png"), full_page=True)
+
+        # the platform's Prometheus endpoint (its URL in `platform status --json`) says what status says
+        r = app.cli("platform", "status", "--json")
+        assert json.loads(r.stdout)["metrics"] == s.metrics_url, r.stdout[-2000:]
+        with urllib.request.urlopen(s.metrics_url, timeout=30) as resp:
+            scraped = _samples(resp.read().decode())
+        st = json.loads(app.cli("status", APP, "--json", "--no-lag").stdout)
+        me = (("app", APP),)
+        assert scraped[("streamops_app_executors", me)] == st["observed"]["executors"] == 2
+        assert scraped[("streamops_app_parallelism_desired", me)] == st["desired"]["parallelism"] == 2
+        assert scraped[("streamops_app_up", me)] == 1.0
+        assert scraped[("streamops_app_last_batch_id", me)] >= st["last_batch"]["batch_id"] - 1
+        resizes = [o for o in ledger.operations(APP, limit=100) if o["kind"] == "resize"]
+        assert scraped[("streamops_operations_total", (("app", APP), ("kind", "resize"), ("outcome", "succeeded")))] \
+            == sum(o["outcome"] == "succeeded" for o in resizes) >= 1
     finally:
         driver.stop(s, APP, now=True)
         ledger.close()

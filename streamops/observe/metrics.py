@@ -1,0 +1,112 @@
+"""The platform's Prometheus metrics (``prometheus-client``), computed at each scrape from what the
+Streams view reads (``observe.streams``) and the ledger; served by the supervisor on
+``Settings.metrics_url`` (``serve``). Names follow Prometheus' conventions (base units, ``_total``
+for counters) with the labels this field uses: ``app``, ``topic``, ``partition``.
+
+docs/operations.md, "Metrics", lists them; ``include/grafana/streamops.json`` is a dashboard on them.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from streamops.settings import Settings
+
+log = logging.getLogger(__name__)
+
+HEALTHS = ("healthy", "starting", "stale", "failed", "crash-loop", "stopped", "not deployed")
+
+
+def _gauge(name: str, doc: str, labels: tuple[str, ...] = ("app",)) -> GaugeMetricFamily:
+    return GaugeMetricFamily(f"streamops_{name}", doc, labels=list(labels))
+
+
+class PlatformCollector(Collector):
+    """One scrape: every app's row and last batch, the ledger's operation counts."""
+
+    def __init__(self, settings: Settings, specs: Callable[[], dict[str, Any]]) -> None:
+        self.settings, self.specs = settings, specs
+
+    def collect(self) -> Iterator[Any]:
+        from streamops.ledger import Ledger
+        from streamops.observe.streams import last_point, stream_row
+
+        g = {
+            "up": _gauge("app_up", "1 if the app's health is healthy"),
+            "health": _gauge("app_health", "1 for the app's health, 0 for the others", ("app", "health")),
+            "desired": _gauge("app_parallelism_desired", "executors the ledger's desired state asks for"),
+            "observed": _gauge("app_executors", "executors the driver has"),
+            "lag": _gauge("app_lag_records", "records behind after the last batch (Spark's latest offset - end offset)",
+                          ("app", "topic", "partition")),
+            "lag_total": _gauge("app_lag_records_total_partitions", "records behind over all input partitions"),
+            "lag_s": _gauge("app_lag_seconds", "the lag at the last batch's processing rate"),
+            "in": _gauge("app_input_records_per_second", "the last batch's input rate"),
+            "done": _gauge("app_processed_records_per_second", "the last batch's processing rate"),
+            "dur": _gauge("app_batch_duration_seconds", "the last batch's duration (trigger execution)"),
+            "age": _gauge("app_last_batch_age_seconds", "seconds since the last batch"),
+            "hb": _gauge("app_heartbeat_age_seconds", "seconds since the driver's last heartbeat"),
+            "rows": _gauge("app_state_rows", "rows in the app's state store"),
+            "bytes": _gauge("app_state_bytes", "memory the app's state store uses"),
+            "batch": _gauge("app_last_batch_id", "the last batch's id"),
+            "read": _gauge("app_batch_input_records", "records the last batch read per input partition (skew)",
+                           ("app", "topic", "partition")),
+            "crash": _gauge("app_crash_loop", "1 while the supervisor has given up on the app (crash loop)"),
+        }
+        ops = CounterMetricFamily("streamops_operations", "operations in the ledger by kind and outcome",
+                                  labels=["app", "kind", "outcome"])
+        try:
+            ledger = Ledger.open(self.settings.ledger_db_url)
+        except Exception as exc:  # noqa: BLE001 - a scrape must answer; the ledger's outage is its own alert
+            log.warning("metrics: ledger unavailable (%s)", str(exc).splitlines()[0][:200])
+            return
+        try:
+            for name, spec in sorted(self.specs().items()):
+                row = stream_row(self.settings, spec, ledger)
+                last = last_point(self.settings, name)
+                g["up"].add_metric([name], 1.0 if row.health == "healthy" else 0.0)
+                for h in HEALTHS:
+                    g["health"].add_metric([name, h], 1.0 if row.health == h else 0.0)
+                g["crash"].add_metric([name], 1.0 if row.crash_loop else 0.0)
+                for key, value in (("desired", row.desired_parallelism), ("observed", row.executors),
+                                   ("lag_total", row.lag_records), ("lag_s", row.lag_seconds),
+                                   ("in", row.input_rate), ("done", row.processing_rate),
+                                   ("age", row.last_batch_age_s), ("hb", row.heartbeat_age_s),
+                                   ("rows", row.state_rows), ("bytes", row.state_bytes), ("batch", row.last_batch_id),
+                                   ("dur", None if row.last_batch_duration_ms is None
+                                    else row.last_batch_duration_ms / 1000)):
+                    if value is not None:
+                        g[key].add_metric([name], float(value))
+                if last is not None:
+                    for tp, n in sorted(last.lag.items()):
+                        topic, _, part = tp.rpartition("/")
+                        g["lag"].add_metric([name, topic, part], float(n))
+                    for tp, n in sorted(last.read.items()):
+                        topic, _, part = tp.rpartition("/")
+                        g["read"].add_metric([name, topic, part], float(n))
+                for (kind, outcome), n in sorted(ledger.operation_counts(name).items()):
+                    ops.add_metric([name, kind, outcome], float(n))
+        finally:
+            ledger.close()
+        yield from g.values()
+        yield ops
+
+
+def registry(settings: Settings, specs: Callable[[], dict[str, Any]]):
+    from prometheus_client import CollectorRegistry
+
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(PlatformCollector(settings, specs))
+    return reg
+
+
+def serve(settings: Settings, specs: Callable[[], dict[str, Any]]) -> tuple[Any, threading.Thread]:
+    """Serve ``/metrics`` on ``settings.metrics_port`` in a daemon thread; returns (server, thread)."""
+    from prometheus_client import start_http_server
+
+    return start_http_server(settings.metrics_port, addr=settings.host, registry=registry(settings, specs))
