@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -35,7 +36,7 @@ class PlatformCollector(Collector):
 
     def collect(self) -> Iterator[Any]:
         from streamops.ledger import Ledger
-        from streamops.observe.streams import last_point, stream_row
+        from streamops.observe.streams import dlq_per_minute, last_point, recent, stream_row
 
         g = {
             "up": _gauge("app_up", "1 if the app's health is healthy"),
@@ -57,6 +58,10 @@ class PlatformCollector(Collector):
             "read": _gauge("app_batch_input_records", "records the last batch read per input partition (skew)",
                            ("app", "topic", "partition")),
             "crash": _gauge("app_crash_loop", "1 while the supervisor has given up on the app (crash loop)"),
+            "dlq": _gauge("app_dlq_records_per_minute", "records sent to the DLQ per minute over the last 5 minutes",
+                          ("app", "reason")),
+            "wm": _gauge("app_watermark_seconds", "jobs with stream time: the watermark as of the last batch "
+                                                  "(epoch seconds)"),
         }
         ops = CounterMetricFamily("streamops_operations", "operations in the ledger by kind and outcome",
                                   labels=["app", "kind", "outcome"])
@@ -89,12 +94,30 @@ class PlatformCollector(Collector):
                     for tp, n in sorted(last.read.items()):
                         topic, _, part = tp.rpartition("/")
                         g["read"].add_metric([name, topic, part], float(n))
+                now_ms = int(time.time() * 1000)
+                recent_points = recent(self.settings, name, since_ms=now_ms - 300_000)
+                for reason, rate in sorted(dlq_per_minute(recent_points, now_ms=now_ms).items()):
+                    g["dlq"].add_metric([name, reason], rate)
+                wm = _watermark(self.settings, spec)
+                if wm is not None:
+                    g["wm"].add_metric([name], wm / 1000)
                 for (kind, outcome), n in sorted(ledger.operation_counts(name).items()):
                     ops.add_metric([name, kind, outcome], float(n))
         finally:
             ledger.close()
         yield from g.values()
         yield ops
+
+
+def _watermark(settings: Settings, spec: Any) -> int | None:
+    """The watermark (ms) of the app's last committed batch's clocks, for jobs with stream time."""
+    from streamops.checkpoints import layout
+    from streamops.spark.session import checkpoint_dir
+
+    ckpt = checkpoint_dir(settings, spec)
+    batch = layout.last_committed_batch(ckpt)
+    clocks = layout.read_clocks(ckpt, batch) if batch is not None else None
+    return clocks.watermark if clocks is not None else None
 
 
 def registry(settings: Settings, specs: Callable[[], dict[str, Any]]):

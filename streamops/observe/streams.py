@@ -47,6 +47,8 @@ class BatchPoint:
     lag: dict[str, int] = field(default_factory=dict)
     #: "topic/partition" -> records the batch read (skew across input partitions)
     read: dict[str, int] = field(default_factory=dict)
+    #: reason -> records the batch sent to the DLQ
+    dlq: dict[str, int] = field(default_factory=dict)
 
     @property
     def total_lag(self) -> int | None:
@@ -88,7 +90,8 @@ def point(line: dict[str, Any]) -> BatchPoint:
     return BatchPoint(int(line["batch_id"]), _ms(line.get("timestamp")), int(line.get("input_rows") or 0),
                       line.get("input_rows_per_s"), line.get("processed_rows_per_s"),
                       durations.get("triggerExecution") if isinstance(durations, dict) else None,
-                      line.get("state_rows"), line.get("state_bytes"), line.get("executors"), lag, read)
+                      line.get("state_rows"), line.get("state_bytes"), line.get("executors"), lag, read,
+                      {str(k): int(v) for k, v in (line.get("dlq") or {}).items()})
 
 
 def _lines(path: Path) -> Iterator[dict[str, Any]]:
@@ -116,9 +119,26 @@ def history(settings: Settings, app: str, *, since_ms: int | None = None) -> lis
     return out
 
 
+def recent(settings: Settings, app: str, *, since_ms: int) -> list[BatchPoint]:
+    """The batches at or after ``since_ms`` among the newest half MiB of progress (cheap: a scrape's)."""
+    return [p for p in (point(line) for line in AppDir.of(settings, app).tail_progress() if "batch_id" in line)
+            if p.at_ms >= since_ms]
+
+
 def last_point(settings: Settings, app: str) -> BatchPoint | None:
     line = AppDir.of(settings, app).last_progress()
     return point(line) if line and "batch_id" in line else None
+
+
+def dlq_per_minute(points: Iterable[BatchPoint], *, now_ms: int, window_s: float = 300.0) -> dict[str, float]:
+    """reason -> DLQ records per minute over the batches of the last ``window_s`` seconds."""
+    since = now_ms - window_s * 1000
+    total: dict[str, int] = {}
+    for p in points:
+        if p.at_ms >= since:
+            for reason, n in p.dlq.items():
+                total[reason] = total.get(reason, 0) + n
+    return {reason: round(n * 60 / window_s, 3) for reason, n in total.items()}
 
 
 # -- one row per app ----------------------------------------------------------------------------------

@@ -115,6 +115,37 @@ class AppDir:
     def write(self, path: Path, payload: dict[str, Any]) -> None:
         write_json(path, payload)
 
+    def tail_progress(self, max_bytes: int = 512 * 1024) -> list[dict[str, Any]]:
+        """The newest lines of the progress files, about ``max_bytes`` of them, oldest first."""
+        import json
+
+        chunks: list[bytes] = []
+        left = max_bytes
+        for path in reversed(self.progress_files()):
+            try:
+                with open(path, "rb") as f:
+                    f.seek(0, 2)
+                    size = f.tell()
+                    f.seek(max(0, size - left))
+                    data = f.read()
+            except FileNotFoundError:
+                continue
+            if size > left:  # started mid-line
+                data = data.split(b"\n", 1)[1] if b"\n" in data else b""
+            chunks.insert(0, data)
+            left -= len(data)
+            if left <= 0:
+                break
+        out = []
+        for raw in b"\n".join(chunks).splitlines():
+            try:
+                line = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(line, dict):
+                out.append(line)
+        return out
+
     def last_progress(self) -> dict[str, Any] | None:
         """The newest line of the progress file (read from its end)."""
         import json

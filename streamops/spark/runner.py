@@ -129,6 +129,21 @@ def batches_path(settings: Settings, app: str) -> Path:
     return app_dir(settings, app).progress
 
 
+def dlq_reasons(records: list, dlq_topic: str) -> dict[str, int]:
+    """A batch's DLQ records by reason (the header every DLQ record carries)."""
+    from streamops.spark.job_query import H_REASON
+
+    out: dict[str, int] = {}
+    for r in records:
+        if r.topic != dlq_topic:
+            continue
+        for k, v in r.headers or ():
+            if k == H_REASON:
+                reason = v.decode("utf-8", "replace")
+                out[reason] = out.get(reason, 0) + 1
+    return out
+
+
 def progress_line(progress: dict) -> dict:
     """One line of the progress file from Spark's own JSON of a ``StreamingQueryProgress``
     (rates Spark could not compute, NaN there, are left out of its JSON: None here)."""
@@ -150,7 +165,7 @@ def progress_line(progress: dict) -> dict:
 
 
 def progress_listener(app_dir: AppDir, reporter: ObservedReporter | None = None, name: str | None = None,
-                      executors: Callable[[], int | None] | None = None):
+                      extra: Callable[[int], dict] | None = None):
     """A StreamingQueryListener appending one JSON line per micro-batch (rates, durations, offsets)
     and reporting rates and state size as observed state; only the query called ``name`` if
     given (an executor's warm-up runs a query of its own beside the app's).
@@ -166,8 +181,8 @@ def progress_listener(app_dir: AppDir, reporter: ObservedReporter | None = None,
         if name is not None and progress.get("name") != name:
             return
         line = progress_line(progress)
-        if executors is not None:
-            line["executors"] = executors()
+        if extra is not None:  # what the driver knows of the batch: executors, DLQ records by reason
+            line.update(extra(line["batch_id"]))
         app_dir.append_progress(line)
         if reporter is not None:
             reporter.report(input_rate=line["input_rows_per_s"], processing_rate=line["processed_rows_per_s"],
@@ -326,6 +341,7 @@ class AppDriver:
         self.options, self.stop, self.targets = options, stop, targets
         self.dir = AppDir.of(settings, spec.name)
         self.last_executors: int | None = None  # as of the last committed batch (the progress file)
+        self._facts: dict[int, dict] = {}  # batch id -> what its progress line adds (``batch_facts``)
         self.heartbeat = self.dir.heartbeat
         self.reporter = ObservedReporter(settings, spec.name)
         self.parallelism = options.parallelism or spec.parallelism.default
@@ -356,8 +372,7 @@ class AppDriver:
                         spark_app_id=self.spark.sparkContext.applicationId, parallelism=self.parallelism,
                         executors=None, last_batch=None, error=None)
         self.settle_executors(timeout=60)
-        self.spark.streams.addListener(progress_listener(self.dir, reporter, spec.name,
-                                                         executors=lambda: self.last_executors))
+        self.spark.streams.addListener(progress_listener(self.dir, reporter, spec.name, extra=self.batch_facts))
         failures = 0
         final = "stopped"
         opts = self.options
@@ -443,6 +458,7 @@ class AppDriver:
                 "heartbeat_ms": int(time.time() * 1000), "started_ms": int(started * 1000),
             })
             self.last_executors = self._executors()
+            self._facts[batch_id] = {"executors": self.last_executors, "dlq": dlq_reasons(records, spec.dlq_topic)}
             reporter.report(status="running", last_batch=batch_id, executors=self.last_executors, error=None)
 
         topics = list(spec.input_topics)
@@ -508,6 +524,13 @@ class AppDriver:
             if query.isActive:
                 query.stop()
             committer.close()
+
+    def batch_facts(self, batch_id: int) -> dict:
+        """For the progress line of ``batch_id`` (Spark reports it after the batch's sink ran)."""
+        facts = self._facts.pop(batch_id, {"executors": self.last_executors})
+        for old in [b for b in self._facts if b < batch_id]:  # a batch Spark reported no progress for
+            del self._facts[old]
+        return facts
 
     def _executors(self) -> int:
         """Executors registered with the driver (local mode: the driver itself, 1); with live

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import time
 import urllib.error
@@ -108,13 +109,14 @@ def test_the_streams_view_shows_the_apps_and_resizes_one_from_its_page(
         page.locator("input[name=username]").fill("admin")
         page.locator("input[name=password]").fill(json.loads(manager.password_file(s).read_text())["admin"])
         page.locator("button[type=submit]").click()
-        page.wait_for_url("**/plugin/streams", timeout=60_000)
+        page.wait_for_url(re.compile(r".*/plugin/streams.*"), timeout=60_000)
         frame = page.frame_locator("iframe")
         row = frame.locator(f'tr[data-app="{APP}"]')
         expect(row).to_be_visible(timeout=60_000)
-        expect(row.locator("[data-health]")).to_have_text("healthy", timeout=60_000)
+        expect(row.locator("[data-field=health] [data-health]")).to_have_text("healthy", timeout=60_000)
         # what the row shows is what the platform knows (the same numbers as `status`)
-        want = stream_row(s, spec, ledger)
+        want = _until("the driver reported its executors",
+                      lambda: (r := stream_row(s, spec, ledger)).executors is not None and r, 120)
         expect(row.locator("[data-field=executors]")).to_have_text(f"{want.executors:,}", timeout=30_000)
         shown_batch = int(row.locator("[data-field=batch]").inner_text().replace(",", ""))
         assert shown_batch >= 1 and shown_batch <= (stream_row(s, spec, ledger).last_batch_id or 0)

@@ -90,3 +90,17 @@ def test_history_spans_the_rotated_file_and_the_window(tmp_path) -> None:
     recent = so.history(settings, "app1", since_ms=int((T0 + timedelta(seconds=35)).timestamp() * 1000))
     assert [p.batch_id for p in recent] == [35, 36, 37, 38, 39]
     assert d.last_progress()["batch_id"] == 39
+
+
+def test_the_newest_batches_and_their_dlq_rate(tmp_path) -> None:
+    settings = Settings(home=tmp_path)
+    d = AppDir.of(settings, "app1")
+    for i in range(60):  # one batch every 10 s for 10 minutes, 3 bad records each, 1 late every other
+        ln = line(i, T0 + timedelta(seconds=10 * i), start={"in": {"0": i}}, end={"in": {"0": i + 1}},
+                  latest={"in": {"0": 70}})
+        d.append_progress({**ln, "dlq": {"bad_json": 3, **({"late": 1} if i % 2 else {})}}, max_bytes=20_000)
+    now_ms = int((T0 + timedelta(seconds=600)).timestamp() * 1000)
+    assert len(d.progress_files()) == 2  # the newest batches span the rotated file and the current one
+    pts = so.recent(settings, "app1", since_ms=now_ms - 300_000)
+    assert [p.batch_id for p in pts] == list(range(30, 60))
+    assert so.dlq_per_minute(pts, now_ms=now_ms) == {"bad_json": 18.0, "late": 3.0}  # 90 and 15 in 5 minutes
