@@ -4,8 +4,8 @@ One DAG per operation (deploy, resize, stop, restore, rebuild-state, reset, prom
 specs' apps), the parallelism (integer range) and the strategy (enum) before a run is created;
 the app's own limits are checked again by the core before anything changes. One scale-window
 DAG per app, scheduled at its windows' starts and ends, with a manual ``override``, and one
-savepoint DAG per app on the spec's savepoint schedule, and compaction and verification DAGs per
-app on the spec's maintenance schedules. Waiting for
+savepoint DAG per app on the spec's savepoint schedule, compaction and verification DAGs per
+app on the spec's maintenance schedules, and a watch DAG per app whose task fails on an alert. Waiting for
 convergence is deferred to the triggerer: no worker slot is held while an app converges.
 
 Every DAG is active from its first parse (``is_paused_upon_creation=False``): a run triggered
@@ -35,6 +35,7 @@ from streamops_airflow.operators import (
     ScaleWindowsOperator,
     StopAppOperator,
     VerifyOperator,
+    WatchAppOperator,
 )
 
 from streamops.exceptions import ConfigError
@@ -261,6 +262,20 @@ for _name, _spec in SPECS.items():
     ):
         VerifyOperator(task_id="verify", app=_name)
 
+
+    with DAG(
+        dag_id=f"streamops_watch__{_name}",
+        # one run after the other, each watching an hour in the triggerer (no worker slot)
+        schedule=_spec.scheduled("@continuous"),
+        tags=["streamops", "alerts", _name],
+        doc_md=f"Alerts for `{_name}`: the task fails when the app crash-loops, a verification fails, its lag "
+               f"passes {_spec.alerts.max_lag_seconds} s or its DLQ rate {_spec.alerts.max_dlq_per_minute} "
+               f"records/min (the spec's `alerts`). Each condition fails one run when it starts; hang your "
+               f"notification on this DAG's failures (`on_failure_callback`, email).",
+        params={},
+        **{**COMMON, "start_date": datetime(2026, 1, 1)},
+    ):
+        WatchAppOperator(task_id="watch", app=_name)
 
     with DAG(
         dag_id=f"streamops_savepoint__{_name}",

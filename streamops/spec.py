@@ -140,6 +140,19 @@ class ReprocessPolicy(BaseModel):
         return _cron(v)
 
 
+class AlertPolicy(BaseModel):
+    """What the app's watch DAG (``streamops_watch__APP``) fails on, besides a crash loop and a
+    failed verification, which always alert. None: that alert is off."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    #: the lag (records behind, at the last batch's processing rate) in seconds
+    max_lag_seconds: float | None = Field(300.0, gt=0)
+    #: DLQ records per minute over the last 5 minutes
+    max_dlq_per_minute: float | None = Field(None, gt=0)
+    #: how often the watch looks, seconds
+    check_every_s: float = Field(15.0, ge=1, le=3600)
+
+
 class ScaleWindow(BaseModel):
     """From each ``start`` (cron, UTC) until the next ``end`` the app runs at ``parallelism``."""
 
@@ -186,6 +199,7 @@ class AppSpec(BaseModel):
     maintenance: MaintenancePolicy = MaintenancePolicy()
     reprocess: ReprocessPolicy = ReprocessPolicy()
     scale_windows: tuple[ScaleWindow, ...] = ()
+    alerts: AlertPolicy = AlertPolicy()
     #: the version of the output the app writes (``reset --output-version`` / ``promote`` keep it in
     #: the ledger; see ``streamops.ledger.outputs``); None: ``output_topic`` itself
     output_version: str | None = Field(None, pattern=r"^v\d{1,6}$")

@@ -505,3 +505,34 @@ class VerifyOperator(BaseOperator):
         if not report.ok:
             raise AirflowException(f"verify {self.app} failed: {', '.join(report.categories)}\n{render(report)}")
         return report.to_dict()
+
+
+class WatchAppOperator(BaseOperator):
+    """Watch ``app`` for ``watch_s`` seconds in the triggerer (no worker slot): the task fails
+    with the alert when the app crash-loops, a verification fails, or its lag or DLQ rate passes
+    the spec's ``alerts`` limits; each condition alerts once when it starts (``observe.alerts``)."""
+
+    template_fields = ("app",)
+
+    def __init__(self, *, app: str, watch_s: float = 3600.0, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.app, self.watch_s = app, watch_s
+
+    def execute(self, context: Any) -> None:
+        import time
+        from datetime import UTC, datetime
+
+        from streamops_airflow.triggers import AppWatchTrigger
+
+        with _core(self.app, "watch"):
+            pass  # an app that is no longer in the spec fails here, not in the triggerer
+        since = datetime.now(UTC).isoformat()
+        self.defer(trigger=AppWatchTrigger(app=self.app, until=time.time() + self.watch_s, since_iso=since),
+                   method_name="execute_complete", timeout=timedelta(seconds=self.watch_s + 600))
+
+    def execute_complete(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
+        alerts = event.get("alerts") or []
+        if alerts:
+            raise AirflowException("; ".join(f"[{a['kind']}] {a['message']}" for a in alerts))
+        self.log.info("%s: no alert in %.0f s", self.app, self.watch_s)
+        return {"alerts": []}

@@ -69,3 +69,47 @@ class LedgerConvergenceTrigger(BaseTrigger):
     async def _dwell(self, started: float) -> None:
         if (left := self.min_dwell_s - (time.monotonic() - started)) > 0:
             await asyncio.sleep(left)
+
+
+class AppWatchTrigger(BaseTrigger):
+    """Watch one app in the triggerer (``streamops.observe.alerts``) until ``until`` (epoch s):
+    fire with the new alerts as soon as there are any, or with none at the end of the watch."""
+
+    def __init__(self, app: str, until: float, since_iso: str, min_dwell_s: float = MIN_DWELL_S) -> None:
+        super().__init__()
+        self.app, self.until, self.since_iso, self.min_dwell_s = app, until, since_iso, min_dwell_s
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (f"{type(self).__module__}.{type(self).__qualname__}",
+                {"app": self.app, "until": self.until, "since_iso": self.since_iso, "min_dwell_s": self.min_dwell_s})
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        from datetime import UTC, datetime
+
+        from streamops.ledger import Ledger
+        from streamops.ledger.outputs import load_live_spec
+        from streamops.observe.alerts import check, new_alerts
+        from streamops.platform.appdir import AppDir
+        from streamops.settings import Settings
+
+        started = time.monotonic()
+        since = datetime.fromisoformat(self.since_iso)
+        settings = Settings.from_env()
+        ledger = await asyncio.to_thread(Ledger.open, settings.ledger_db_url)
+        state = AppDir.of(settings, self.app).alerts
+        try:
+            while True:
+                spec = await asyncio.to_thread(load_live_spec, settings, self.app, ledger)
+                found = await asyncio.to_thread(check, settings, spec, ledger, since=since)
+                fresh = await asyncio.to_thread(new_alerts, state, found, datetime.now(UTC))
+                if fresh or time.time() >= self.until:
+                    await self._dwell(started)
+                    yield TriggerEvent({"alerts": [a.to_dict() for a in fresh]})
+                    return
+                await asyncio.sleep(spec.alerts.check_every_s)
+        finally:
+            ledger.close()
+
+    async def _dwell(self, started: float) -> None:
+        if (left := self.min_dwell_s - (time.monotonic() - started)) > 0:
+            await asyncio.sleep(left)

@@ -93,6 +93,11 @@ class AppDir:
         return self.root / "restarts.json"
 
     @property
+    def alerts(self) -> Path:
+        """``{alert key: firing since}``: what the app's watch has alerted on (``observe.alerts``)."""
+        return self.root / "alerts.json"
+
+    @property
     def reprocess_run(self) -> Path:
         """The range and output version of a reprocess driver (``--reprocess FILE``)."""
         return self.root / "reprocess.json"

@@ -240,3 +240,19 @@ def test_scheduled_dags_wait_for_their_next_tick_instead_of_running_the_last_one
             info = core.next_dagrun_info(last_automated_data_interval=None,
                                          restriction=TimeRestriction(earliest=earliest, latest=None, catchup=False))
             assert info.run_after == expected, (now, earliest, info.run_after)
+
+
+def test_each_app_has_a_watch_dag_that_fails_on_an_alert(dags) -> None:
+    from airflow.exceptions import AirflowException
+
+    from streamops.spec import default_spec_path, load_specs
+
+    for name in load_specs(default_spec_path(REPO)):
+        dag = dags[f"streamops_watch__{name}"]
+        assert dag.max_active_runs == 1 and type(dag.timetable).__name__ == "ContinuousTimetable"
+        (task,) = dag.tasks
+        assert task.app == name
+    task = dags["streamops_watch__orders"].tasks[0]
+    assert task.execute_complete({}, {"alerts": []}) == {"alerts": []}
+    with pytest.raises(AirflowException, match=r"\[crash_loop\] orders: the supervisor gave up"):
+        task.execute_complete({}, {"alerts": [{"kind": "crash_loop", "message": "orders: the supervisor gave up"}]})
