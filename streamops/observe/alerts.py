@@ -32,10 +32,10 @@ def alerts_for(app: str, row: Any, policy: AlertPolicy, *, dlq_per_minute: dict[
     if verify and verify["outcome"] == "failed" and verify["at"] is not None and verify["at"] >= since:
         out.append(Alert("verify_failed", f"{app}: verification #{verify['id']} failed: "
                                           f"{(verify.get('error') or '')[:300]}"))
-    if policy.max_lag_seconds is not None and row.health == "healthy":
-        if row.lag_seconds is not None and row.lag_seconds > policy.max_lag_seconds:
-            out.append(Alert("lag", f"{app}: {row.lag_records:,} records behind, {row.lag_seconds:.0f} s at "
-                                    f"{row.processing_rate or 0:.0f} records/s (limit {policy.max_lag_seconds:.0f} s)"))
+    limit = policy.max_lag_seconds
+    if limit is not None and row.health == "healthy" and row.lag_seconds is not None and row.lag_seconds > limit:
+        out.append(Alert("lag", f"{app}: {row.lag_records:,} records behind, {row.lag_seconds:.0f} s at "
+                                f"{row.processing_rate or 0:.0f} records/s (limit {limit:.0f} s)"))
     if policy.max_dlq_per_minute is not None:
         rate = sum(dlq_per_minute.values())
         if rate > policy.max_dlq_per_minute:
