@@ -106,16 +106,46 @@ def _lines(path: Path) -> Iterator[dict[str, Any]]:
         return
 
 
-def history(settings: Settings, app: str, *, since_ms: int | None = None) -> list[BatchPoint]:
-    """The app's batches at or after ``since_ms`` (all it keeps, ``AppDir.append_progress``), in order."""
-    out = []
+def history(settings: Settings, app: str, *, since_ms: int | None = None, max_points: int | None = None
+            ) -> list[BatchPoint]:
+    """The app's batches at or after ``since_ms`` (all it keeps, ``AppDir.append_progress``), in
+    order; with ``max_points``, every n-th of them (the newest kept) so that about that many remain.
+
+    Only the lines it returns are parsed: the window's start is found by bisecting the lines (they
+    are in time order), so a chart of the last hour out of a day's history parses an hour's lines."""
+    raw: list[bytes] = []
     for path in AppDir.of(settings, app).progress_files():
-        for line in _lines(path):
-            if "batch_id" not in line:
-                continue
-            p = point(line)
-            if since_ms is None or p.at_ms >= since_ms:
-                out.append(p)
+        try:
+            raw += path.read_bytes().splitlines()
+        except FileNotFoundError:
+            continue
+
+    def parsed(i: int) -> BatchPoint | None:
+        try:
+            line = json.loads(raw[i])
+        except ValueError:
+            return None  # a line cut by a crash
+        return point(line) if isinstance(line, dict) and "batch_id" in line else None
+
+    lo = 0
+    if since_ms is not None:  # the first line at or after since_ms (an unreadable line counts as before)
+        hi = len(raw)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            p = parsed(mid)
+            if p is None or p.at_ms < since_ms:
+                lo = mid + 1
+            else:
+                hi = mid
+    idx = list(range(lo, len(raw)))
+    if max_points is not None and len(idx) > max_points:
+        step = -(-len(idx) // max_points)
+        idx = [*idx[:-1:step], idx[-1]]
+    out = []
+    for i in idx:
+        p = parsed(i)
+        if p is not None and (since_ms is None or p.at_ms >= since_ms):
+            out.append(p)
     return out
 
 
@@ -270,10 +300,7 @@ def app_view(settings: Settings, spec: AppSpec, ledger: Ledger, *, window_s: flo
     """``max_points``: a long window is thinned to about that many batches (every n-th, the last kept)."""
     now = time.time() if now is None else now
     since_ms = int((now - window_s) * 1000)
-    points = history(settings, spec.name, since_ms=since_ms)
-    if len(points) > max_points:
-        step = -(-len(points) // max_points)
-        points = [*points[:-1:step], points[-1]]
+    points = history(settings, spec.name, since_ms=since_ms, max_points=max_points)
     ops = ledger.operations(spec.name, limit=200, since=datetime.fromtimestamp(since_ms / 1000, UTC))
     return AppView(stream_row(settings, spec, ledger, now=now), since_ms, points, ops,
                    ledger.savepoints(spec.name)[:20])

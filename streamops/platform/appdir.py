@@ -24,9 +24,10 @@ if TYPE_CHECKING:
     from streamops.spec import AppSpec
 
 
-#: a progress file rotates at this size: two files hold about 2 x 8 MiB / 700 B = 24,000 batches,
-#: at one batch every 2 s about 13 hours of history per app (docs/operations.md, "Files and rotation")
-PROGRESS_MAX_BYTES = 8 * 1024 * 1024
+#: a progress file rotates at this size: the two files hold 16-32 MiB, at about 700 bytes a batch
+#: 24,000-48,000 batches: at one batch every 2 s, 13 to 26 hours of history per app (the Streams
+#: view's charts; docs/operations.md, "Files and rotation")
+PROGRESS_MAX_BYTES = 16 * 1024 * 1024
 
 
 class AppDir:

@@ -89,6 +89,8 @@ def test_history_spans_the_rotated_file_and_the_window(tmp_path) -> None:
     assert [p.batch_id for p in kept] == list(range(kept[0].batch_id, 40)) and kept[0].batch_id > 0
     recent = so.history(settings, "app1", since_ms=int((T0 + timedelta(seconds=35)).timestamp() * 1000))
     assert [p.batch_id for p in recent] == [35, 36, 37, 38, 39]
+    thin = so.history(settings, "app1", max_points=5)  # a long window's chart: every n-th, the newest kept
+    assert len(thin) <= 6 and thin[-1].batch_id == 39 and thin[0].batch_id == kept[0].batch_id
     assert d.last_progress()["batch_id"] == 39
 
 
