@@ -12,7 +12,6 @@ the app is added to that checkout's spec file and jobs/ as a user adds one to th
 from __future__ import annotations
 
 import json
-import time
 
 import yaml
 
@@ -23,6 +22,7 @@ from streamops.lifecycle.operations import read_heartbeat
 from streamops.platform import manager
 from streamops.spec import default_spec_path
 from tests.fixtures.apps import AppHarness
+from tests.fixtures.apps import until as _until
 from tests.integration.test_airflow_api import _request, _token
 from tests.integration.test_airflow_operations import _run
 
@@ -33,13 +33,6 @@ PER_APP_DAGS = (f"streamops_savepoint__{APP}", f"streamops_verify__{APP}")
 def _pids(s) -> dict[str, int | None]:
     return {c.name: c.pid for c in manager.status(s)}
 
-
-def _until(what: str, fn, timeout: float = 120.0, every: float = 1.0):
-    deadline = time.time() + timeout
-    while not (out := fn()):
-        assert time.time() < deadline, f"not within {timeout:.0f} s: {what}"
-        time.sleep(every)
-    return out
 
 
 def _committed(app: AppHarness) -> int:

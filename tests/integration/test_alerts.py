@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 
 from streamops.checkpoints.compat import FILE
 from streamops.kafka.read import latest_per_key
@@ -19,19 +18,13 @@ from streamops.ledger import Ledger
 from streamops.lifecycle import driver
 from streamops.spec import default_spec_path, get_app, load_job, load_specs
 from tests.fixtures.apps import AppHarness
+from tests.fixtures.apps import until as _until
 from tests.integration.test_airflow_api import _request, _token
 from tests.integration.test_airflow_operations import _run
 
 APP = "orders"
 WATCH = f"streamops_watch__{APP}"
 
-
-def _until(what: str, fn, timeout: float = 120.0, every: float = 1.0):
-    deadline = time.time() + timeout
-    while not (out := fn()):
-        assert time.time() < deadline, f"not within {timeout:.0f} s: {what}"
-        time.sleep(every)
-    return out
 
 
 def _watch_runs(s, token: str) -> list[dict]:

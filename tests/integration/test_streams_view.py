@@ -16,7 +16,6 @@ import json
 import os
 import re
 import shutil
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -29,6 +28,7 @@ from streamops.observe.streams import stream_row
 from streamops.platform import manager
 from streamops.spec import default_spec_path, get_app, load_specs
 from tests.fixtures.apps import AppHarness
+from tests.fixtures.apps import until as _until
 from tests.integration.test_airflow_api import _request, _token
 from tests.integration.test_airflow_operations import _run
 
@@ -36,13 +36,6 @@ APP = "orders"
 CHROMIUM_ARGS = ["--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
 
-
-def _until(what: str, fn, timeout: float = 120.0, every: float = 1.0):
-    deadline = time.time() + timeout
-    while not (out := fn()):
-        assert time.time() < deadline, f"not within {timeout:.0f} s: {what}"
-        time.sleep(every)
-    return out
 
 
 def _samples(text: str) -> dict[tuple[str, tuple], float]:

@@ -32,6 +32,9 @@ def test_a_progress_becomes_the_same_line_as_before() -> None:
         "duration_ms": PROGRESS["durationMs"],
         # the offsets as the JSON text Spark's offsets log holds (what str() of the Java value gave)
         "end_offsets": ['{"user-events":{"0":700,"1":690}}'],
+        # what the batch read and what there was to read, per partition (the Streams view's lag and skew)
+        "start_offsets": ['{"user-events":{"0":100,"1":90}}'],
+        "latest_offsets": ['{"user-events":{"0":700,"1":690}}'],
         "state_rows": 310, "state_bytes": 40960,
     }
 
