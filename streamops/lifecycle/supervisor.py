@@ -36,6 +36,10 @@ log = logging.getLogger("streamops.supervisor")
 WHO = "supervisor"
 
 
+#: a driver's log past this moves to ``driver.log.1``: at most twice this per app is kept
+DRIVER_LOG_MAX_BYTES = 32 * 1024 * 1024
+
+
 def heartbeat_file(settings: Settings) -> Path:
     return settings.state_dir / "supervisor.json"
 
@@ -304,8 +308,19 @@ class Supervisor:
         while not stop.is_set():
             self.reconcile_once()
             self.beat()
+            self.rotate_logs()
             stop.wait(interval)
         self.wait_idle(timeout=30)  # bounded: each action waits with a timeout of its own
+
+    def rotate_logs(self) -> None:
+        """The drivers' logs, bounded (``process.rotate_log``; docs/operations.md, "Files and rotation")."""
+        from streamops.platform.appdir import AppDir
+
+        for name in self.specs:
+            try:
+                process.rotate_log(AppDir.of(self.settings, name).log, DRIVER_LOG_MAX_BYTES)
+            except OSError as exc:
+                log.warning("%s: could not rotate the driver's log (%s)", name, exc)
 
     def beat(self) -> None:
         """The heartbeat operations look for (``operations.require_supervisor``), with what is under way."""

@@ -131,6 +131,27 @@ def shown(argv: Sequence[str]) -> list[str]:
     return [_SECRET_PROPERTY.sub(r"\1******", a) for a in argv]
 
 
+def rotate_log(path: Path, max_bytes: int) -> bool:
+    """Bound a log a running process appends to: past ``max_bytes`` its content moves to
+    ``path.1`` (the one before is dropped) and ``path`` is emptied in place, so the writer, which
+    opened it with O_APPEND (``spawn``), goes on at its new end ("copytruncate"; a line written
+    between the copy and the truncation is lost). Returns whether it rotated."""
+    try:
+        if path.stat().st_size <= max_bytes:
+            return False
+    except FileNotFoundError:
+        return False
+    import shutil
+
+    old = path.with_name(path.name + ".1")
+    tmp = path.with_name(f".{path.name}.1.tmp")
+    shutil.copyfile(path, tmp)
+    tmp.replace(old)
+    with open(path, "r+b") as f:
+        f.truncate(0)
+    return True
+
+
 def spawn(
     argv: Sequence[str],
     *,
