@@ -100,5 +100,8 @@ def test_a_crash_loop_and_a_failed_verification_each_fail_the_watch(platform, ka
         _failed_with(s, token, second, f"[verify_failed] orders: verification #{verify_id} failed")
     finally:
         _request(s, "PATCH", f"/api/v2/dags/{WATCH}", token, {"is_paused": True})
+        # stopped as an operator stops it: with the desired state stopped, or the supervisor
+        # would launch it again and hold the shared cluster's cores for the tests after this one
+        app.cli("stop", APP, "--now", timeout=180)
         driver.stop(s, APP, now=True)
         ledger.close()

@@ -167,5 +167,8 @@ def test_the_streams_view_shows_the_apps_and_resizes_one_from_its_page(
         assert scraped[("streamops_operations_total", (("app", APP), ("kind", "resize"), ("outcome", "succeeded")))] \
             == sum(o["outcome"] == "succeeded" for o in resizes) >= 1
     finally:
+        # stopped as an operator stops it: with the desired state stopped, or the supervisor
+        # would launch it again and hold the shared cluster's cores for the tests after this one
+        app.cli("stop", APP, "--now", timeout=180)
         driver.stop(s, APP, now=True)
         ledger.close()
