@@ -100,11 +100,23 @@ def test_tail_returns_last_lines(tmp_path: Path) -> None:
     assert "no log" in tail(tmp_path / "nope.log")
 
 
+def _until_sleeping(pid: int, timeout: float = 30.0) -> None:
+    """Until ``bash -c "trap '' TERM; sleep ..."`` reached its sleep (exec'd in place or a child)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        p = psutil.Process(pid)
+        if p.name() == "sleep" or any(c.name() == "sleep" for c in p.children()):
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"pid {pid} never reached its sleep")
+
+
 def test_a_tracked_process_is_known_by_its_start_ticks_not_psutils_create_time(tmp_path: Path) -> None:
     from streamops.platform.process import Tracked, start_ticks
 
     rec = spawn(["bash", "-c", "trap '' TERM; sleep 300"], env=_env(),
                 log_path=tmp_path / "c.log", pid_path=tmp_path / "c.pid")
+    _until_sleeping(rec.pid)  # TERM is ignored only once bash ran the trap (a full run's load delayed it)
     me = Tracked.of(rec.pid)
     assert me.ticks == start_ticks(rec.pid) == rec.ticks and me.running()
     assert not Tracked(rec.pid, me.ticks + 1).running()  # same pid, another start: a recycled pid
