@@ -19,12 +19,14 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timedelta
 
-from airflow.sdk import DAG, Param
+from airflow.sdk import DAG, AssetAny, Param, task
 from airflow.timetables.interval import CronDataIntervalTimetable
 from airflow.timetables.trigger import MultipleCronTriggerTimetable
+from streamops_airflow.assets import dlq_asset, output_asset
 from streamops_airflow.operators import (
     CompactOperator,
     DeployAppOperator,
+    DlqSummaryOperator,
     PromoteOperator,
     RebuildStateOperator,
     ReprocessOperator,
@@ -306,3 +308,45 @@ for _name, _spec in SPECS.items():
     ):
         ScaleWindowsOperator(task_id="scale", app=_name, override="{{ params.override }}",
                              strategy="{{ params.strategy }}", timeout_s="{{ params.timeout }}")
+
+
+# -- assets (streamops_airflow.assets) -------------------------------------------------------------
+_DLQ_ASSETS = [dlq_asset(n, spec=s) for n, s in sorted(SPECS.items()) if s.scheduled("@once") is not None]
+with DAG(
+    dag_id="streamops_dlq_summary",
+    # any app's DLQ asset: its watcher (the Kafka provider's message-queue trigger) sees a record
+    # no digest has counted; events that come while a run is queued join that run
+    schedule=AssetAny(*_DLQ_ASSETS) if _DLQ_ASSETS else None,
+    tags=["streamops", "alerts", "assets"],
+    doc_md="Digest the DLQ records written since the last digest, per app: counts by reason, offset ranges and "
+           "the newest few (headers decoded, values cut short), in the task log and its return value. Runs when "
+           "a new record reaches an app's DLQ topic (an asset watcher); a manual run digests every app, or `app`.",
+    params={"app": Param(None, type=["null", "string"], enum=[None, *APPS], title="App",
+                         description="Empty: every app.")},
+    **COMMON,
+):
+    DlqSummaryOperator(task_id="summarize", apps="{{ params.app }}")
+
+with DAG(
+    dag_id="streamops_output_batches",
+    schedule=AssetAny(*[output_asset(n, spec=s) for n, s in sorted(SPECS.items())]) if SPECS else None,
+    tags=["streamops", "assets", "example"],
+    doc_md="An example of a DAG downstream of the apps' output: it runs when an app has committed batches "
+           "(the output asset's event, at most one per the spec's `events.batch_every_s`) and logs what the "
+           "events say. Paused at creation: the watchers run only while a DAG is scheduled on the assets. "
+           "Schedule your own DAGs on `streamops_airflow.assets.output_asset(APP)`.",
+    params={},
+    **{**COMMON, "is_paused_upon_creation": True},
+):
+    @task(task_id="batches")
+    def batches(triggering_asset_events=None) -> list[dict]:
+        """Each event's payload: app, first_batch, last_batch, batches, input_records, committed_at_ms."""
+        out = []
+        for asset, evs in (triggering_asset_events or {}).items():
+            for ev in evs:
+                payload = (ev.extra or {}).get("payload") or {}
+                logging.getLogger(__name__).info("%s: %s", asset.name, payload)
+                out.append(payload)
+        return out
+
+    batches()

@@ -153,6 +153,15 @@ class AlertPolicy(BaseModel):
     check_every_s: float = Field(15.0, ge=1, le=3600)
 
 
+class EventPolicy(BaseModel):
+    """The app's Airflow assets (``streamops_airflow.assets``): how often its output asset
+    announces the batches committed since the last event."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    #: at most one output asset event per this many seconds (it carries every batch since the last)
+    batch_every_s: float = Field(60.0, ge=1, le=86400)
+
+
 class ScaleWindow(BaseModel):
     """From each ``start`` (cron, UTC) until the next ``end`` the app runs at ``parallelism``."""
 
@@ -200,6 +209,7 @@ class AppSpec(BaseModel):
     reprocess: ReprocessPolicy = ReprocessPolicy()
     scale_windows: tuple[ScaleWindow, ...] = ()
     alerts: AlertPolicy = AlertPolicy()
+    events: EventPolicy = EventPolicy()
     #: the version of the output the app writes (``reset --output-version`` / ``promote`` keep it in
     #: the ledger; see ``streamops.ledger.outputs``); None: ``output_topic`` itself
     output_version: str | None = Field(None, pattern=r"^v\d{1,6}$")

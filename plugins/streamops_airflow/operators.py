@@ -536,3 +536,45 @@ class WatchAppOperator(BaseOperator):
             raise AirflowException("; ".join(f"[{a['kind']}] {a['message']}" for a in alerts))
         self.log.info("%s: no alert in %.0f s", self.app, self.watch_s)
         return {"alerts": []}
+
+
+class DlqSummaryOperator(BaseOperator):
+    """Digest the DLQ records written since the last digest (``streamops.observe.dlq.digest_new``),
+    per app: counts by reason, the partitions' offset ranges, the newest few. Run by
+    ``streamops_dlq_summary`` when a DLQ asset's watcher sees a new record; ``apps`` empty: every app."""
+
+    template_fields = ("apps",)
+
+    def __init__(self, *, apps: Any = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.apps = apps
+
+    def execute(self, context: Any) -> list[dict[str, Any]]:
+        from streamops.observe.dlq import digest_new
+
+        events = context.get("triggering_asset_events") or {}
+        for asset in events:
+            self.log.info("triggered by %s: %d new DLQ record(s) seen", asset.name, len(events[asset]))
+        out = []
+        for app in self._apps():
+            with _core(app, "dlq summary") as (settings, spec, _ledger):
+                digest = digest_new(settings, spec)
+            for part, (first, end) in sorted(digest.ranges.items()):
+                self.log.info("%s[%s]: offsets %s..%s", digest.topic, part, first, end - 1)
+            self.log.info("%s: %d new DLQ record(s)%s; by reason: %s", app, digest.records,
+                          f" ({digest.skipped} older ones not read)" if digest.skipped else "",
+                          ", ".join(f"{r} {n}" for r, n in digest.by_reason.items()) or "none")
+            for r in digest.newest:
+                self.log.info("  %s[%s]@%s %s: key=%s value=%s", digest.topic, r.partition, r.offset, r.reason,
+                              r.key, r.value)
+            out.append(digest.to_dict())
+        return out
+
+    def _apps(self) -> list[str]:
+        from streamops.settings import Settings
+        from streamops.specfile import open_spec_file
+
+        if self.apps not in (None, "", "None", []):
+            return [self.apps] if isinstance(self.apps, str) else list(self.apps)
+        settings = Settings.from_env()
+        return sorted(open_spec_file(settings.repo, settings.state_dir).specs)

@@ -1,4 +1,5 @@
-"""Triggers: wait for an operation to converge in the triggerer, holding no worker slot."""
+"""Triggers: wait for an operation to converge, watch an app, announce its batches: in the
+triggerer, holding no worker slot."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from airflow.triggers.base import BaseTrigger, TriggerEvent
+from airflow.triggers.base import BaseEventTrigger, BaseTrigger, TriggerEvent
 
 #: seconds a trigger waits at least before it fires (see LedgerConvergenceTrigger)
 MIN_DWELL_S = 15.0
@@ -113,3 +114,49 @@ class AppWatchTrigger(BaseTrigger):
     async def _dwell(self, started: float) -> None:
         if (left := self.min_dwell_s - (time.monotonic() - started)) > 0:
             await asyncio.sleep(left)
+
+
+class BatchCommitTrigger(BaseEventTrigger):
+    """The output asset's watcher (``streamops_airflow.assets.output_asset``): fires with the
+    batches ``app`` committed since the last event (``streamops.observe.events``), at most once per
+    the spec's ``events.batch_every_s``. It runs as long as a DAG is scheduled on the asset.
+
+    A failure to read (a spec that does not load, a file being replaced) is logged and retried: a
+    watcher that died would silently stop the downstream DAGs."""
+
+    def __init__(self, app: str, poll_interval: float = 2.0) -> None:
+        super().__init__()
+        self.app, self.poll_interval = app, poll_interval
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (f"{type(self).__module__}.{type(self).__qualname__}",
+                {"app": self.app, "poll_interval": self.poll_interval})
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        from streamops.observe import events
+        from streamops.settings import Settings
+        from streamops.specfile import open_spec_file
+
+        settings = Settings.from_env()
+        spec_file = await asyncio.to_thread(open_spec_file, settings.repo, settings.state_dir)
+        after = await asyncio.to_thread(events.start_cursor, settings, self.app)
+        last_event = 0.0
+        while True:
+            await asyncio.sleep(self.poll_interval)
+            try:
+                await asyncio.to_thread(spec_file.refresh)
+                spec = spec_file.specs.get(self.app)
+                every = spec.events.batch_every_s if spec is not None else 60.0
+                if time.monotonic() - last_event < every:
+                    continue
+                found = await asyncio.to_thread(events.committed_after, settings, self.app, after)
+            except Exception as exc:  # noqa: BLE001 - keep watching (see the class docstring)
+                self.log.warning("%s: could not read its batches (%s); retrying", self.app, exc)
+                continue
+            if found is None:
+                continue
+            self.log.info("%s: batches %s-%s committed (%s records)", self.app, found.first_batch, found.last_batch,
+                          found.input_records)
+            yield TriggerEvent(found.to_dict())
+            await asyncio.to_thread(events.announced, settings, found)
+            after, last_event = found.committed_at_ms, time.monotonic()

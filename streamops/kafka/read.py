@@ -45,9 +45,11 @@ def read_topic(
     stall_timeout: float = 30.0,
     past_open_transactions: bool = False,
     last: int | None = None,
+    from_offsets: Mapping[int, int] | None = None,
 ) -> Iterator[Message]:
     """Yield every record of ``topic`` from each partition's low watermark to its end offset
-    (``last``: only each partition's newest ``last`` offsets).
+    (``last``: only each partition's newest ``last`` offsets; ``from_offsets``: partition -> the first
+    offset to read, for a reader that goes on where it stopped).
 
     ``end`` maps partition -> exclusive end offset; partitions it leaves out end at their high
     watermark, read once at the start (so records written meanwhile are not read), and ends
@@ -79,6 +81,8 @@ def read_topic(
                 raise ConsumeError(f"could not read the watermarks of {topic}[{p}]: {exc}") from None
             high = max(high, highs.get(p, high))
             stop = high if end is None or p not in end else min(int(end[p]), high)
+            if from_offsets is not None and p in from_offsets:
+                low = max(low, int(from_offsets[p]))
             if last is not None:
                 low = max(low, stop - last)
             if stop > low:

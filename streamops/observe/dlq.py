@@ -73,3 +73,70 @@ def dlq_summary(settings: Settings, spec: AppSpec, *, last: int = 500, shown: in
     newest = sorted(records, key=lambda r: (r.timestamp_ms or 0, r.offset), reverse=True)[:shown]
     return DlqSummary(spec.dlq_topic, len(records), dict(by_reason.most_common()),
                       {k: dict(v) for k, v in sorted(per_minute.items())}, newest)
+
+
+# -- the DLQ summary DAG's digest: what is new since the last one ----------------------------------
+#: a digest reads at most this many records per partition (the oldest beyond it are counted as skipped)
+DIGEST_MAX_PER_PARTITION = 100_000
+
+
+@dataclass(frozen=True)
+class DlqDigest:
+    """The DLQ records written since the previous digest (``AppDir.dlq_cursor``)."""
+
+    app: str
+    topic: str
+    #: partition -> [first offset read, next offset] of this digest
+    ranges: dict[int, tuple[int, int]]
+    records: int
+    by_reason: dict[str, int]
+    #: records between the cursor and what was read (more than DIGEST_MAX_PER_PARTITION were new)
+    skipped: int = 0
+    newest: list[DlqRecord] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def is_new(settings: Settings, app: str, partition: int, offset: int) -> bool:
+    """Is this DLQ record beyond what the last digest covered? (The asset watcher's filter: a record
+    a digest already counted starts no run.)"""
+    from streamops.platform.appdir import AppDir
+
+    cursor = AppDir.of(settings, app).read(AppDir.of(settings, app).dlq_cursor) or {}
+    return offset >= int(cursor.get("offsets", {}).get(str(partition), 0))
+
+
+def digest_new(settings: Settings, spec: AppSpec, *, shown: int = 5, dry_run: bool = False) -> DlqDigest:
+    """Read the app's DLQ from where the last digest stopped to its end, count by reason, and move
+    the cursor there (unless ``dry_run``). A first digest starts at each partition's beginning.
+    Records of a batch still being written are waited for (they belong before the cursor)."""
+    from streamops.kafka.admin import end_offsets
+    from streamops.kafka.read import read_topic
+    from streamops.kafka.security import app_scope
+    from streamops.platform.appdir import AppDir
+    from streamops.spark.job_query import H_REASON
+
+    appdir = AppDir.of(settings, spec.name)
+    cursor = {int(p): int(o) for p, o in ((appdir.read(appdir.dlq_cursor) or {}).get("offsets") or {}).items()}
+    with app_scope(spec, settings):
+        marks = end_offsets(settings.kafka_bootstrap, spec.dlq_topic)
+        ends = {p: hi for p, (_lo, hi) in marks.items()}
+        begins = {p: max(lo, cursor.get(p, lo), hi - DIGEST_MAX_PER_PARTITION) for p, (lo, hi) in marks.items()}
+        skipped = sum(max(0, begins[p] - max(lo, cursor.get(p, lo))) for p, (lo, _hi) in marks.items())
+        records: list[DlqRecord] = []
+        by_reason: Counter = Counter()
+        for m in read_topic(settings.kafka_bootstrap, spec.dlq_topic, from_offsets=begins, end=ends, stall_timeout=30,
+                            past_open_transactions=True):
+            headers = {k: (v or b"").decode("utf-8", "backslashreplace") for k, v in (m.headers() or [])}
+            by_reason[headers.get(H_REASON) or "?"] += 1
+            ts_type, ts = m.timestamp()
+            value = m.value()
+            records.append(DlqRecord(m.partition(), m.offset(), ts if ts_type else None, headers.get(H_REASON),
+                                     headers, _text(m.key()), _text(value), len(value or b"")))
+            del records[:-shown]
+    ranges = {p: (begins[p], ends[p]) for p in sorted(ends) if ends[p] > begins[p]}
+    if not dry_run:
+        appdir.write(appdir.dlq_cursor, {"offsets": {str(p): o for p, o in sorted(ends.items())}})
+    return DlqDigest(spec.name, spec.dlq_topic, ranges, sum(by_reason.values()), dict(by_reason.most_common()),
+                     skipped, list(reversed(records)))

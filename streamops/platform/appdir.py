@@ -99,6 +99,17 @@ class AppDir:
         return self.root / "alerts.json"
 
     @property
+    def dlq_cursor(self) -> Path:
+        """``{"offsets": {partition: next offset}}``: where the DLQ summary stopped (``observe.dlq``)."""
+        return self.root / "dlq-cursor.json"
+
+    @property
+    def batch_events(self) -> Path:
+        """``{"batch_id", "at_ms"}``: the last batch the output asset's watcher announced
+        (``observe.events``)."""
+        return self.root / "batch-events.json"
+
+    @property
     def reprocess_run(self) -> Path:
         """The range and output version of a reprocess driver (``--reprocess FILE``)."""
         return self.root / "reprocess.json"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import sys
 from dataclasses import dataclass, field
@@ -10,6 +12,8 @@ from typing import Literal
 
 from streamops.platform import kafka_broker
 from streamops.settings import ENV_VARS, Settings
+
+log = logging.getLogger(__name__)
 
 Group = Literal["kafka", "spark", "airflow", "supervisor"]
 GROUPS: tuple[Group, ...] = ("kafka", "spark", "airflow", "supervisor")
@@ -174,4 +178,27 @@ def airflow_env(settings: Settings) -> dict[str, str]:
         "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(settings.airflow_worker_log_port),
         "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(settings.airflow_trigger_log_port),
         "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_SERVER_HOST": settings.host,
+        **kafka_connection(settings),
     }
+
+
+#: the consumer group of the DLQ assets' watchers (the Kafka provider's message-queue trigger)
+ASSET_WATCHERS_GROUP = "streamops-asset-watchers"
+
+
+def kafka_connection(settings: Settings) -> dict[str, str]:
+    """The Airflow connection ``streamops_kafka`` (``streamops_airflow.assets``) as an environment
+    variable: this platform's broker and client security, read_committed (a DLQ record counts once
+    its batch committed), offsets committed by the trigger after each record."""
+    from streamops.exceptions import ConfigError
+    from streamops.kafka.security import librdkafka, platform_properties, resolve
+
+    try:
+        security = librdkafka(resolve(platform_properties(settings), "the platform's Kafka client properties"))
+    except ConfigError as exc:  # the secured broker's files come with its first start: no watcher until then
+        log.warning("no Airflow connection streamops_kafka: %s", exc)
+        return {}
+    extra = {"bootstrap.servers": settings.kafka_bootstrap, "group.id": ASSET_WATCHERS_GROUP,
+             "auto.offset.reset": "earliest", "enable.auto.commit": "false", "isolation.level": "read_committed",
+             **security}
+    return {"AIRFLOW_CONN_STREAMOPS_KAFKA": json.dumps({"conn_type": "kafka", "extra": extra})}

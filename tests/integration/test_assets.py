@@ -1,0 +1,151 @@
+"""Assets (issue 25): an app's output topic and DLQ topic are Airflow assets with watchers in the
+triggerer. A batch commit produces an output asset event, which runs the DAG scheduled on it; a
+record reaching the DLQ runs ``streamops_dlq_summary`` (the Kafka provider's message-queue
+trigger), whose digests count each DLQ record once. Real Airflow (auth on, PostgreSQL), supervisor,
+broker and Spark cluster."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+
+from confluent_kafka import Producer
+
+from streamops.checkpoints import layout
+from streamops.kafka.admin import end_offsets
+from streamops.kafka.read import read_topic
+from streamops.lifecycle import driver
+from streamops.observe.streams import point
+from streamops.platform.appdir import AppDir
+from streamops.spark.commit import H_SOURCE_OFFSET, H_SOURCE_PARTITION
+from streamops.spark.job_query import H_REASON
+from streamops.spark.session import checkpoint_dir
+from streamops.spec import default_spec_path, get_app, load_specs
+from tests.fixtures.apps import AppHarness
+from tests.fixtures.apps import until as _until
+from tests.integration.test_airflow_api import _request, _token
+from tests.integration.test_airflow_operations import _run
+
+APP = "orders"
+OUTPUT_DAG = "streamops_output_batches"
+DLQ_DAG = "streamops_dlq_summary"
+
+
+def _asset_runs(s, token: str, dag_id: str, *, ended: bool = True) -> list[dict]:
+    runs = _request(s, "GET", f"/api/v2/dags/{dag_id}/dagRuns?order_by=-run_after&limit=50", token)[1]["dag_runs"]
+    return [r for r in runs if r["run_type"] == "asset_triggered" and (not ended or r["state"] in ("success", "failed"))]
+
+
+def _xcom(s, token: str, dag_id: str, run: dict, task_id: str):
+    assert run["state"] == "success", (dag_id, run, json.dumps(_request(
+        s, "GET", f"/api/v2/dags/{dag_id}/dagRuns/{run['dag_run_id']}/taskInstances/{task_id}/logs/1"
+                  "?full_content=true", token)[1])[-3000:])
+    return _request(s, "GET", f"/api/v2/dags/{dag_id}/dagRuns/{run['dag_run_id']}/taskInstances/{task_id}/"
+                              "xcomEntries/return_value", token)[1]["value"]
+
+
+def _upstream_events(s, token: str, dag_id: str, run: dict) -> list[dict]:
+    return _request(s, "GET", f"/api/v2/dags/{dag_id}/dagRuns/{run['dag_run_id']}/upstreamAssetEvents",
+                    token)[1]["asset_events"]
+
+
+def test_a_batch_commit_and_a_dlq_record_each_start_a_dag_run(platform, kafka, spark_cluster,
+                                                               airflow_platform) -> None:
+    s = platform.ensure("supervisor")
+    token = _token(s)
+    spec = get_app(load_specs(default_spec_path(s.repo)), APP)
+    app = AppHarness(s, s.spark_master_url, app=APP)
+    try:
+        r = app.cli("produce", APP, "--events", "2000", "--seed", "5")
+        assert r.returncode == 0, r.stderr[-2000:]
+        _run(s, token, "streamops_deploy", {"app": APP, "parallelism": 1}, app=APP)
+
+        # -- the DLQ: three records the job cannot parse, each with its source coordinates
+        producer = Producer({"bootstrap.servers": s.kafka_bootstrap})
+        sent = []
+        for i in range(3):
+            producer.produce(spec.input_topics[0], key=f"bad-{i}".encode(), value=b"{not json",
+                             partition=i % 2, on_delivery=lambda err, m: sent.append((m.partition(), m.offset())))
+        assert producer.flush(30) == 0 and len(sent) == 3
+
+        def digests_so_far() -> list[dict] | None:
+            """The orders digests of the asset-triggered runs, oldest first, once they cover the three."""
+            out = []
+            for run in reversed(_asset_runs(s, token, DLQ_DAG)):
+                out += [d for d in _xcom(s, token, DLQ_DAG, run, "summarize") if d["app"] == APP]
+            seen = {(int(r[H_SOURCE_PARTITION]), int(r[H_SOURCE_OFFSET])) for r in _dlq_headers(s, spec, out)}
+            return out if set(sent) <= seen else None
+
+        digests = _until("a DLQ summary run counted the three records", digests_so_far, 300, 3)
+        # the digests cut the DLQ into consecutive ranges: every record in them counted once, by reason
+        by_part: dict[int, list[tuple[int, int]]] = {}
+        for d in digests:
+            for p, (lo, hi) in d["ranges"].items():
+                by_part.setdefault(int(p), []).append((lo, hi))
+        for p, ranges in by_part.items():
+            assert all(a[1] == b[0] for a, b in itertools.pairwise(ranges)), (p, ranges)
+        records = _dlq_headers(s, spec, digests)
+        reasons: dict[str, int] = {}
+        for h in records:
+            reasons[h[H_REASON]] = reasons.get(h[H_REASON], 0) + 1
+        assert sum(d["records"] for d in digests) == len(records)
+        summed: dict[str, int] = {}
+        for d in digests:
+            for reason, n in d["by_reason"].items():
+                summed[reason] = summed.get(reason, 0) + n
+        assert summed == reasons
+        cursor = AppDir.of(s, APP).read(AppDir.of(s, APP).dlq_cursor)["offsets"]
+        assert all(int(cursor[str(p)]) >= ranges[-1][1] for p, ranges in by_part.items())
+        # the run's triggering event is the watcher's: the record's coordinates and reason
+        last_run = _asset_runs(s, token, DLQ_DAG)[0]
+        evs = _upstream_events(s, token, DLQ_DAG, last_run)
+        assert evs and {e["name"] for e in evs} == {f"streamops.{APP}.dlq"}
+        payload = evs[-1]["extra"]["payload"]
+        assert payload["app"] == APP and payload["topic"] == spec.dlq_topic and payload["reason"] in reasons
+
+        # -- the output: unpausing a DAG scheduled on the output asset starts its watcher
+        assert _request(s, "PATCH", f"/api/v2/dags/{OUTPUT_DAG}", token, {"is_paused": False})[0] == 200
+        t0 = time.time()
+
+        def output_run() -> dict | None:
+            runs = _asset_runs(s, token, OUTPUT_DAG)
+            if not runs:
+                app.produce(50, seed=int(time.time()))  # keep batches committing
+            return runs[-1] if runs else None
+
+        run = _until("a batch commit ran the output DAG", output_run, 240, 5)
+        payloads = _xcom(s, token, OUTPUT_DAG, run, "batches")
+        assert [p["app"] for p in payloads] == [APP] * len(payloads) and payloads
+        p = payloads[0]
+        # the batches it names committed after the watcher started, and are in the checkpoint
+        assert p["committed_at_ms"] >= t0 * 1000 - 60_000 and p["first_batch"] <= p["last_batch"]
+        assert p["last_batch"] <= layout.last_committed_batch(checkpoint_dir(s, spec))
+        lines = [json.loads(x) for x in AppDir.of(s, APP).progress.read_text().splitlines()]
+        assert p["input_records"] == sum(x["input_rows"] for x in lines if x.get("batch_id") is not None and
+                                         (p["after_ms"] or 0) < point(x).at_ms <= p["committed_at_ms"])
+        evs = _upstream_events(s, token, OUTPUT_DAG, run)
+        assert {e["name"] for e in evs} == {f"streamops.{APP}.output"}
+        assert [e["extra"]["payload"] for e in evs] == payloads
+    finally:
+        _request(s, "PATCH", f"/api/v2/dags/{OUTPUT_DAG}", token, {"is_paused": True})
+        app.cli("stop", APP, "--now", timeout=180)  # desired stopped: the supervisor leaves it so
+        driver.stop(s, APP, now=True)
+
+
+def _dlq_headers(s, spec, digests: list[dict]) -> list[dict[str, str]]:
+    """The headers of the DLQ records in the digests' ranges, read from the topic itself."""
+    out = []
+    spans: dict[int, tuple[int, int]] = {}
+    for d in digests:
+        for p, (lo, hi) in d["ranges"].items():
+            a, b = spans.get(int(p), (lo, hi))
+            spans[int(p)] = (min(a, lo), max(b, hi))
+    if not spans:
+        return out
+    ends = end_offsets(s.kafka_bootstrap, spec.dlq_topic)
+    for m in read_topic(s.kafka_bootstrap, spec.dlq_topic, from_offsets={p: lo for p, (lo, _) in spans.items()},
+                        end={p: spans[p][1] if p in spans else lo for p, (lo, _hi) in ends.items()},
+                        past_open_transactions=True):
+        out.append({k: (v or b"").decode() for k, v in (m.headers() or [])})
+    return out
