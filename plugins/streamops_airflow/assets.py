@@ -10,7 +10,8 @@ Schedule a DAG on an app's output to run after it commits batches::
 - ``output_asset(app)``: ``kafka://<bootstrap>/<output topic>``, watched by ``BatchCommitTrigger``
   (the batches committed since the last event, at most one event per the spec's
   ``events.batch_every_s``). The watcher runs while at least one active DAG is scheduled on it.
-- ``dlq_asset(app)``: ``kafka://<bootstrap>/<dlq topic>``, watched by the Kafka provider's
+- ``dlq_asset(app)``: ``kafka://<bootstrap>/<dlq topic>`` (schedule on it once the app has run: the
+  consumer fails on a topic that does not exist, every second), watched by the Kafka provider's
   message-queue trigger on the Airflow connection ``streamops_kafka`` (the platform defines it,
   ``streamops.platform.components.airflow_env``). ``dlq_record`` lets a record through only if
   the last DLQ digest has not counted it, so a burst starts a few runs, not one per record; the

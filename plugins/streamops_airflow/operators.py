@@ -541,7 +541,8 @@ class WatchAppOperator(BaseOperator):
 class DlqSummaryOperator(BaseOperator):
     """Digest the DLQ records written since the last digest (``streamops.observe.dlq.digest_new``),
     per app: counts by reason, the partitions' offset ranges, the newest few. Run by
-    ``streamops_dlq_summary`` when a DLQ asset's watcher sees a new record; ``apps`` empty: every app."""
+    ``streamops_dlq_summary`` when a DLQ asset's watcher sees a new record (the apps whose DLQ
+    triggered the run); ``apps`` empty in a manual run: every app."""
 
     template_fields = ("apps",)
 
@@ -553,10 +554,12 @@ class DlqSummaryOperator(BaseOperator):
         from streamops.observe.dlq import digest_new
 
         events = context.get("triggering_asset_events") or {}
+        triggered = []
         for asset in events:
             self.log.info("triggered by %s: %d new DLQ record(s) seen", asset.name, len(events[asset]))
+            triggered.append(asset.name.removeprefix("streamops.").removesuffix(".dlq"))
         out = []
-        for app in self._apps():
+        for app in self._apps(triggered):
             with _core(app, "dlq summary") as (settings, spec, _ledger):
                 digest = digest_new(settings, spec)
             for part, (first, end) in sorted(digest.ranges.items()):
@@ -570,11 +573,14 @@ class DlqSummaryOperator(BaseOperator):
             out.append(digest.to_dict())
         return out
 
-    def _apps(self) -> list[str]:
+    def _apps(self, triggered: list[str]) -> list[str]:
+        """The apps asked for, else those whose DLQ asset triggered the run, else every app."""
         from streamops.settings import Settings
         from streamops.specfile import open_spec_file
 
         if self.apps not in (None, "", "None", []):
             return [self.apps] if isinstance(self.apps, str) else list(self.apps)
+        if triggered:
+            return sorted(set(triggered))
         settings = Settings.from_env()
         return sorted(open_spec_file(settings.repo, settings.state_dir).specs)

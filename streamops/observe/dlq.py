@@ -95,7 +95,8 @@ class DlqDigest:
     newest: list[DlqRecord] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """JSON-plain (an XCom): ranges as ``{"partition": [first, next]}``."""
+        return {**asdict(self), "ranges": {str(p): [lo, hi] for p, (lo, hi) in self.ranges.items()}}
 
 
 def is_new(settings: Settings, app: str, partition: int, offset: int) -> bool:
@@ -119,8 +120,13 @@ def digest_new(settings: Settings, spec: AppSpec, *, shown: int = 5, dry_run: bo
 
     appdir = AppDir.of(settings, spec.name)
     cursor = {int(p): int(o) for p, o in ((appdir.read(appdir.dlq_cursor) or {}).get("offsets") or {}).items()}
+    from streamops.kafka.exceptions import TopicNotFoundError
+
     with app_scope(spec, settings):
-        marks = end_offsets(settings.kafka_bootstrap, spec.dlq_topic)
+        try:
+            marks = end_offsets(settings.kafka_bootstrap, spec.dlq_topic)
+        except TopicNotFoundError:  # never deployed: nothing rejected yet
+            return DlqDigest(spec.name, spec.dlq_topic, {}, 0, {})
         ends = {p: hi for p, (_lo, hi) in marks.items()}
         begins = {p: max(lo, cursor.get(p, lo), hi - DIGEST_MAX_PER_PARTITION) for p, (lo, hi) in marks.items()}
         skipped = sum(max(0, begins[p] - max(lo, cursor.get(p, lo))) for p, (lo, _hi) in marks.items())

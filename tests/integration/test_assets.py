@@ -38,9 +38,12 @@ def _asset_runs(s, token: str, dag_id: str, *, ended: bool = True) -> list[dict]
 
 
 def _xcom(s, token: str, dag_id: str, run: dict, task_id: str):
-    assert run["state"] == "success", (dag_id, run, json.dumps(_request(
-        s, "GET", f"/api/v2/dags/{dag_id}/dagRuns/{run['dag_run_id']}/taskInstances/{task_id}/logs/1"
-                  "?full_content=true", token)[1])[-3000:])
+    if run["state"] != "success":
+        log = _request(s, "GET", f"/api/v2/dags/{dag_id}/dagRuns/{run['dag_run_id']}/taskInstances/{task_id}/logs/1"
+                                 "?full_content=true", token)[1]
+        raise AssertionError(f"{dag_id} {run['dag_run_id']}: {run['state']}\n" + "\n".join(
+            f"{e.get('event')} {e.get('error_detail') or ''}" for e in (log or {}).get("content", [])
+            if isinstance(e, dict))[-6000:])
     return _request(s, "GET", f"/api/v2/dags/{dag_id}/dagRuns/{run['dag_run_id']}/taskInstances/{task_id}/"
                               "xcomEntries/return_value", token)[1]["value"]
 
@@ -110,11 +113,19 @@ def test_a_batch_commit_and_a_dlq_record_each_start_a_dag_run(platform, kafka, s
 
         def output_run() -> dict | None:
             runs = _asset_runs(s, token, OUTPUT_DAG)
-            if not runs:
-                app.produce(50, seed=int(time.time()))  # keep batches committing
+            if not runs:  # keep batches committing
+                app.cli("produce", APP, "--events", "50", "--seed", str(int(time.time())))
             return runs[-1] if runs else None
 
-        run = _until("a batch commit ran the output DAG", output_run, 240, 5)
+        try:
+            run = _until("a batch commit ran the output DAG", output_run, 240, 5)
+        except AssertionError as exc:
+            from streamops.platform import manager
+
+            trig = manager.log_path(s, "airflow-triggerer")
+            assets = _request(s, "GET", "/api/v2/assets?name_pattern=streamops.orders", token)[1]
+            raise AssertionError(f"{exc}\nassets: {json.dumps(assets)[:3000]}\ntriggerer: "
+                                 f"{_lines(trig, 'ID 1')}") from None
         payloads = _xcom(s, token, OUTPUT_DAG, run, "batches")
         assert [p["app"] for p in payloads] == [APP] * len(payloads) and payloads
         p = payloads[0]
@@ -149,3 +160,11 @@ def _dlq_headers(s, spec, digests: list[dict]) -> list[dict[str, str]]:
                         past_open_transactions=True):
         out.append({k: (v or b"").decode() for k, v in (m.headers() or [])})
     return out
+
+
+def _lines(path, needle: str) -> str:
+    """The log's lines about the triggers (the watcher's among them), for a failure's message."""
+    if not path.exists():
+        return "(no log)"
+    return "\n".join(x[:400] for x in path.read_text().splitlines() if (needle in x or "BatchCommit" in x
+                     or "batches" in x) and "UNKNOWN_TOPIC" not in x)[-8000:]
