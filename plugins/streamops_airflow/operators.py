@@ -260,7 +260,81 @@ class SavepointOperator(BaseOperator):
         return out
 
 
-class RestoreOperator(BaseOperator):
+class HandsOffWaits(BaseOperator):
+    """Base of the operations that replace a running app's checkpoint (``stop_first``): the waits
+    for the app to stop and to run again are handed to ``LedgerConvergenceTrigger``
+    (``streamops.ledger.handoff``), so no worker slot is held while the app converges. Subclasses
+    give ``run_core`` (the core call) and ``report`` (the log lines of its result)."""
+
+    def run_core(self, context: Any) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def report(self, out: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        return self._attempt(context, resume=None)
+
+    def _attempt(self, context: Any, resume: int | None) -> dict[str, Any]:
+        from streamops.ledger.handoff import OperationDeferred, deferrable
+
+        try:
+            with deferrable(resume=resume) as mode:
+                out = self.run_core(context)
+        except OperationDeferred as waiting:
+            self.log.info("operation #%s: the app stops at a batch boundary; deferring until it has stopped",
+                          waiting.pending["operation_id"])
+            self._defer(waiting.pending, "resume_after_stop", {})
+        if not mode.handed_off:
+            self.report(out)
+            return out
+        (op_id, pending), = mode.handed_off.items()
+        self.log.info("operation #%s: the app starts again; deferring until its first batch", op_id)
+        self._defer(pending, "finish_after_restart", {"result": out})
+
+    def _defer(self, pending: dict[str, Any], method: str, kwargs: dict[str, Any]) -> None:
+        import time
+
+        from streamops_airflow.triggers import LedgerConvergenceTrigger
+
+        self.defer(trigger=LedgerConvergenceTrigger(pending=pending), method_name=method, kwargs=kwargs,
+                   timeout=timedelta(seconds=max(60.0, pending["deadline"] - time.time()) + 120))
+
+    def resume_after_stop(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
+        pending = event["pending"]
+        if event["status"] != "converged":
+            self._fail(pending, event.get("error") or "the app did not stop")
+        return self._attempt(context, resume=pending["operation_id"])
+
+    def finish_after_restart(self, context: Any, event: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+        from streamops.ledger import Ledger
+        from streamops.settings import Settings
+
+        pending = event["pending"]
+        if event["status"] != "converged":
+            self._fail(pending, event.get("error") or "the app did not start again")
+        ledger = Ledger.open(Settings.from_env().ledger_db_url)
+        try:
+            ledger.finish_handed_off(pending["operation_id"], "succeeded")
+        finally:
+            ledger.close()
+        self.report(result)
+        return result
+
+    def _fail(self, pending: dict[str, Any], error: str) -> None:
+        from streamops.ledger import Ledger
+        from streamops.settings import Settings
+
+        ledger = Ledger.open(Settings.from_env().ledger_db_url)
+        try:
+            ledger.finish_handed_off(pending["operation_id"], "failed", error=error[:4000])
+        finally:
+            ledger.close()
+        raise AirflowException(f"{pending['app']} operation #{pending['operation_id']} failed: {error} "
+                               f"(`streamops undo {pending['app']} {pending['operation_id']}` reverses its steps)")
+
+
+class RestoreOperator(HandsOffWaits):
     """Restore ``app`` to ``savepoint``; ``dry_run`` (the default) logs and returns the plan only."""
 
     template_fields = ("app", "savepoint", "dry_run", "timeout_s")
@@ -270,18 +344,19 @@ class RestoreOperator(BaseOperator):
         super().__init__(**kwargs)
         self.app, self.savepoint, self.dry_run, self.timeout_s = app, savepoint, dry_run, timeout_s
 
-    def execute(self, context: Any) -> dict[str, Any]:
+    def run_core(self, context: Any) -> dict[str, Any]:
         from streamops.lifecycle.savepoints import restore
 
         with _core(self.app, "restore") as (settings, spec, ledger):
-            out = restore(settings, spec, ledger, str(self.savepoint), dry_run=_flag(self.dry_run),
-                          who=_who(context), timeout=float(self.timeout_s), progress=self.log.info)
+            return restore(settings, spec, ledger, str(self.savepoint), dry_run=_flag(self.dry_run),
+                           who=_who(context), timeout=float(self.timeout_s), progress=self.log.info)
+
+    def report(self, out: dict[str, Any]) -> None:
         for p in out["offsets"]:
             self.log.info("%s[%s]: %s -> %s (%s to reprocess)", p["topic"], p["partition"], p["current"],
                           p["restore_to"], p["reprocess"])
         self.log.info("%s %s to batch %s (state version %s)", "would restore" if out["dry_run"] else "restored",
                       self.app, out["batch_id"], out["state_version"])
-        return out
 
 
 class CompactOperator(BaseOperator):
@@ -318,7 +393,7 @@ class CompactOperator(BaseOperator):
         return out
 
 
-class RebuildStateOperator(BaseOperator):
+class RebuildStateOperator(HandsOffWaits):
     """Rebuild ``app``'s checkpoint from its changelog topic (optionally into ``state_partitions``);
     ``dry_run`` (the default) logs and returns the plan only."""
 
@@ -330,24 +405,25 @@ class RebuildStateOperator(BaseOperator):
         self.app, self.state_partitions, self.dry_run = app, state_partitions, dry_run
         self.stop_first, self.timeout_s = stop_first, timeout_s
 
-    def execute(self, context: Any) -> dict[str, Any]:
+    def run_core(self, context: Any) -> dict[str, Any]:
         from streamops.lifecycle.maintenance import rebuild_state
 
         with _core(self.app, "rebuild-state") as (settings, spec, ledger):
-            out = rebuild_state(settings, spec, ledger, state_partitions=_int_or_none(self.state_partitions,
-                                                                                    "state_partitions"),
-                                dry_run=_flag(self.dry_run), stop_first=_flag(self.stop_first), who=_who(context),
-                                timeout=float(self.timeout_s), progress=self.log.info)
+            return rebuild_state(settings, spec, ledger, state_partitions=_int_or_none(self.state_partitions,
+                                                                                     "state_partitions"),
+                                 dry_run=_flag(self.dry_run), stop_first=_flag(self.stop_first), who=_who(context),
+                                 timeout=float(self.timeout_s), progress=self.log.info)
+
+    def report(self, out: dict[str, Any]) -> None:
         for o in out["offsets"]:
             self.log.info("%s[%s]: checkpoint %s -> start at %s", o["topic"], o["partition"], o["checkpoint"],
                           o["start_at"])
         self.log.info("%s %s from %s (%s keys): %s -> %s state partitions", "would rebuild" if out["dry_run"]
                       else "rebuilt", self.app, out["changelog_topic"], out["changelog_keys"],
                       out["state_partitions_before"], out["state_partitions_after"])
-        return out
 
 
-class ResetOperator(BaseOperator):
+class ResetOperator(HandsOffWaits):
     """Reset ``app`` (the application reset tool) or undo a reset. ``target`` is one of
     earliest, latest, datetime, duration, shift_by, offsets, undo; ``value`` is what it needs (an
     ISO 8601 time or duration, N, a JSON object of offsets, an operation id). ``dry_run`` (the
@@ -389,7 +465,7 @@ class ResetOperator(BaseOperator):
         except ValueError:
             raise UsageError(f"target {kind} needs an integer value, got {value!r}") from None
 
-    def execute(self, context: Any) -> dict[str, Any]:
+    def run_core(self, context: Any) -> dict[str, Any]:
         from streamops.reset import tool
         from streamops.reset.targets import make_target
 
@@ -405,15 +481,17 @@ class ResetOperator(BaseOperator):
                 out = tool.reset(settings, spec, ledger, target, state=str(self.state), force=_flag(self.force),
                                  output_version=None if self.output_version in (None, "", "None")
                                  else str(self.output_version), **common)
+        return out
+
+    def report(self, out: dict[str, Any]) -> None:
         for o in out["offsets"]:
             self.log.info("%s[%s]: %s -> %s", o["topic"], o["partition"], o["current"],
                           o.get("target", o.get("restore_to")))
         for a in out["actions"]:
             self.log.info("%s %s", "would" if out["dry_run"] else "did:", a)
-        return out
 
 
-class PromoteOperator(BaseOperator):
+class PromoteOperator(HandsOffWaits):
     """Make ``output_version`` the output ``app`` writes (``streamops promote``); a dry run by default."""
 
     template_fields = ("app", "output_version", "dry_run", "timeout_s")
@@ -423,15 +501,16 @@ class PromoteOperator(BaseOperator):
         super().__init__(**kwargs)
         self.app, self.output_version, self.dry_run, self.timeout_s = app, output_version, dry_run, timeout_s
 
-    def execute(self, context: Any) -> dict[str, Any]:
+    def run_core(self, context: Any) -> dict[str, Any]:
         from streamops.reset.reprocess import promote
 
         with _core(self.app, "promote") as (settings, spec, ledger):
-            out = promote(settings, spec, ledger, str(self.output_version), dry_run=_flag(self.dry_run),
-                          who=_who(context), timeout=float(self.timeout_s), progress=self.log.info)
+            return promote(settings, spec, ledger, str(self.output_version), dry_run=_flag(self.dry_run),
+                           who=_who(context), timeout=float(self.timeout_s), progress=self.log.info)
+
+    def report(self, out: dict[str, Any]) -> None:
         for a in out["actions"]:
             self.log.info("%s %s", "would" if out["dry_run"] else "did:", a)
-        return out
 
 
 class ReprocessOperator(BaseOperator):

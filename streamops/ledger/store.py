@@ -214,19 +214,69 @@ class Ledger:
     def operation(self, app: str, kind: str, params: Mapping[str, Any] | None = None, *,
                   who: str | None = None, before: Mapping[str, Any] | None = None,
                   ttl_s: float = DEFAULT_LEASE_S) -> Iterator[OperationRecord]:
-        """``with ledger.operation(...) as rec: ...; rec.after = {...}`` — failed if the body raises."""
-        op = self.begin(app, kind, params, who=who, before=before, ttl_s=ttl_s, pid=os.getpid())
+        """``with ledger.operation(...) as rec: ...; rec.after = {...}`` — failed if the body raises.
+        Under ``handoff.deferrable()`` an operation may wait elsewhere instead (``ledger.handoff``)."""
+        from streamops.ledger import handoff
+
+        mode = handoff.current()
+        if mode is not None and mode.resume is not None:
+            op = self.take_back(mode.resume, app, kind)
+        else:
+            op = self.begin(app, kind, params, who=who, before=before, ttl_s=ttl_s, pid=os.getpid())
         rec = OperationRecord(op)
         keeper = _LeaseKeeper(self, op, ttl_s)  # held as long as the body runs, however long
         keeper.start()
         try:
             yield rec
+        except handoff.OperationDeferred as deferred:
+            keeper.halt()
+            self.hand_over(op, deferred.pending, after=rec.after)
+            raise
         except BaseException as exc:
             keeper.halt()
             self.finish(op, "failed", error=f"{type(exc).__name__}: {exc}"[:4000], after=rec.after)
             raise
         keeper.halt()
+        if mode is not None and op.id in mode.handed_off:
+            self.hand_over(op, mode.handed_off[op.id], after=rec.after)
+            return
         self.finish(op, "succeeded", after=rec.after)
+
+    def hand_over(self, op: Operation, pending: Mapping[str, Any], *, after: Mapping[str, Any] | None) -> None:
+        """The operation goes on waiting elsewhere (``ledger.handoff``): the lease has no holder
+        process any more (the waiter's polls renew it until ``pending``'s deadline), the wait is
+        journaled, ``after`` is kept for ``finish_handed_off``."""
+        ttl = max(600.0, float(pending.get("deadline", 0)) - utcnow().timestamp() + 120)
+        self.step(op, "handed-off", wait=pending.get("kind"))
+        with self.engine.begin() as conn:
+            conn.execute(update(t.leases).where(t.leases.c.app == op.app, t.leases.c.operation_id == op.id)
+                         .values(pid=None, host=None, expires_at=_db_time(utcnow() + timedelta(seconds=ttl))))
+            if after:
+                conn.execute(update(t.operations).where(t.operations.c.id == op.id).values(after=dict(after)))
+
+    def take_back(self, op_id: int, app: str, kind: str) -> Operation:
+        """Resume a handed-over operation in this process (its lease is this process's again)."""
+        row = self.get_operation(op_id)
+        lease = self.lease(app)
+        if row is None or row["app"] != app or row["kind"] != kind:
+            raise OperationInProgress(f"{app}: no {kind} operation #{op_id} to resume")
+        if row["outcome"] != "running" or not lease or lease["operation_id"] != op_id:
+            raise OperationInProgress(f"{app}: {kind} #{op_id} can no longer be resumed (outcome {row['outcome']}, "
+                                      f"lease {'held by #' + str(lease['operation_id']) if lease else 'gone'}); "
+                                      f"`streamops undo {app} {op_id}` reverses the steps it did")
+        with self.engine.begin() as conn:
+            conn.execute(update(t.leases).where(t.leases.c.app == app, t.leases.c.operation_id == op_id)
+                         .values(pid=os.getpid(), host=socket.gethostname()))
+        return Operation(op_id, app, kind, row["requested_by"])
+
+    def finish_handed_off(self, op_id: int, outcome: str, *, error: str | None = None) -> dict[str, Any]:
+        """End a handed-over operation with the ``after`` it kept; returns its row."""
+        row = self.get_operation(op_id)
+        if row is None:
+            raise ValueError(f"no operation #{op_id}")
+        op = Operation(op_id, row["app"], row["kind"], row["requested_by"])
+        self.finish(op, outcome, error=error, after=row.get("after"))
+        return row
 
     def record(self, app: str, kind: str, params: Mapping[str, Any] | None = None, *, who: str,
                outcome: str = "succeeded", error: str | None = None, before: Mapping[str, Any] | None = None,

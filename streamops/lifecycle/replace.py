@@ -14,6 +14,9 @@ the app's lease:
 4. ``restart(parallelism, batch_before)``: a stopped-for-this app runs again, and the operation
    waits for a batch after ``batch_before``.
 
+An Airflow task hands both waits to a trigger instead (``ledger.handoff``): no worker slot is held
+while the app stops or starts.
+
 Every step is journaled in the ledger (``Ledger.step``) *before* it acts, so an operation that
 fails or whose process is killed at any point leaves the list of what it may have done, and
 ``lifecycle.undo`` reverses exactly that. From ``stop()`` to ``restart()`` the operation holds the
@@ -32,7 +35,8 @@ from typing import Any, Self
 
 from streamops.checkpoints import layout
 from streamops.exceptions import UsageError
-from streamops.ledger import Ledger
+from streamops.ledger import Ledger, handoff
+from streamops.ledger.handoff import OperationDeferred
 from streamops.lifecycle import operations as ops
 from streamops.platform import failpoints
 from streamops.platform.locks import HeldLock
@@ -107,17 +111,28 @@ class Replacement:
 
     def stop(self) -> int:
         """Stop the app at a batch boundary if it runs and wait, then hold the checkpoint lock;
-        the parallelism to restart with."""
-        desired = self.ledger.desired(self.spec.name)
-        parallelism = desired["parallelism"] if desired else self.spec.parallelism.default
-        if not self.running and self._stopped_by_a_failed_operation(desired):
-            self.running = True  # ... so it runs again after this one
-        self.step("stop", was_running=self.running, parallelism=parallelism)
-        if self.running:
-            self.progress(f"{self.spec.name}: stopping at a batch boundary ...")
-            self.ledger.set_desired(self.spec.name, status="stopped", parallelism=parallelism, who=self.who,
-                                    op=self.op)
-            self._wait(self._pending("stop", None, None))
+        the parallelism to restart with. Under ``ledger.handoff.deferrable()`` the wait is handed
+        over (``OperationDeferred``) and the operation resumed takes it from its journal."""
+        resumed = self._journaled_stop()
+        if resumed is not None:
+            self.running, parallelism = bool(resumed.get("was_running")), int(resumed["parallelism"])
+            if self.running and ops.poll(self.settings, self.spec, self.ledger,
+                                         self._pending("stop", None, None)) is None:
+                raise OperationDeferred(self._pending("stop", None, None).to_dict())  # not stopped yet
+        else:
+            desired = self.ledger.desired(self.spec.name)
+            parallelism = desired["parallelism"] if desired else self.spec.parallelism.default
+            if not self.running and self._stopped_by_a_failed_operation(desired):
+                self.running = True  # ... so it runs again after this one
+            self.step("stop", was_running=self.running, parallelism=parallelism)
+            if self.running:
+                self.progress(f"{self.spec.name}: stopping at a batch boundary ...")
+                self.ledger.set_desired(self.spec.name, status="stopped", parallelism=parallelism, who=self.who,
+                                        op=self.op)
+                pending = self._pending("stop", None, None)
+                if handoff.current() is not None:
+                    raise OperationDeferred(pending.to_dict())
+                self._wait(pending)
         self._lock = lock_checkpoint(
             self.settings, self.spec, wait_s=30.0,
             refused=f"A driver runs on it outside the supervisor; nothing was changed. Stop that driver (or "
@@ -126,6 +141,14 @@ class Replacement:
         # records after it from what this operation saves and reads
         self.abort_open(self.settings.kafka_bootstrap, self.spec.name)
         return parallelism
+
+    def _journaled_stop(self) -> dict[str, Any] | None:
+        """This operation's journaled stop, when it is being resumed (``ledger.handoff``)."""
+        mode = handoff.current()
+        if mode is None or mode.resume != self.op.id:
+            return None
+        journal = (self.ledger.get_operation(self.op.id) or {}).get("journal") or []
+        return next((s for s in journal if s["step"] == "stop"), None)
 
     def set_aside(self, into: Path | None = None) -> Path:
         """Move the current checkpoint (if any) to ``into`` (default: the aside path itself)."""
@@ -161,7 +184,9 @@ class Replacement:
         self.step("restart", parallelism=parallelism)
         self.progress(f"{self.spec.name}: starting x{parallelism} from batch {batch_before} ...")
         self.ledger.set_desired(self.spec.name, status="running", parallelism=parallelism, who=self.who, op=self.op)
-        self._wait(self._pending("deploy", parallelism, batch_before))
+        pending = self._pending("deploy", parallelism, batch_before)
+        if not handoff.hand_off(self.op.id, pending.to_dict()):
+            self._wait(pending)
 
     def _stopped_by_a_failed_operation(self, desired: dict[str, Any] | None) -> bool:
         """Is the app stopped only because an operation stopped it and then failed or was killed
