@@ -12,16 +12,22 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from streamops.settings import Settings
 
+if TYPE_CHECKING:
+    from streamops.ledger import Ledger
+    from streamops.observe.streams import ResizePause
+
 log = logging.getLogger(__name__)
 
 HEALTHS = ("healthy", "starting", "stale", "failed", "crash-loop", "stopped", "not deployed")
+#: the ledger's operation kind of the supervisor giving up on a crash-looping app (``lifecycle.supervisor``)
+GIVE_UP = "give-up"
 
 
 def _gauge(name: str, doc: str, labels: tuple[str, ...] = ("app",)) -> GaugeMetricFamily:
@@ -33,6 +39,7 @@ class PlatformCollector(Collector):
 
     def __init__(self, settings: Settings, specs: Callable[[], dict[str, Any]]) -> None:
         self.settings, self.specs = settings, specs
+        self._pauses: dict[str, ResizePause] = {}  # app -> its last resize's pause, once final
 
     def collect(self) -> Iterator[Any]:
         from streamops.ledger import Ledger
@@ -62,9 +69,20 @@ class PlatformCollector(Collector):
                           ("app", "reason")),
             "wm": _gauge("app_watermark_seconds", "jobs with stream time: the watermark as of the last batch "
                                                   "(epoch seconds)"),
+            "e2e": _gauge("app_end_to_end_latency_seconds", "the last batch: from the newest Kafka timestamp "
+                                                            "among the records it read to its commit"),
+            "e2e_max": _gauge("app_end_to_end_latency_max_seconds", "the last batch: from the oldest Kafka "
+                                                                    "timestamp among the records it read to its commit"),
+            "sp": _gauge("app_batch_state_partition_records", "records the last batch gave each state partition "
+                                                              "(skew; apps with up to 32 state partitions)", ("app", "partition")),
+            "pause": _gauge("app_last_resize_pause_seconds", "the last resize: the longest time without a batch "
+                                                             "commit from 5 s before its request to 20 s after it "
+                                                             "converged", ("app", "strategy")),
         }
         ops = CounterMetricFamily("streamops_operations", "operations in the ledger by kind and outcome",
                                   labels=["app", "kind", "outcome"])
+        give_ups = CounterMetricFamily("streamops_app_crash_loop_give_ups",
+                                       "times the supervisor gave up on the app (crash loop)", labels=["app"])
         try:
             ledger = Ledger.open(self.settings.ledger_db_url)
         except Exception as exc:  # noqa: BLE001 - a scrape must answer; the ledger's outage is its own alert
@@ -72,8 +90,8 @@ class PlatformCollector(Collector):
             return
         try:
             for name, spec in sorted(self.specs().items()):
-                row = stream_row(self.settings, spec, ledger)
                 last = last_point(self.settings, name)
+                row = stream_row(self.settings, spec, ledger, last=last)
                 g["up"].add_metric([name], 1.0 if row.health == "healthy" else 0.0)
                 for h in HEALTHS:
                     g["health"].add_metric([name, h], 1.0 if row.health == h else 0.0)
@@ -94,6 +112,14 @@ class PlatformCollector(Collector):
                     for tp, n in sorted(last.read.items()):
                         topic, _, part = tp.rpartition("/")
                         g["read"].add_metric([name, topic, part], float(n))
+                    for i, n in enumerate(last.state_partition_records):
+                        g["sp"].add_metric([name, str(i)], float(n))
+                    for key, record_ms in (("e2e", last.newest_ms), ("e2e_max", last.oldest_ms)):
+                        if (latency := last.latency_s(record_ms)) is not None:
+                            g[key].add_metric([name], latency)
+                pause = self._pause(name, ledger)
+                if pause is not None:
+                    g["pause"].add_metric([name, pause.strategy], pause.seconds)
                 now_ms = int(time.time() * 1000)
                 recent_points = recent(self.settings, name, since_ms=now_ms - 300_000)
                 for reason, rate in sorted(dlq_per_minute(recent_points, now_ms=now_ms).items()):
@@ -101,12 +127,30 @@ class PlatformCollector(Collector):
                 wm = _watermark(self.settings, spec)
                 if wm is not None:
                     g["wm"].add_metric([name], wm / 1000)
-                for (kind, outcome), n in sorted(ledger.operation_counts(name).items()):
+                counts = ledger.operation_counts(name)
+                for (kind, outcome), n in sorted(counts.items()):
                     ops.add_metric([name, kind, outcome], float(n))
+                give_ups.add_metric([name], float(sum(n for (kind, _o), n in counts.items() if kind == GIVE_UP)))
         finally:
             ledger.close()
         yield from g.values()
         yield ops
+        yield give_ups
+
+    def _pause(self, app: str, ledger: Ledger) -> ResizePause | None:
+        """The app's last resize pause (``streams.last_resize_pause``), kept once its window has
+        closed: a scrape then reads no progress for it again."""
+        from streamops.observe.streams import last_resize, last_resize_pause
+
+        done = self._pauses.get(app)
+        if done is not None:
+            op = last_resize(ledger, app)
+            if op is not None and int(op["id"]) == done.operation_id:
+                return done
+        pause = last_resize_pause(self.settings, app, ledger)
+        if pause is not None and pause.final:
+            self._pauses[app] = pause
+        return pause
 
 
 def _watermark(settings: Settings, spec: Any) -> int | None:

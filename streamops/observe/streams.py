@@ -10,6 +10,7 @@ ledger row shows as None.
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from collections.abc import Iterable, Iterator
@@ -49,10 +50,30 @@ class BatchPoint:
     read: dict[str, int] = field(default_factory=dict)
     #: reason -> records the batch sent to the DLQ
     dlq: dict[str, int] = field(default_factory=dict)
+    #: the newest and oldest Kafka timestamp (ms) of the records the batch read (Spark's observed
+    #: metrics, ``JobQuery.observe_input``); None: the batch read nothing, or an older driver
+    newest_ms: int | None = None
+    oldest_ms: int | None = None
+    #: when the driver committed the batch's transaction (ms); None for a replayed batch
+    committed_ms: int | None = None
+    #: records each state partition received, partition 0 first (``JobQuery.observe_state_partitions``)
+    state_partition_records: list[int] = field(default_factory=list)
 
     @property
     def total_lag(self) -> int | None:
         return sum(self.lag.values()) if self.lag else None
+
+    @property
+    def end_ms(self) -> int:
+        """When the batch ended (its trigger's start plus its duration): its commit, as the commit
+        log's files date it (bench/resize.py's pause)."""
+        return self.at_ms + (self.duration_ms or 0)
+
+    def latency_s(self, record_ms: int | None) -> float | None:
+        """Seconds from a record's Kafka timestamp to the batch's commit (never negative: clocks)."""
+        if record_ms is None or self.committed_ms is None:
+            return None
+        return round(max(0, self.committed_ms - record_ms) / 1000, 3)
 
 
 def _offsets(text: str | None) -> dict[str, int]:
@@ -91,7 +112,9 @@ def point(line: dict[str, Any]) -> BatchPoint:
                       line.get("input_rows_per_s"), line.get("processed_rows_per_s"),
                       durations.get("triggerExecution") if isinstance(durations, dict) else None,
                       line.get("state_rows"), line.get("state_bytes"), line.get("executors"), lag, read,
-                      {str(k): int(v) for k, v in (line.get("dlq") or {}).items()})
+                      {str(k): int(v) for k, v in (line.get("dlq") or {}).items()},
+                      line.get("input_newest_ms"), line.get("input_oldest_ms"), line.get("committed_ms"),
+                      [int(n) for n in line.get("state_partition_records") or ()])
 
 
 def _lines(path: Path) -> Iterator[dict[str, Any]]:
@@ -171,6 +194,64 @@ def dlq_per_minute(points: Iterable[BatchPoint], *, now_ms: int, window_s: float
     return {reason: round(n * 60 / window_s, 3) for reason, n in total.items()}
 
 
+# -- the last resize's pause ---------------------------------------------------------------------------
+#: the pause's window, as bench/resize.py measures it: from this long before the resize's request ...
+PAUSE_BEFORE_S = 5.0
+#: ... until this long after it converged (the first batches at the new size: a new executor starts cold)
+PAUSE_SETTLE_S = 20.0
+
+
+@dataclass(frozen=True)
+class ResizePause:
+    """The longest time without a batch commit around an app's last succeeded resize."""
+
+    operation_id: int
+    strategy: str
+    seconds: float
+    #: the window has closed: the value no longer changes
+    final: bool
+
+
+def longest_gap(ends_ms: Iterable[int], start_ms: int, end_ms: int) -> float:
+    """Seconds of the longest time without a batch commit inside [start, end] (edges count as
+    commits; bench/resize.py's ``longest_gap``)."""
+    times = sorted([start_ms, end_ms, *(t for t in ends_ms if start_ms < t < end_ms)])
+    return max(b - a for a, b in itertools.pairwise(times)) / 1000
+
+
+def resize_pause(op: dict[str, Any], points: Iterable[BatchPoint], *, now_ms: int) -> ResizePause:
+    """Pure: the pause of resize operation ``op`` (a ledger row) from the batches around it. An
+    idle app commits no batch: its pause is the whole window (as in the benchmark, which loads it)."""
+    start = int(op["started_at"].timestamp() * 1000 - PAUSE_BEFORE_S * 1000)
+    closes = int(op["ended_at"].timestamp() * 1000 + PAUSE_SETTLE_S * 1000)
+    end = min(now_ms, closes)
+    return ResizePause(int(op["id"]), str((op.get("params") or {}).get("strategy") or "restart"),
+                       round(longest_gap((p.end_ms for p in points), start, end), 3), now_ms >= closes)
+
+
+def last_resize(ledger: Ledger, app: str) -> dict[str, Any] | None:
+    """The app's newest succeeded resize operation (request -> converged; the supervisor's own
+    records of carrying one out are not requests)."""
+    done = [op for op in ledger.operations(app, limit=5, kind="resize") if op["outcome"] == "succeeded"
+            and op.get("ended_at") is not None]
+    return done[0] if done else None
+
+
+def last_resize_pause(settings: Settings, app: str, ledger: Ledger, *, now: float | None = None
+                      ) -> ResizePause | None:
+    """``resize_pause`` of the app's last resize, from the newest progress lines (or all of them
+    when the window is older than those)."""
+    op = last_resize(ledger, app)
+    if op is None:
+        return None
+    now_ms = int((time.time() if now is None else now) * 1000)
+    since = int(op["started_at"].timestamp() * 1000 - PAUSE_BEFORE_S * 1000)
+    tail = [point(line) for line in AppDir.of(settings, app).tail_progress() if "batch_id" in line]
+    if tail and tail[0].at_ms > since:  # the tail starts after the window: read the history
+        tail = history(settings, app, since_ms=since - 600_000)  # a batch running at the start ends in it
+    return resize_pause(op, tail, now_ms=now_ms)
+
+
 # -- one row per app ----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class StreamRow:
@@ -204,6 +285,8 @@ class StreamRow:
     output_version: str | None
     spark_ui: str | None
     running_operation: dict[str, Any] | None
+    #: the driver UI's Prometheus endpoint: Spark's own metrics (``runner.prometheus_url``)
+    spark_prometheus: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -231,13 +314,20 @@ def health(desired: dict | None, observed: dict | None, heartbeat_age_s: float |
     return "healthy" if status == "running" else str(status)
 
 
-def stream_row(settings: Settings, spec: AppSpec, ledger: Ledger, *, now: float | None = None) -> StreamRow:
+#: ``stream_row``'s ``last`` when the caller has not read it
+_READ = object()
+
+
+def stream_row(settings: Settings, spec: AppSpec, ledger: Ledger, *, now: float | None = None,
+               last: Any = _READ) -> StreamRow:
+    """``last``: the app's ``last_point`` if the caller read it already (a scrape needs it too)."""
     from streamops.platform.files import read_json
 
     now = time.time() if now is None else now
     desired, observed = ledger.desired(spec.name), ledger.observed(spec.name)
     hb_age = _age((observed or {}).get("heartbeat_at"), now)
-    last = last_point(settings, spec.name)
+    if last is _READ:
+        last = last_point(settings, spec.name)
     lag = last.total_lag if last else None
     rate = last.processing_rate if last else None
     savepoints = ledger.savepoints(spec.name)
@@ -269,6 +359,7 @@ def stream_row(settings: Settings, spec: AppSpec, ledger: Ledger, *, now: float 
         spark_ui=(driver or {}).get("ui_url") if running and isinstance(driver, dict) else None,
         running_operation=({k: lease[k] for k in ("operation_id", "kind", "holder", "acquired_at")}
                            if lease else None),
+        spark_prometheus=(driver or {}).get("prometheus_url") if running and isinstance(driver, dict) else None,
     )
 
 

@@ -45,6 +45,11 @@ TICK_LANE = 3
 #: Spark's local property holding the micro-batch id in a streaming query's tasks
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
 OUTPUT_JSON = JsonSerde()
+#: the streaming query's observed metrics (``Dataset.observe``: Spark reports them in each batch's
+#: progress, ``observedMetrics``): the input records' Kafka timestamps (``newest_ms``, ``oldest_ms``)
+#: and the records each state partition received (``p0``, ``p1``, ...)
+OBSERVED_INPUT = "streamops_input"
+OBSERVED_STATE_PARTITIONS = "streamops_state_partitions"
 
 _COORDS = [("reason", pa.string()), ("raw_key", pa.binary()), ("raw_value", pa.binary()),
            ("src_topic", pa.string()), ("src_partition", pa.int32()), ("src_offset", pa.int64())]
@@ -190,9 +195,22 @@ class JobQuery:
         An update job's batch DataFrame (an executor's warm-up) gets the parse stage only: Spark
         runs ``applyInPandasWithState`` in streaming queries only."""
         cols = raw.select("key", "value", "topic", "partition", "offset", "timestamp")
+        if cols.isStreaming:
+            cols = self.observe_input(cols)
         if self.aggregate:
             return self._build_aggregate(cols)
         return self._build_update(cols, checkpoint)
+
+    # -- observed metrics (the end-to-end latency and the state partitions' skew, ``observe.metrics``) --
+    def observe_input(self, cols):
+        """The newest and oldest Kafka timestamp among the batch's input records (``input_timestamps``)."""
+        ticks = self.topics.ticks if self.topics is not None and self.timed else None
+        return cols.observe(OBSERVED_INPUT, *input_timestamps(ticks))
+
+    def observe_state_partitions(self, rows, keys: list[str], only=None):
+        """Records per state partition (``state_partition_records``)."""
+        counts = state_partition_records(keys, self.state_partitions, only)
+        return rows.observe(OBSERVED_STATE_PARTITIONS, *counts) if counts else rows
 
     def _build_aggregate(self, cols):
         from pyspark.sql import functions as F
@@ -200,7 +218,10 @@ class JobQuery:
         key = self.job_cls.key_name
         parsed = cols.repartition(self.state_partitions, "key").mapInArrow(
             parse_aggregate(self.job_cls, self.parsed_schema()), _ddl(self.parsed_schema()))
-        states = self.state_op(parsed.where(F.col("reason").isNull()).drop(*(n for n, _t in _COORDS)))
+        valid = parsed.where(F.col("reason").isNull())
+        if valid.isStreaming:
+            valid = self.observe_state_partitions(valid, [key])
+        states = self.state_op(valid.drop(*(n for n, _t in _COORDS)))
         nulls = [F.lit(None).cast(t).alias(n) for n, t in
                  [("reason", "string"), ("raw_key", "binary"), ("raw_value", "binary"), ("src_topic", "string"),
                   ("src_partition", "int"), ("src_offset", "long")]]
@@ -247,8 +268,8 @@ class JobQuery:
             fn = parse_update(self.job_cls, checkpoint=None, ticks_topic=self.topics.ticks if self.topics else None)
             return cols.mapInArrow(fn, UPDATE_PARSED_DDL + (TIMED_DDL if self.timed else ""))
         if not self.timed:
-            parsed = cols.mapInArrow(parse_update(self.job_cls), UPDATE_PARSED_DDL).repartition(
-                self.state_partitions, "key", "lane")
+            parsed = self.observe_state_partitions(cols.mapInArrow(parse_update(self.job_cls), UPDATE_PARSED_DDL),
+                                                   ["key", "lane"]).repartition(self.state_partitions, "key", "lane")
             if self.named:
                 return self._transform_with_state(parsed)
             return parsed.groupBy("key", "lane").applyInPandasWithState(
@@ -264,8 +285,10 @@ class JobQuery:
         ticks = self.topics.ticks if self.topics is not None else None
         parsed = (cols.mapInArrow(parse_update(self.job_cls, checkpoint=checkpoint, ticks_topic=ticks),
                                   UPDATE_PARSED_DDL + TIMED_DDL)
-                  .withColumn("wm", F.timestamp_millis("wm_ms")).withWatermark("wm", "1 millisecond")
-                  .repartition(self.state_partitions, "key", "lane"))
+                  .withColumn("wm", F.timestamp_millis("wm_ms")).withWatermark("wm", "1 millisecond"))
+        # events and rejected records count (the clock and tick rows are the driver's bookkeeping)
+        parsed = self.observe_state_partitions(parsed, ["key", "lane"], only=F.col("lane") <= REJECT_LANE
+                                               ).repartition(self.state_partitions, "key", "lane")
         if self.named:
             return self._transform_with_state(parsed)
         return parsed.groupBy("key", "lane").applyInPandasWithState(
@@ -352,6 +375,40 @@ class JobQuery:
             out.append(dlq_record(t.dlq, row["raw_key"], row["raw_value"], row["reason"], row["src_topic"],
                                   row["src_partition"], row["src_offset"], batch_id))
         return out
+
+
+def input_timestamps(ticks_topic: str | None = None) -> list:
+    """Aggregates for ``Dataset.observe`` over Kafka rows: the newest and oldest timestamp (ms;
+    ``ticks_topic``'s left out: the driver wrote them). Spark computes them in the scan's tasks
+    with its own accumulators: no extra job, a max and a min per record."""
+    from pyspark.sql import functions as F
+
+    ts = F.unix_millis("timestamp")
+    if ticks_topic is not None:
+        ts = F.when(F.col("topic") != ticks_topic, ts)
+    return [F.max(ts).alias("newest_ms"), F.min(ts).alias("oldest_ms")]
+
+
+#: above this many state partitions the records per partition are not observed: one conditional sum
+#: per partition and record costs about 8 ns each (bench/observed_metrics.py), ~1 % of a record's
+#: work at 32 (the default is 4)
+MAX_OBSERVED_STATE_PARTITIONS = 32
+
+
+def state_partition_records(keys: list[str], partitions: int, only=None) -> list:
+    """Aggregates for ``Dataset.observe``: records per state partition (skew a uniform test misses),
+    ``p0``, ``p1``, ...; none above ``MAX_OBSERVED_STATE_PARTITIONS``. A row's partition is the one
+    Spark's hash partitioning of the stateful operator's keys gives it (``pmod(hash(keys), n)``, as
+    ``repartition`` and ``groupBy`` compute it); ``only``: the rows that count. One exact count per
+    partition (``histogram_numeric`` with one bin each was cheaper at 200 partitions but merged
+    distinct partitions' bins when many tasks' histograms combined)."""
+    from pyspark.sql import functions as F
+
+    if partitions > MAX_OBSERVED_STATE_PARTITIONS:
+        return []
+    part = F.pmod(F.hash(*keys), F.lit(partitions))
+    hit = (lambda i: part == i) if only is None else (lambda i: only & (part == i))
+    return [F.sum(F.when(hit(i), 1).otherwise(0)).alias(f"p{i}") for i in range(partitions)]
 
 
 def _fields_json(fields: list[str]):

@@ -129,6 +129,15 @@ def batches_path(settings: Settings, app: str) -> Path:
     return app_dir(settings, app).progress
 
 
+def prometheus_url(ui_url: str | None) -> str | None:
+    """The driver UI's Prometheus endpoint (``session.session_conf``: the streaming query's
+    metrics, ``spark.sql.streaming.metricsEnabled``); the executors' are under
+    ``/metrics/executors/prometheus/`` (``spark.ui.prometheus.enabled``)."""
+    from streamops.spark.session import SPARK_PROMETHEUS_PATH
+
+    return None if not ui_url else f"{ui_url.rstrip('/')}{SPARK_PROMETHEUS_PATH}/"
+
+
 def dlq_reasons(records: list, dlq_topic: str) -> dict[str, int]:
     """A batch's DLQ records by reason (the header every DLQ record carries)."""
     from streamops.spark.job_query import H_REASON
@@ -161,7 +170,24 @@ def progress_line(progress: dict) -> dict:
                            for s in progress.get("sources", [])],
         "state_rows": sum(op.get("numRowsTotal", 0) for op in progress.get("stateOperators", [])),
         "state_bytes": sum(op.get("memoryUsedBytes", 0) for op in progress.get("stateOperators", [])),
+        **observed_facts(progress.get("observedMetrics") or {}),
     }
+
+
+def observed_facts(observed: dict) -> dict:
+    """What the query's observed metrics (``JobQuery.observe_input``, ``observe_state_partitions``)
+    add to a progress line: the input's newest and oldest Kafka timestamps (ms; absent when the
+    batch read nothing) and the records per state partition (a list, partition 0 first)."""
+    from streamops.spark.job_query import OBSERVED_INPUT, OBSERVED_STATE_PARTITIONS
+
+    out: dict = {}
+    inp = observed.get(OBSERVED_INPUT) or {}
+    if inp.get("newest_ms") is not None:
+        out.update(input_newest_ms=int(inp["newest_ms"]), input_oldest_ms=int(inp["oldest_ms"]))
+    parts = observed.get(OBSERVED_STATE_PARTITIONS) or {}
+    if parts:  # a sum over no rows is null
+        out["state_partition_records"] = [int(parts.get(f"p{i}") or 0) for i in range(len(parts))]
+    return out
 
 
 def progress_listener(app_dir: AppDir, reporter: ObservedReporter | None = None, name: str | None = None,
@@ -448,9 +474,11 @@ class AppDriver:
                 end = clamp_to_bound(end, bounds[1])
             written = committer.commit(batch_id, records, input_end=end, marker_extra=extra)
             t3 = time.monotonic()
+            committed_ms = int(time.time() * 1000)
+            ui_url = spark.sparkContext.uiWebUrl
             write_json(hb, {
                 "app": spec.name, "pid": os.getpid(), "app_id": spark.sparkContext.applicationId,
-                "ui_url": spark.sparkContext.uiWebUrl,
+                "ui_url": ui_url, "prometheus_url": prometheus_url(ui_url),
                 "status": "running", "batch_id": batch_id, "replayed": written is None,
                 "records": len(records), "sink_seconds": round(t3 - t0, 3),
                 "compute_seconds": round(t1 - t0, 3), "encode_seconds": round(t2 - t1, 3),
@@ -458,7 +486,9 @@ class AppDriver:
                 "heartbeat_ms": int(time.time() * 1000), "started_ms": int(started * 1000),
             })
             self.last_executors = self._executors()
-            self._facts[batch_id] = {"executors": self.last_executors, "dlq": dlq_reasons(records, spec.dlq_topic)}
+            self._facts[batch_id] = {"executors": self.last_executors, "dlq": dlq_reasons(records, spec.dlq_topic),
+                                     # a replayed batch was committed by an earlier driver: no latency of its own
+                                     **({"committed_ms": committed_ms} if written is not None else {})}
             reporter.report(status="running", last_batch=batch_id, executors=self.last_executors, error=None)
 
         topics = list(spec.input_topics)

@@ -12,6 +12,8 @@ from streamops.spark import pydaemon
 from streamops.spec import AppSpec
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+#: where the driver's UI serves Spark's own metrics in Prometheus' format (``session_conf``)
+SPARK_PROMETHEUS_PATH = "/metrics/prometheus"
 
 
 def checkpoint_root(settings: Settings, spec: AppSpec) -> Path:
@@ -69,6 +71,14 @@ def session_conf(spec: AppSpec, settings: Settings, *, parallelism: int | None =
         "spark.cores.max": str(cores),
         "spark.executor.memory": "1g",
         "spark.ui.showConsoleProgress": "false",
+        # Spark's own metrics beside the platform's (observe.metrics): per query its rates, latency
+        # and state (Dropwizard gauges from each batch's progress, no extra work in a batch), served
+        # with the driver's and executors' metrics in Prometheus' format by the driver's UI
+        # (runner.prometheus_url; the executors' under /metrics/executors/prometheus/)
+        "spark.sql.streaming.metricsEnabled": "true",
+        "spark.ui.prometheus.enabled": "true",
+        "spark.metrics.conf.*.sink.prometheusServlet.class": "org.apache.spark.metrics.sink.PrometheusServlet",
+        "spark.metrics.conf.*.sink.prometheusServlet.path": SPARK_PROMETHEUS_PATH,
         "spark.pyspark.python": sys.executable,
         "spark.pyspark.driver.python": sys.executable,
         **jars.spark_conf(),  # Spark's own Kafka connector, on the driver and every executor

@@ -3,7 +3,7 @@ rates, state, batch) and the ledger's operations by kind and outcome, under Prom
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from prometheus_client import generate_latest
@@ -53,6 +53,63 @@ def test_a_scrape(tmp_path) -> None:
     assert got[("streamops_operations_total", (("app", "a1"), ("kind", "resize"), ("outcome", "succeeded")))] == 2.0
     assert got[("streamops_operations_total", (("app", "a1"), ("kind", "resize"), ("outcome", "failed")))] == 1.0
     assert ("streamops_app_executors", (("app", "a2"),)) not in got  # unknown: left out, not 0
+
+
+def test_latency_state_partitions_resize_pause_and_give_ups(tmp_path, monkeypatch) -> None:
+    """The last batch's end-to-end latency and records per state partition, the last resize's
+    pause (bench/resize.py's: the longest gap between batch commits from 5 s before its request to
+    20 s after it converged) and the supervisor's give-ups, from fixture lines and ledger rows."""
+    from streamops.ledger import store
+
+    settings = Settings(home=tmp_path)
+    t0 = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=1)  # the resize's window has closed
+    monkeypatch.setattr(store, "utcnow", lambda: t0)
+    ledger = Ledger.open(settings.ledger_db_url)
+    ledger.set_desired("a1", status="running", parallelism=2, who="t")
+    ledger.record("a1", "resize", {"parallelism": 2, "strategy": "live"}, who="t")  # request = converged = t0
+    ledger.record("a1", "resize", {"parallelism": 3, "strategy": "restart"}, who="t", outcome="failed")
+    for _ in range(2):
+        ledger.record("a1", "give-up", who="supervisor", outcome="failed", error="crash loop")
+    ledger.close()
+    t = int(t0.timestamp() * 1000)
+    # (batch, trigger start, duration): batches end at t-7 s (before the window), t-2 s, t+10 s, t+13 s,
+    # t+31 s (after it): commits in [t-5 s, t+20 s] at t-2, t+10, t+13 -> longest gap 12 s
+    for batch, at, dur in ((1, t - 8000, 1000), (2, t - 3000, 1000), (3, t + 9000, 1000), (4, t + 12000, 1000),
+                           (5, t + 30000, 1000)):
+        AppDir.of(settings, "a1").append_progress({
+            "batch_id": batch, "timestamp": at, "input_rows": 11, "duration_ms": {"triggerExecution": dur},
+            "end_offsets": [], "start_offsets": [], "latest_offsets": [],
+            "input_newest_ms": t + 30500, "input_oldest_ms": t + 28000, "committed_ms": t + 31000,
+            "state_partition_records": [3, 0, 7, 1]})
+    reads: list[str] = []
+    last_progress = AppDir.last_progress
+    monkeypatch.setattr(AppDir, "last_progress", lambda self: reads.append(self.app) or last_progress(self))
+    got = samples(generate_latest(registry(settings, lambda: SPECS)).decode())
+    a1 = (("app", "a1"),)
+    assert got[("streamops_app_end_to_end_latency_seconds", a1)] == 0.5  # newest record t+30.5 s, commit t+31 s
+    assert got[("streamops_app_end_to_end_latency_max_seconds", a1)] == 3.0  # oldest record t+28 s
+    assert {p: got[("streamops_app_batch_state_partition_records", (("app", "a1"), ("partition", p)))]
+            for p in "0123"} == {"0": 3.0, "1": 0.0, "2": 7.0, "3": 1.0}
+    assert got[("streamops_app_last_resize_pause_seconds", (("app", "a1"), ("strategy", "live")))] == 12.0
+    assert got[("streamops_app_crash_loop_give_ups_total", a1)] == 2.0
+    assert got[("streamops_app_crash_loop_give_ups_total", (("app", "a2"),))] == 0.0
+    assert not any(name.startswith("streamops_app_last_resize") and dict(labels)["app"] == "a2"
+                   for name, labels in got)  # never resized: left out
+    assert sorted(reads) == ["a1", "a2"]  # the last progress line: read once per app and scrape
+
+
+def test_a_replayed_batch_has_no_latency_and_an_idle_resize_pauses_the_whole_window() -> None:
+    from streamops.observe import streams as so
+
+    replayed = so.BatchPoint(4, 1000, 0, None, None, 500, None, None, None, newest_ms=900)
+    assert replayed.latency_s(replayed.newest_ms) is None  # committed by an earlier driver
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    op = {"id": 7, "started_at": t0, "ended_at": t0 + timedelta(seconds=3), "params": {"strategy": "restart"}}
+    t = int(t0.timestamp() * 1000)
+    idle = so.resize_pause(op, [], now_ms=t + 60_000)
+    assert (idle.seconds, idle.strategy, idle.final) == (28.0, "restart", True)  # 5 s + 3 s + 20 s
+    open_ = so.resize_pause(op, [so.BatchPoint(1, t + 1000, 5, None, None, 1000, None, None, None)], now_ms=t + 10_000)
+    assert (open_.seconds, open_.final) == (8.0, False)  # t-5 s .. t+10 s (now), one commit at t+2 s
 
 
 def test_the_grafana_dashboard_uses_only_metrics_the_platform_exports(tmp_path) -> None:

@@ -12,6 +12,7 @@ from streamops.ledger import Ledger
 from streamops.observe import streams as so
 from streamops.platform.appdir import AppDir
 from streamops.settings import Settings
+from streamops.spark import runner
 from streamops.spec import AppSpec
 
 pytestmark = pytest.mark.unit
@@ -67,6 +68,8 @@ def test_the_row_of_a_running_app(tmp_path) -> None:
     ledger.record("app1", "verify", {"batch_id": 2}, who="t", outcome="failed", error="changelog differs",
                   after={"categories": ["changelog.different"]})
     ledger.set_output_version("app1", "v2", who="t")
+    d.write(d.heartbeat, {"status": "running", "ui_url": "http://h:4041",
+                          "prometheus_url": runner.prometheus_url("http://h:4041")})
     row = so.stream_row(settings, SPEC, ledger, now=T0.timestamp() + 10)
     ledger.close()
     assert (row.health, row.desired_parallelism, row.executors, row.heartbeat_age_s) == ("healthy", 2, 2, 10.0)
@@ -74,6 +77,8 @@ def test_the_row_of_a_running_app(tmp_path) -> None:
     assert row.last_batch_age_s == 6.0 and (row.state_rows, row.state_bytes) == (7, 4096)
     assert row.newest_savepoint["id"] == "sp1" and row.output_topic == "out.v2"
     assert row.last_verify["outcome"] == "failed" and row.last_verify["report"]["categories"] == ["changelog.different"]
+    # the driver's UI and its Prometheus endpoint (Spark's own metrics: session.session_conf)
+    assert (row.spark_ui, row.spark_prometheus) == ("http://h:4041", "http://h:4041/metrics/prometheus/")
 
 
 def test_history_spans_the_rotated_file_and_the_window(tmp_path) -> None:

@@ -47,3 +47,15 @@ def test_rates_spark_could_not_compute_are_none_not_nan() -> None:
     assert line["input_rows_per_s"] is None and line["processed_rows_per_s"] is None
     assert line["state_rows"] == 0 and line["end_offsets"] == []
     json.loads(json.dumps(line, allow_nan=False))
+
+
+def test_the_observed_metrics_give_the_input_timestamps_and_the_state_partitions_records() -> None:
+    """``JobQuery.observe_input`` / ``observe_state_partitions`` as Spark reports them (a Row's JSON)."""
+    observed = {"streamops_input": {"newest_ms": 1795767354818, "oldest_ms": 1795767352838},
+                "streamops_state_partitions": {"p0": 15, "p1": 28, "p2": None, "p3": 29}}  # a sum of no rows: null
+    line = progress_line({**PROGRESS, "observedMetrics": observed})
+    assert (line["input_newest_ms"], line["input_oldest_ms"]) == (1795767354818, 1795767352838)
+    assert line["state_partition_records"] == [15, 28, 0, 29]
+    # a batch that read nothing: no timestamps (Spark's max of no rows is null)
+    empty = progress_line({**PROGRESS, "observedMetrics": {"streamops_input": {"newest_ms": None, "oldest_ms": None}}})
+    assert "input_newest_ms" not in empty and "state_partition_records" not in empty
