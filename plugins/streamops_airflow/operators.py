@@ -261,10 +261,10 @@ class SavepointOperator(BaseOperator):
 
 
 class HandsOffWaits(BaseOperator):
-    """Base of the operations that replace a running app's checkpoint (``stop_first``): the waits
-    for the app to stop and to run again are handed to ``LedgerConvergenceTrigger``
-    (``streamops.ledger.handoff``), so no worker slot is held while the app converges. Subclasses
-    give ``run_core`` (the core call) and ``report`` (the log lines of its result)."""
+    """Base of the long operations: the waits for a running app to stop and to run again
+    (``LedgerConvergenceTrigger``) and for a reprocess run's driver (``ReprocessRunTrigger``) are
+    handed to the triggerer (``streamops.ledger.handoff``), so no worker slot is held meanwhile.
+    Subclasses give ``run_core`` (the core call) and ``report`` (the log lines of its result)."""
 
     def run_core(self, context: Any) -> dict[str, Any]:
         raise NotImplementedError
@@ -282,9 +282,10 @@ class HandsOffWaits(BaseOperator):
             with deferrable(resume=resume) as mode:
                 out = self.run_core(context)
         except OperationDeferred as waiting:
-            self.log.info("operation #%s: the app stops at a batch boundary; deferring until it has stopped",
-                          waiting.pending["operation_id"])
-            self._defer(waiting.pending, "resume_after_stop", {})
+            self.log.info("operation #%s: %s; deferring until it has", waiting.pending["operation_id"],
+                          "the run's driver started" if waiting.pending["kind"] == "reprocess" else
+                          "the app stops at a batch boundary")
+            self._defer(waiting.pending, "resume_after_wait", {})
         if not mode.handed_off:
             self.report(out)
             return out
@@ -295,14 +296,20 @@ class HandsOffWaits(BaseOperator):
     def _defer(self, pending: dict[str, Any], method: str, kwargs: dict[str, Any]) -> None:
         import time
 
-        from streamops_airflow.triggers import LedgerConvergenceTrigger
+        from streamops_airflow.triggers import LedgerConvergenceTrigger, ReprocessRunTrigger
 
-        self.defer(trigger=LedgerConvergenceTrigger(pending=pending), method_name=method, kwargs=kwargs,
+        trigger = ReprocessRunTrigger(pending=pending) if pending["kind"] == "reprocess" else \
+            LedgerConvergenceTrigger(pending=pending)
+        self.defer(trigger=trigger, method_name=method, kwargs=kwargs,
                    timeout=timedelta(seconds=max(60.0, pending["deadline"] - time.time()) + 120))
 
-    def resume_after_stop(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
+    def resume_after_wait(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
         pending = event["pending"]
         if event["status"] != "converged":
+            if pending["kind"] == "reprocess":
+                from streamops.reset.reprocess import stop_run
+
+                stop_run(pending)
             self._fail(pending, event.get("error") or "the app did not stop")
         return self._attempt(context, resume=pending["operation_id"])
 
@@ -513,7 +520,7 @@ class PromoteOperator(HandsOffWaits):
             self.log.info("%s %s", "would" if out["dry_run"] else "did:", a)
 
 
-class ReprocessOperator(BaseOperator):
+class ReprocessOperator(HandsOffWaits):
     """Reprocess one range of ``app``'s input into a versioned output, beside the live app.
 
     The range is ``frm``/``to`` when given, else the run's data interval, so an Airflow backfill of a
@@ -527,7 +534,7 @@ class ReprocessOperator(BaseOperator):
         self.app, self.frm, self.to, self.output_version = app, frm, to, output_version
         self.master, self.dry_run, self.timeout_s = master, dry_run, timeout_s
 
-    def execute(self, context: Any) -> dict[str, Any]:
+    def run_core(self, context: Any) -> dict[str, Any]:
         from airflow.sdk.exceptions import AirflowSkipException
 
         from streamops.reset.reprocess import reprocess
@@ -547,14 +554,15 @@ class ReprocessOperator(BaseOperator):
                                    "(a backfill or a run with a logical date)")
         self.log.info("reprocess %s [%s, %s)", self.app, frm, to)
         with _core(self.app, "reprocess") as (settings, spec, ledger):
-            out = reprocess(settings, spec, ledger, frm=frm, to=to,
-                            output_version=given(self.output_version) or spec.reprocess.output_version,
-                            dry_run=_flag(self.dry_run), master=given(self.master), who=_who(context),
-                            timeout=float(self.timeout_s), progress=self.log.info)
+            return reprocess(settings, spec, ledger, frm=frm, to=to,
+                             output_version=given(self.output_version) or spec.reprocess.output_version,
+                             dry_run=_flag(self.dry_run), master=given(self.master), who=_who(context),
+                             timeout=float(self.timeout_s), progress=self.log.info)
+
+    def report(self, out: dict[str, Any]) -> None:
         for o in out["offsets"]:
             self.log.info("%s[%s]: %s .. %s (%s records)", o["topic"], o["partition"], o["from"], o["to"],
                           o["records"])
-        return out
 
 
 class VerifyOperator(BaseOperator):

@@ -72,6 +72,42 @@ class LedgerConvergenceTrigger(BaseTrigger):
             await asyncio.sleep(left)
 
 
+class ReprocessRunTrigger(BaseTrigger):
+    """Wait for a handed-over reprocess run's driver to end (``streamops.reset.reprocess.watch_run``),
+    logging the records it has committed; ``failed`` past the run's deadline."""
+
+    def __init__(self, pending: dict[str, Any], poll_interval: float = 5.0, min_dwell_s: float = MIN_DWELL_S) -> None:
+        super().__init__()
+        self.pending, self.poll_interval, self.min_dwell_s = pending, poll_interval, min_dwell_s
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (f"{type(self).__module__}.{type(self).__qualname__}",
+                {"pending": self.pending, "poll_interval": self.poll_interval, "min_dwell_s": self.min_dwell_s})
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        from streamops.reset.reprocess import watch_run
+
+        started, shown = time.monotonic(), -1
+        total = self.pending["plan"]["records"]
+        while True:
+            alive, done = await asyncio.to_thread(watch_run, self.pending)
+            if done != shown:
+                shown = done
+                self.log.info("%s: %s/%s records (%.0f%%)", self.pending["app"], done, total,
+                              100 * done / total if total else 100)
+            if not alive or time.time() > self.pending["deadline"]:
+                await self._dwell(started)
+                yield TriggerEvent({"status": "converged", "pending": self.pending} if not alive else
+                                   {"status": "failed", "pending": self.pending,
+                                    "error": f"did not finish by its deadline ({done}/{total} records)"})
+                return
+            await asyncio.sleep(self.poll_interval)
+
+    async def _dwell(self, started: float) -> None:
+        if (left := self.min_dwell_s - (time.monotonic() - started)) > 0:
+            await asyncio.sleep(left)
+
+
 class AppWatchTrigger(BaseTrigger):
     """Watch one app in the triggerer (``streamops.observe.alerts``) until ``until`` (epoch s):
     fire with the new alerts as soon as there are any, or with none at the end of the watch."""

@@ -25,11 +25,12 @@ from typing import Any
 
 from streamops.checkpoints import layout
 from streamops.exceptions import StreamopsError, UsageError
-from streamops.ledger import Ledger
+from streamops.ledger import Ledger, handoff
 from streamops.ledger.outputs import check_version, reprocess_spec
 from streamops.lifecycle import driver
 from streamops.lifecycle import operations as ops
 from streamops.lifecycle.replace import Replacement, rewind_marker
+from streamops.platform.process import start_ticks
 from streamops.reset.targets import parse_datetime
 from streamops.settings import Settings
 from streamops.spark.session import checkpoint_dir
@@ -132,12 +133,17 @@ def reprocess(settings: Settings, spec: AppSpec, ledger: Ledger, *, frm: str, to
               output_version: str | None = None, dry_run: bool = False, master: str | None = None,
               parallelism: int | None = None, who: str | None = None, timeout: float = 3600.0,
               progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
-    """Run the job over [from, to) into the versioned output; returns when the range is committed."""
+    """Run the job over [from, to) into the versioned output; returns when the range is committed.
+
+    Under ``ledger.handoff.deferrable()`` (an Airflow task) the run is handed over once its driver
+    started (``OperationDeferred``, kind ``reprocess``: ``watch_run`` polls it elsewhere), and the
+    operation resumed after the driver ended checks and records the range."""
     from streamops.spark.runner import app_dir, ensure_app_topics
 
     plan = reprocess_plan(settings, spec, ledger, frm=frm, to=to, output_version=output_version)
     if dry_run:
         return {**plan, "dry_run": True}
+    mode = handoff.current()
     derived = reprocess_spec(spec, plan["output_version"])
     n = spec.check_parallelism(parallelism) if parallelism else spec.parallelism.min
     # its own lease (the live app's operations go on meanwhile); a second run into it is refused
@@ -146,21 +152,37 @@ def reprocess(settings: Settings, spec: AppSpec, ledger: Ledger, *, frm: str, to
                           who=who, before={"start": plan["start"], "stop": plan["stop"]}) as rec:
         t0 = time.monotonic()
         ckpt = checkpoint_dir(settings, derived)
-        if ckpt.exists():
-            shutil.rmtree(ckpt)
-        resumed = chain_dir(settings, derived, plan["start"])
-        if resumed.is_dir():  # the previous range ended exactly here: its state goes on
-            progress(f"{derived.name}: continuing the state of the range that ended at these offsets")
-            shutil.copytree(resumed, ckpt)
-        ensure_app_topics(settings, derived)
-        batch = layout.last_committed_batch(ckpt)
-        # the next batch is written again (upserts); DLQ entries already written are not
-        marker = rewind_marker(settings, derived, -1 if batch is None else batch)
-        run_dir = app_dir(settings, derived.name)
-        run_file = run_dir.reprocess_run
-        run_dir.write(run_file, {"output_version": plan["output_version"], "start": plan["start"],
-                                 "stop": plan["stop"]})
-        done = _run(settings, spec, derived, run_file, n, master, plan, timeout, progress) if plan["records"] else 0
+        launched = _launched(ledger, rec.id) if mode is not None and mode.resume == rec.id else None
+        if launched is not None:  # resumed: the driver ran while the task was deferred
+            plan, marker = launched["plan"], launched["marker"]
+            t0 -= time.time() - launched["at"]
+            done = _finish_run(settings, derived, plan, progress)
+        else:
+            if ckpt.exists():
+                shutil.rmtree(ckpt)
+            resumed = chain_dir(settings, derived, plan["start"])
+            if resumed.is_dir():  # the previous range ended exactly here: its state goes on
+                progress(f"{derived.name}: continuing the state of the range that ended at these offsets")
+                shutil.copytree(resumed, ckpt)
+            ensure_app_topics(settings, derived)
+            batch = layout.last_committed_batch(ckpt)
+            # the next batch is written again (upserts); DLQ entries already written are not
+            marker = rewind_marker(settings, derived, -1 if batch is None else batch)
+            run_dir = app_dir(settings, derived.name)
+            run_file = run_dir.reprocess_run
+            run_dir.write(run_file, {"output_version": plan["output_version"], "start": plan["start"],
+                                     "stop": plan["stop"]})
+            done = 0
+            if plan["records"]:
+                proc = _launch(settings, spec, derived, run_file, n, master)
+                if mode is not None:
+                    ledger.step(rec.op, "launched", pid=proc.pid, ticks=start_ticks(proc.pid), at=time.time(),
+                                plan=plan, marker=marker)
+                    raise handoff.OperationDeferred({
+                        "app": derived.name, "kind": "reprocess", "operation_id": rec.id,
+                        "requested_by": rec.op.requested_by, "deadline": time.time() + timeout,
+                        "pid": proc.pid, "ticks": start_ticks(proc.pid), "plan": plan})
+                done = _watch(settings, derived, proc, plan, timeout, progress)
         if plan["records"]:
             ended = chain_dir(settings, derived, plan["stop"])
             shutil.rmtree(ended, ignore_errors=True)
@@ -181,27 +203,43 @@ def chain_dir(settings: Settings, derived: AppSpec, offsets: dict[str, dict[str,
     return settings.state_dir / "reprocess" / derived.name / key
 
 
-def _run(settings: Settings, spec: AppSpec, derived: AppSpec, run_file: Path, parallelism: int,
-         master: str | None, plan: dict[str, Any], timeout: float, progress: Callable[[str], None]) -> int:
-    """The job in the foreground; progress from its checkpoint; returns records committed."""
+def _launched(ledger: Ledger, op_id: int) -> dict[str, Any] | None:
+    journal = (ledger.get_operation(op_id) or {}).get("journal") or []
+    return next((s for s in journal if s["step"] == "launched"), None)
+
+
+def _launch(settings: Settings, spec: AppSpec, derived: AppSpec, run_file: Path, parallelism: int,
+            master: str | None) -> subprocess.Popen:
+    """The job's driver in a session of its own (it outlives a task that defers)."""
     from streamops.spark.runner import app_dir
 
-    argv = [*driver.job_argv(spec), "--reprocess", str(run_file),
-            "--parallelism", str(parallelism)]
+    argv = [*driver.job_argv(spec), "--reprocess", str(run_file), "--parallelism", str(parallelism)]
     if master:
         argv += ["--master", master]
+    with open(app_dir(settings, derived.name).log, "ab") as out:
+        return subprocess.Popen(argv, env=driver.driver_env(settings), stdout=out, stderr=subprocess.STDOUT,
+                                cwd=app_dir(settings, derived.name).root, start_new_session=True)
+
+
+def committed_records(checkpoint: Path, plan: dict[str, Any]) -> int:
+    """Records of the range the run's checkpoint has committed."""
+    first = {(t, p): o for t, ps in plan["start"].items() for p, o in ps.items()}
+    committed = layout.committed_offsets(checkpoint)
+    return sum(max(0, o - first.get((t, str(p)), 0)) for t, ps in committed.items() for p, o in ps.items())
+
+
+def _watch(settings: Settings, derived: AppSpec, proc: subprocess.Popen, plan: dict[str, Any], timeout: float,
+           progress: Callable[[str], None]) -> int:
+    """Wait for the driver in the foreground, with progress from its checkpoint; returns records committed."""
+    from streamops.spark.runner import app_dir
+
     log = app_dir(settings, derived.name).log
     ckpt = checkpoint_dir(settings, derived)
     total = plan["records"]
-    first = {(t, p): o for t, ps in plan["start"].items() for p, o in ps.items()}
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(argv, env=driver.driver_env(settings), stdout=out, stderr=subprocess.STDOUT,
-                                cwd=app_dir(settings, derived.name).root, start_new_session=True)
-    deadline, shown, done = time.monotonic() + timeout, -1, 0
+    deadline, shown = time.monotonic() + timeout, -1
     try:
         while proc.poll() is None:
-            committed = layout.committed_offsets(ckpt)
-            done = sum(max(0, o - first.get((t, str(p)), 0)) for t, ps in committed.items() for p, o in ps.items())
+            done = committed_records(ckpt, plan)
             if done != shown:
                 shown = done
                 progress(f"{derived.name}: {done}/{total} records ({100 * done / total:.0f}%), batch "
@@ -220,11 +258,47 @@ def _run(settings: Settings, spec: AppSpec, derived: AppSpec, run_file: Path, pa
                 proc.wait(10)
     if proc.returncode != 0:
         raise ReprocessError(f"{derived.name} exited {proc.returncode}; last log lines:\n{_tail(log)}")
-    committed = layout.committed_offsets(ckpt)
+    return _finish_run(settings, derived, plan, progress)
+
+
+def watch_run(pending: dict[str, Any]) -> tuple[bool, int]:
+    """(is the handed-over run's driver still running, records committed so far): the waiter's poll."""
+    from streamops.platform.process import Tracked
+
+    return (Tracked(int(pending["pid"]), pending.get("ticks")).running(),
+            committed_records(Path(pending["plan"]["checkpoint"]), pending["plan"]))
+
+
+def stop_run(pending: dict[str, Any]) -> None:
+    """End a handed-over run's driver (its wait passed the deadline): TERM, then KILL its group."""
+    import signal
+
+    from streamops.platform.process import Tracked
+
+    proc = Tracked(int(pending["pid"]), pending.get("ticks"))
+    proc.signal(signal.SIGTERM)
+    deadline = time.monotonic() + 30
+    while proc.running() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    if proc.running():
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _finish_run(settings: Settings, derived: AppSpec, plan: dict[str, Any], progress: Callable[[str], None]) -> int:
+    """The driver has ended: the whole range must be committed (else the log says why)."""
+    from streamops.spark.runner import app_dir
+
+    first = {(t, p): o for t, ps in plan["start"].items() for p, o in ps.items()}
+    committed = layout.committed_offsets(checkpoint_dir(settings, derived))
     short = [f"{t}[{p}] {committed.get(t, {}).get(int(p))} < {o}" for t, ps in plan["stop"].items()
              for p, o in ps.items() if o > first.get((t, p), 0) and committed.get(t, {}).get(int(p), -1) < o]
     if short:
-        raise ReprocessError(f"{derived.name} stopped before the end of the range: {', '.join(short[:5])}")
+        raise ReprocessError(f"{derived.name} stopped before the end of the range: {', '.join(short[:5])}; last log "
+                             f"lines:\n{_tail(app_dir(settings, derived.name).log)}")
+    total = plan["records"]
     progress(f"{derived.name}: {total}/{total} records (100%), done")
     return total
 

@@ -1,6 +1,7 @@
 """An Airflow backfill of the reprocess DAG over 3 daily intervals: 3 runs, each reprocessing its
 interval into user-profiles.v2 and continuing the previous one's state, so v2 ends up equal to
-the fold over the 3 days. Real scheduler and worker; the reprocess job runs on local Spark.
+the fold over the 3 days. Real scheduler, worker and triggerer (each task defers while its run's
+driver runs); the reprocess job runs on local Spark.
 
 Input records carry timestamps on 2026-11-20..22 (producer-set), so the data intervals select
 them by ``offsets_for_times``. ``user-events`` on the shared broker is emptied before and after.
@@ -95,6 +96,8 @@ def test_backfill_of_three_intervals_runs_three_chained_reprocess_runs(platform,
             ops = [o for o in ledger.operations(f"{APP}__reprocess_v2", limit=10) if o["kind"] == "reprocess"]
             assert len(ops) == 3 and all(o["outcome"] == "succeeded" for o in ops)
             assert all(o["requested_by"].startswith(f"airflow:{DAG_ID}/backfill") for o in ops), ops
+            # each task deferred while its run's driver ran (no worker slot held), then resumed it
+            assert all([x["step"] for x in o["journal"]] == ["launched", "handed-off"] for o in ops), ops
 
             # the reset DAG defaults to a dry run: the plan is the task's return value, nothing changes
             assert _request(s, "PATCH", "/api/v2/dags/streamops_reset", token, {"is_paused": False})[0] == 200
