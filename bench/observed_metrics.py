@@ -1,5 +1,5 @@
 """What the streaming query's observed metrics cost per record (``job_query.input_timestamps`` and
-``state_partition_records``, in every app's query since issue 25's metrics), on a local Spark job.
+``state_partition_records``, ``hot_keys``, in every app's query since issue 25's metrics), on a local Spark job.
 
     .venv/bin/python bench/observed_metrics.py [--rows 4000000] [--runs 5]
 
@@ -27,7 +27,12 @@ def main() -> None:
     from pyspark.sql import Observation, SparkSession
     from pyspark.sql import functions as F
 
-    from streamops.spark.job_query import OBSERVED_STATE_PARTITIONS, input_timestamps, state_partition_records
+    from streamops.spark.job_query import (
+        OBSERVED_STATE_PARTITIONS,
+        hot_keys,
+        input_timestamps,
+        state_partition_records,
+    )
     from streamops.spark.runner import observed_facts
 
     spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
@@ -41,8 +46,10 @@ def main() -> None:
             return [F.histogram_numeric(part, F.lit(n)).alias("records")]
         return [F.sum(F.when(part == i, 1).otherwise(0)).alias(f"p{i}") for i in range(n)]
 
-    def run(n: int | None, histogram: bool = False) -> float:
+    def run(n: int | None, histogram: bool = False, hot: bool = False) -> float:
         df = base if n is None else base.observe("in", *input_timestamps()).observe("sp", *counts(n, histogram))
+        if hot:
+            df = df.observe("hot", *hot_keys("key"))
         t = time.perf_counter()
         df.repartition(4, "key", "lane").write.format("noop").mode("overwrite").save()
         return time.perf_counter() - t
@@ -51,10 +58,12 @@ def main() -> None:
         run(None)
     rows = [("none", None, False), *((f"conditional sums (kept), {n} partitions", n, False) for n in (4, 32, 200)),
             *((f"histogram_numeric, {n} partitions", n, True) for n in (4, 32, 200))]
+    rows = [(label, n, histogram, False) for label, n, histogram in rows] + [
+        ("conditional sums (kept), 4 partitions + the hottest keys (approx_top_k)", 4, False, True)]
     base_s = None
     print(f"| observations | median s ({args.rows:,} rows, {args.runs} runs) | extra ns/row |\n|---|---|---|")
-    for label, n, histogram in rows:
-        med = statistics.median(run(n, histogram) for _ in range(args.runs))
+    for label, n, histogram, hot in rows:
+        med = statistics.median(run(n, histogram, hot) for _ in range(args.runs))
         base_s = med if base_s is None else base_s
         print(f"| {label} | {med:.3f} | {(med - base_s) / args.rows * 1e9:+.0f} |")
     n = 32

@@ -73,6 +73,8 @@ class PlatformCollector(Collector):
                                                             "among the records it read to its commit"),
             "e2e_max": _gauge("app_end_to_end_latency_max_seconds", "the last batch: from the oldest Kafka "
                                                                     "timestamp among the records it read to its commit"),
+            "hot": _gauge("app_hot_key_records", "records of the last batch's hottest keys (keys with a large "
+                                                 "share of the batch; Spark's approx_top_k)", ("app", "key")),
             "sp": _gauge("app_batch_state_partition_records", "records the last batch gave each state partition "
                                                               "(skew; apps with up to 32 state partitions)", ("app", "partition")),
             "pause": _gauge("app_last_resize_pause_seconds", "the last resize: the longest time without a batch "
@@ -112,6 +114,8 @@ class PlatformCollector(Collector):
                     for tp, n in sorted(last.read.items()):
                         topic, _, part = tp.rpartition("/")
                         g["read"].add_metric([name, topic, part], float(n))
+                    for key, n in last.hot_keys:
+                        g["hot"].add_metric([name, key], float(n))
                     for i, n in enumerate(last.state_partition_records):
                         g["sp"].add_metric([name, str(i)], float(n))
                     for key, record_ms in (("e2e", last.newest_ms), ("e2e_max", last.oldest_ms)):

@@ -58,6 +58,8 @@ class BatchPoint:
     committed_ms: int | None = None
     #: records each state partition received, partition 0 first (``JobQuery.observe_state_partitions``)
     state_partition_records: list[int] = field(default_factory=list)
+    #: [key, records] of the batch's hottest keys, hottest first (``JobQuery.observe_state_partitions``)
+    hot_keys: list[tuple[str, int]] = field(default_factory=list)
 
     @property
     def total_lag(self) -> int | None:
@@ -114,7 +116,8 @@ def point(line: dict[str, Any]) -> BatchPoint:
                       line.get("state_rows"), line.get("state_bytes"), line.get("executors"), lag, read,
                       {str(k): int(v) for k, v in (line.get("dlq") or {}).items()},
                       line.get("input_newest_ms"), line.get("input_oldest_ms"), line.get("committed_ms"),
-                      [int(n) for n in line.get("state_partition_records") or ()])
+                      [int(n) for n in line.get("state_partition_records") or ()],
+                      [(str(k), int(n)) for k, n in line.get("hot_keys") or ()])
 
 
 def _lines(path: Path) -> Iterator[dict[str, Any]]:

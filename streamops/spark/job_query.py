@@ -50,6 +50,8 @@ OUTPUT_JSON = JsonSerde()
 #: and the records each state partition received (``p0``, ``p1``, ...)
 OBSERVED_INPUT = "streamops_input"
 OBSERVED_STATE_PARTITIONS = "streamops_state_partitions"
+#: ... and the batch's hottest keys (``hot_keys``)
+OBSERVED_HOT_KEYS = "streamops_hot_keys"
 
 _COORDS = [("reason", pa.string()), ("raw_key", pa.binary()), ("raw_value", pa.binary()),
            ("src_topic", pa.string()), ("src_partition", pa.int32()), ("src_offset", pa.int64())]
@@ -208,7 +210,8 @@ class JobQuery:
         return cols.observe(OBSERVED_INPUT, *input_timestamps(ticks))
 
     def observe_state_partitions(self, rows, keys: list[str], only=None):
-        """Records per state partition (``state_partition_records``)."""
+        """Records per state partition (``state_partition_records``) and the hottest keys (``hot_keys``)."""
+        rows = rows.observe(OBSERVED_HOT_KEYS, *hot_keys(keys[0], only))
         counts = state_partition_records(keys, self.state_partitions, only)
         return rows.observe(OBSERVED_STATE_PARTITIONS, *counts) if counts else rows
 
@@ -409,6 +412,23 @@ def state_partition_records(keys: list[str], partitions: int, only=None) -> list
     part = F.pmod(F.hash(*keys), F.lit(partitions))
     hit = (lambda i: part == i) if only is None else (lambda i: only & (part == i))
     return [F.sum(F.when(hit(i), 1).otherwise(0)).alias(f"p{i}") for i in range(partitions)]
+
+
+#: how many hottest keys a batch reports, and how many keys the sketch tracks: a key is reported
+#: when its records are a large share of the batch's (a frequent-items sketch; uniform keys: none)
+HOT_KEYS, HOT_KEYS_TRACKED = 5, 100
+
+
+def hot_keys(key: str, only=None) -> list:
+    """An aggregate for ``Dataset.observe``: the batch's hottest keys with their records (Spark's
+    ``approx_top_k`` sketch, updated in the tasks that already run: 50-90 ns a record,
+    bench/observed_metrics.py), the skew a uniform test misses, by key; ``only``: the rows that count."""
+    from pyspark.sql import functions as F
+
+    k = F.col(key).cast("string")
+    if only is not None:
+        k = F.when(only, k)
+    return [F.call_function("approx_top_k", k, F.lit(HOT_KEYS), F.lit(HOT_KEYS_TRACKED)).alias("hot")]
 
 
 def _fields_json(fields: list[str]):

@@ -177,8 +177,9 @@ def progress_line(progress: dict) -> dict:
 def observed_facts(observed: dict) -> dict:
     """What the query's observed metrics (``JobQuery.observe_input``, ``observe_state_partitions``)
     add to a progress line: the input's newest and oldest Kafka timestamps (ms; absent when the
-    batch read nothing) and the records per state partition (a list, partition 0 first)."""
-    from streamops.spark.job_query import OBSERVED_INPUT, OBSERVED_STATE_PARTITIONS
+    batch read nothing), the records per state partition (a list, partition 0 first) and the
+    hottest keys."""
+    from streamops.spark.job_query import OBSERVED_HOT_KEYS, OBSERVED_INPUT, OBSERVED_STATE_PARTITIONS
 
     out: dict = {}
     inp = observed.get(OBSERVED_INPUT) or {}
@@ -187,7 +188,14 @@ def observed_facts(observed: dict) -> dict:
     parts = observed.get(OBSERVED_STATE_PARTITIONS) or {}
     if parts:  # a sum over no rows is null
         out["state_partition_records"] = [int(parts.get(f"p{i}") or 0) for i in range(len(parts))]
+    hot = (observed.get(OBSERVED_HOT_KEYS) or {}).get("hot") or []
+    if hot:  # [key (cut at HOT_KEY_CHARS), records], hottest first
+        out["hot_keys"] = [[str(h["item"])[:HOT_KEY_CHARS], int(h["count"])] for h in hot if h["item"] is not None]
     return out
+
+
+#: a hot key as the progress line and the metrics show it: cut to this many characters
+HOT_KEY_CHARS = 80
 
 
 def progress_listener(app_dir: AppDir, reporter: ObservedReporter | None = None, name: str | None = None,

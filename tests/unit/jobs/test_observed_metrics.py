@@ -9,7 +9,14 @@ import time
 
 from jobs import user_activity as job
 from jobs.demo.generator import generate_records
-from streamops.spark.job_query import OBSERVED_STATE_PARTITIONS, JobQuery, Topics, state_partition_records
+from streamops.spark.job_query import (
+    OBSERVED_HOT_KEYS,
+    OBSERVED_STATE_PARTITIONS,
+    JobQuery,
+    Topics,
+    hot_keys,
+    state_partition_records,
+)
 from streamops.spark.runner import observed_facts, progress_line
 
 
@@ -26,6 +33,24 @@ def test_the_state_partitions_records_are_the_partitions_spark_gives_the_rows(lo
     got = observed_facts({OBSERVED_STATE_PARTITIONS: obs.get})["state_partition_records"]
     got = {p: n for p, n in enumerate(got) if n}
     assert got == real and sum(got.values()) == 27000
+
+
+def test_the_hottest_keys_are_the_keys_with_a_large_share(local_spark) -> None:
+    """A key with a fifth of the records among 997 others (more than the sketch tracks): it comes
+    first, its count within the sketch's error; a uniform batch has no hot key."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    rows = [("hot" if i % 5 == 0 else f"u{(i * 7919) % 997}", i) for i in range(30000)]
+    df = local_spark.createDataFrame(rows, "key string, n long").repartition(8)
+    obs = Observation("h")
+    df.observe(obs, *hot_keys("key", only=F.col("n") % 10 != 3)).write.format("noop").mode("overwrite").save()
+    got = observed_facts({OBSERVED_HOT_KEYS: obs.get})["hot_keys"]
+    assert got[0][0] == "hot" and abs(got[0][1] - 6000) <= 300, got  # every 5th row; none is dropped by only
+    uniform = Observation("u")
+    local_spark.range(30000).select((F.col("id") % 5000).cast("string").alias("key")).repartition(8) \
+        .observe(uniform, *hot_keys("key")).write.format("noop").mode("overwrite").save()
+    assert "hot_keys" not in observed_facts({OBSERVED_HOT_KEYS: uniform.get})
 
 
 def _run_until_a_batch(spark, checkpoint, *, observed: bool = True) -> tuple[dict, dict]:
@@ -76,6 +101,9 @@ def test_a_streaming_batch_reports_its_input_timestamps_and_state_partitions(loc
     assert len(line["state_partition_records"]) == 3  # the stateful operator's partitions
     # every record is valid (no DLQ) and goes to the state
     assert sum(line["state_partition_records"]) == progress["sources"][0]["numInputRows"] > 0
+    # 20 users, fewer than the sketch tracks: the 5 hottest with their exact records
+    assert len(line["hot_keys"]) == 5 and all(n >= 1 for _k, n in line["hot_keys"])
+    assert [n for _k, n in line["hot_keys"]] == sorted((n for _k, n in line["hot_keys"]), reverse=True)
 
 
 def test_a_checkpoint_written_without_the_observations_goes_on_with_them(local_spark, tmp_path) -> None:

@@ -80,7 +80,7 @@ def test_latency_state_partitions_resize_pause_and_give_ups(tmp_path, monkeypatc
             "batch_id": batch, "timestamp": at, "input_rows": 11, "duration_ms": {"triggerExecution": dur},
             "end_offsets": [], "start_offsets": [], "latest_offsets": [],
             "input_newest_ms": t + 30500, "input_oldest_ms": t + 28000, "committed_ms": t + 31000,
-            "state_partition_records": [3, 0, 7, 1]})
+            "state_partition_records": [3, 0, 7, 1], "hot_keys": [["u7", 6], ["u2", 3]]})
     reads: list[str] = []
     last_progress = AppDir.last_progress
     monkeypatch.setattr(AppDir, "last_progress", lambda self: reads.append(self.app) or last_progress(self))
@@ -90,6 +90,8 @@ def test_latency_state_partitions_resize_pause_and_give_ups(tmp_path, monkeypatc
     assert got[("streamops_app_end_to_end_latency_max_seconds", a1)] == 3.0  # oldest record t+28 s
     assert {p: got[("streamops_app_batch_state_partition_records", (("app", "a1"), ("partition", p)))]
             for p in "0123"} == {"0": 3.0, "1": 0.0, "2": 7.0, "3": 1.0}
+    assert {k: got[("streamops_app_hot_key_records", (("app", "a1"), ("key", k)))] for k in ("u7", "u2")} == \
+        {"u7": 6.0, "u2": 3.0}
     assert got[("streamops_app_last_resize_pause_seconds", (("app", "a1"), ("strategy", "live")))] == 12.0
     assert got[("streamops_app_crash_loop_give_ups_total", a1)] == 2.0
     assert got[("streamops_app_crash_loop_give_ups_total", (("app", "a2"),))] == 0.0

@@ -59,3 +59,11 @@ def test_the_observed_metrics_give_the_input_timestamps_and_the_state_partitions
     # a batch that read nothing: no timestamps (Spark's max of no rows is null)
     empty = progress_line({**PROGRESS, "observedMetrics": {"streamops_input": {"newest_ms": None, "oldest_ms": None}}})
     assert "input_newest_ms" not in empty and "state_partition_records" not in empty
+
+
+def test_the_hottest_keys_are_kept_cut_short() -> None:
+    observed = {"streamops_hot_keys": {"hot": [{"item": "u1", "count": 40}, {"item": "x" * 200, "count": 9},
+                                               {"item": None, "count": 3}]}}  # a null key is no key
+    line = progress_line({**PROGRESS, "observedMetrics": observed})
+    assert line["hot_keys"] == [["u1", 40], ["x" * 80, 9]]
+    assert "hot_keys" not in progress_line({**PROGRESS, "observedMetrics": {"streamops_hot_keys": {"hot": []}}})
