@@ -132,6 +132,19 @@ def _lines(path: Path) -> Iterator[dict[str, Any]]:
         return
 
 
+def _needed(files: list[Path], since_ms: int | None) -> list[Path]:
+    """The progress files a window needs: the rotated one only if the current one begins after
+    the window's start (a chart of the last hour reads one file, not up to 80 MiB)."""
+    if since_ms is None or len(files) < 2:
+        return files
+    try:
+        with open(files[-1], "rb") as f:
+            first = json.loads(f.readline())
+    except (FileNotFoundError, ValueError):
+        return files
+    return files[-1:] if isinstance(first, dict) and "batch_id" in first and point(first).at_ms <= since_ms else files
+
+
 def history(settings: Settings, app: str, *, since_ms: int | None = None, max_points: int | None = None
             ) -> list[BatchPoint]:
     """The app's batches at or after ``since_ms`` (all it keeps, ``AppDir.append_progress``), in
@@ -140,7 +153,7 @@ def history(settings: Settings, app: str, *, since_ms: int | None = None, max_po
     Only the lines it returns are parsed: the window's start is found by bisecting the lines (they
     are in time order), so a chart of the last hour out of a day's history parses an hour's lines."""
     raw: list[bytes] = []
-    for path in AppDir.of(settings, app).progress_files():
+    for path in _needed(AppDir.of(settings, app).progress_files(), since_ms):
         try:
             raw += path.read_bytes().splitlines()
         except FileNotFoundError:

@@ -24,10 +24,11 @@ if TYPE_CHECKING:
     from streamops.spec import AppSpec
 
 
-#: a progress file rotates at this size: the two files hold 16-32 MiB, at about 700 bytes a batch
-#: 24,000-48,000 batches: at one batch every 2 s, 13 to 26 hours of history per app (the Streams
+#: a progress file rotates at this size: the two files hold 40-80 MiB, at about 950 bytes a batch
+#: (its observed metrics and hottest keys included) 44,000-88,000 batches: at one batch every 2 s,
+#: 24 to 48 hours of history per app (the Streams
 #: view's charts; docs/operations.md, "Files and rotation")
-PROGRESS_MAX_BYTES = 16 * 1024 * 1024
+PROGRESS_MAX_BYTES = 40 * 1024 * 1024
 
 
 class AppDir:

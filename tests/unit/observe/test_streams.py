@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -92,8 +93,18 @@ def test_history_spans_the_rotated_file_and_the_window(tmp_path) -> None:
     assert all(f.stat().st_size < 4000 + 1000 for f in files)  # rotated at the bound: two files at most
     kept = so.history(settings, "app1")
     assert [p.batch_id for p in kept] == list(range(kept[0].batch_id, 40)) and kept[0].batch_id > 0
-    recent = so.history(settings, "app1", since_ms=int((T0 + timedelta(seconds=35)).timestamp() * 1000))
-    assert [p.batch_id for p in recent] == [35, 36, 37, 38, 39]
+    current_first = json.loads(files[1].read_bytes().splitlines()[0])["batch_id"]
+    read: list[str] = []
+    real_read = Path.read_bytes
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Path, "read_bytes", lambda self: read.append(self.name) or real_read(self))
+        recent = so.history(settings, "app1", since_ms=int((T0 + timedelta(seconds=38)).timestamp() * 1000))
+        assert [p.batch_id for p in recent] == [38, 39]
+        assert current_first <= 38 and read == ["batches.jsonl"]  # the window starts in the current file
+        read.clear()
+        older = so.history(settings, "app1", since_ms=int((T0 + timedelta(seconds=current_first - 1)).timestamp()
+                                                          * 1000))
+        assert older[0].batch_id == current_first - 1 and read == ["batches.jsonl.1", "batches.jsonl"]
     thin = so.history(settings, "app1", max_points=5)  # a long window's chart: every n-th, the newest kept
     assert len(thin) <= 6 and thin[-1].batch_id == 39 and thin[0].batch_id == kept[0].batch_id
     assert d.last_progress()["batch_id"] == 39
