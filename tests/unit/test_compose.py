@@ -8,6 +8,7 @@ image or network is needed.
 from __future__ import annotations
 
 import base64
+import json
 import os
 import secrets
 import shutil
@@ -137,6 +138,10 @@ def test_compose_config_renders_with_secrets_from_env_file(tmp_path, secret_valu
         assert f":{secret_values['POSTGRES_PASSWORD']}@postgres:5432/" in conn, (
             f"{svc}: SQL_ALCHEMY_CONN does not use $POSTGRES_PASSWORD"
         )
+        # the DLQ assets' watchers consume through this connection (streamops_airflow.assets)
+        kafka_conn = json.loads(env["AIRFLOW_CONN_STREAMOPS_KAFKA"])
+        assert kafka_conn["conn_type"] == "kafka" and kafka_conn["extra"]["bootstrap.servers"] == "kafka:9092"
+        assert kafka_conn["extra"]["isolation.level"] == "read_committed"
 
 
 def test_compose_config_refuses_to_render_without_secrets(tmp_path):
