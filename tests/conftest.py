@@ -57,7 +57,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 #: integration modules that start Airflow (the ``airflow_platform`` fixture)
 AIRFLOW_MODULES = ("test_airflow_api.py", "test_airflow_backfill.py", "test_airflow_live_apps.py",
                    "test_airflow_operations.py", "test_streams_view.py", "test_alerts.py",
-                   "test_assets.py")
+                   "test_airflow_triggers.py")
 #: the slowest other modules, slowest first (their tests take 2-5 minutes each)
 SLOW_MODULES = ("test_apps.py", "test_maintenance.py", "test_resize.py", "test_readme_walk.py",
                 "test_supervisor.py", "test_reset.py", "test_kafka_security.py", "test_reprocess.py",

@@ -153,34 +153,3 @@ def test_declared_apps_deploy_resize_stop_through_the_dags_exact(platform, kafka
         ledger.close()
         driver.stop(s, name, now=True)
 
-
-def test_a_stop_first_rebuild_holds_no_worker_slot_while_the_app_stops_and_starts(platform, kafka, spark_cluster,
-                                                                                   airflow_platform) -> None:
-    """Issue 25: the rebuild task defers (``ledger.handoff``) while the running app stops and
-    again while it starts; the operation is one ledger entry, resumed between the waits, and the
-    app is exact after it."""
-    s = platform.ensure("supervisor")
-    token = _token(s)
-    app = AppHarness(s, s.spark_master_url, app="orders")
-    ledger = Ledger.open(s.ledger_db_url)
-    try:
-        r = app.cli("produce", "orders", "--events", "3000", "--seed", "7")
-        assert r.returncode == 0, r.stderr[-2000:]
-        _run(s, token, "streamops_deploy", {"app": "orders", "parallelism": 1}, app="orders")
-        out, seen = _run(s, token, "streamops_rebuild_state", {"app": "orders", "stop_first": True, "dry_run": False},
-                         app="orders")
-        assert "deferred" in seen, seen
-        op = ledger.get_operation(out["operation_id"])
-        steps = [x["step"] for x in op["journal"]]
-        assert op["outcome"] == "succeeded", op
-        assert steps[:2] == ["stop", "handed-off"] and steps[-2:] == ["restart", "handed-off"], steps
-        assert steps.count("stop") == 1 and "install" in steps  # resumed, not begun again
-        assert op["after"]["keys"] == out["changelog_keys"] and op["requested_by"].startswith(
-            "airflow:streamops_rebuild_state/")
-        assert ledger.lease("orders") is None and (ledger.observed("orders") or {}).get("status") == "running"
-        report = app.check()
-        assert report["ok"], report
-    finally:
-        app.cli("stop", "orders", "--now", timeout=180)  # desired stopped: the supervisor leaves it so
-        driver.stop(s, "orders", now=True)
-        ledger.close()

@@ -1,8 +1,9 @@
-"""Assets (issue 25): an app's output topic and DLQ topic are Airflow assets with watchers in the
-triggerer. A batch commit produces an output asset event, which runs the DAG scheduled on it; a
-record reaching the DLQ runs ``streamops_dlq_summary`` (the Kafka provider's message-queue
-trigger), whose digests count each DLQ record once. Real Airflow (auth on, PostgreSQL), supervisor,
-broker and Spark cluster."""
+"""What runs in the triggerer (issue 25), on one deployed app. Assets: an app's output topic and
+DLQ topic are Airflow assets with watchers; a batch commit produces an output asset event, which
+runs the DAG scheduled on it; a record reaching the DLQ runs ``streamops_dlq_summary`` (the Kafka
+provider's message-queue trigger), whose digests count each DLQ record once. Long operations: a
+stop-first rebuild defers while the app stops and while it starts. Real Airflow (auth on,
+PostgreSQL), supervisor, broker and Spark cluster."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ import itertools
 import json
 import time
 
+import pytest
 from confluent_kafka import Producer
 
 from streamops.checkpoints import layout
 from streamops.kafka.admin import end_offsets
 from streamops.kafka.read import read_topic
+from streamops.ledger import Ledger
 from streamops.lifecycle import driver
 from streamops.observe.streams import point
 from streamops.platform.appdir import AppDir
@@ -53,17 +56,27 @@ def _upstream_events(s, token: str, dag_id: str, run: dict) -> list[dict]:
                     token)[1]["asset_events"]
 
 
-def test_a_batch_commit_and_a_dlq_record_each_start_a_dag_run(platform, kafka, spark_cluster,
-                                                               airflow_platform) -> None:
+@pytest.fixture(scope="module")
+def deployed(platform, kafka, spark_cluster, airflow_platform):
+    """``orders`` deployed through its DAG; stopped after the module as an operator stops it (desired
+    stopped, or the supervisor would launch it again on the shared cluster)."""
     s = platform.ensure("supervisor")
     token = _token(s)
-    spec = get_app(load_specs(default_spec_path(s.repo)), APP)
     app = AppHarness(s, s.spark_master_url, app=APP)
     try:
         r = app.cli("produce", APP, "--events", "2000", "--seed", "5")
         assert r.returncode == 0, r.stderr[-2000:]
         _run(s, token, "streamops_deploy", {"app": APP, "parallelism": 1}, app=APP)
+        yield s, token, app
+    finally:
+        app.cli("stop", APP, "--now", timeout=180)
+        driver.stop(s, APP, now=True)
 
+
+def test_a_batch_commit_and_a_dlq_record_each_start_a_dag_run(deployed) -> None:
+    s, token, app = deployed
+    spec = get_app(load_specs(default_spec_path(s.repo)), APP)
+    try:
         # -- the DLQ: three records the job cannot parse, each with its source coordinates
         producer = Producer({"bootstrap.servers": s.kafka_bootstrap})
         sent = []
@@ -140,8 +153,30 @@ def test_a_batch_commit_and_a_dlq_record_each_start_a_dag_run(platform, kafka, s
         assert [e["extra"]["payload"] for e in evs] == payloads
     finally:
         _request(s, "PATCH", f"/api/v2/dags/{OUTPUT_DAG}", token, {"is_paused": True})
-        app.cli("stop", APP, "--now", timeout=180)  # desired stopped: the supervisor leaves it so
-        driver.stop(s, APP, now=True)
+
+
+def test_a_stop_first_rebuild_holds_no_worker_slot_while_the_app_stops_and_starts(deployed) -> None:
+    """The rebuild task defers (``ledger.handoff``) while the running app stops and again while it
+    starts; the operation is one ledger entry, resumed between the waits, and the app is exact after
+    it. (A reprocess task deferring while its run's driver runs: test_airflow_backfill.)"""
+    s, token, app = deployed
+    ledger = Ledger.open(s.ledger_db_url)
+    try:
+        out, seen = _run(s, token, "streamops_rebuild_state", {"app": APP, "stop_first": True, "dry_run": False},
+                         app=APP)
+        assert "deferred" in seen, seen
+        op = ledger.get_operation(out["operation_id"])
+        steps = [x["step"] for x in op["journal"]]
+        assert op["outcome"] == "succeeded", op
+        assert steps[:2] == ["stop", "handed-off"] and steps[-2:] == ["restart", "handed-off"], steps
+        assert steps.count("stop") == 1 and "install" in steps  # resumed, not begun again
+        assert op["after"]["keys"] == out["changelog_keys"] and op["requested_by"].startswith(
+            "airflow:streamops_rebuild_state/")
+        assert ledger.lease(APP) is None and (ledger.observed(APP) or {}).get("status") == "running"
+        report = app.check()
+        assert report["ok"], report
+    finally:
+        ledger.close()
 
 
 def _dlq_headers(s, spec, digests: list[dict]) -> list[dict[str, str]]:
