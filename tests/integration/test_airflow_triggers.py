@@ -56,19 +56,32 @@ def _upstream_events(s, token: str, dag_id: str, run: dict) -> list[dict]:
                     token)[1]["asset_events"]
 
 
-@pytest.fixture(scope="module")
+#: ``orders`` once deployed by the first test of the module that needs it: (settings, token, harness)
+_DEPLOYED: list[tuple] = []
+
+
+@pytest.fixture
 def deployed(platform, kafka, spark_cluster, airflow_platform):
-    """``orders`` deployed through its DAG; stopped after the module as an operator stops it (desired
-    stopped, or the supervisor would launch it again on the shared cluster)."""
+    """``orders`` deployed through its DAG, once for the module (``airflow_platform`` is
+    function-scoped: it is started again if a test before stopped it)."""
     s = platform.ensure("supervisor")
-    token = _token(s)
-    app = AppHarness(s, s.spark_master_url, app=APP)
-    try:
+    if not _DEPLOYED:
+        app = AppHarness(s, s.spark_master_url, app=APP)
         r = app.cli("produce", APP, "--events", "2000", "--seed", "5")
         assert r.returncode == 0, r.stderr[-2000:]
-        _run(s, token, "streamops_deploy", {"app": APP, "parallelism": 1}, app=APP)
-        yield s, token, app
-    finally:
+        _DEPLOYED.append((s, None, app))
+        _run(s, _token(s), "streamops_deploy", {"app": APP, "parallelism": 1}, app=APP)
+    s, _t, app = _DEPLOYED[0]
+    return s, _token(s), app
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _stopped_after_the_module():
+    """Stopped as an operator stops it (desired stopped), or the supervisor would launch it again
+    on the shared cluster for the tests after this module."""
+    yield
+    if _DEPLOYED:
+        s, _t, app = _DEPLOYED.pop()
         app.cli("stop", APP, "--now", timeout=180)
         driver.stop(s, APP, now=True)
 
