@@ -106,7 +106,10 @@ def test_a_batch_commit_and_a_dlq_record_each_start_a_dag_run(deployed) -> None:
             seen = {(int(r[H_SOURCE_PARTITION]), int(r[H_SOURCE_OFFSET])) for r in _dlq_headers(s, spec, out)}
             return out if set(sent) <= seen else None
 
-        digests = _until("a DLQ summary run counted the three records", digests_so_far, 300, 3)
+        try:
+            digests = _until("a DLQ summary run counted the three records", digests_so_far, 300, 3)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{_diagnosis(s, token, f'streamops.{APP}.dlq')}") from None
         # the digests cut the DLQ into consecutive ranges: every record in them counted once, by reason
         by_part: dict[int, list[tuple[int, int]]] = {}
         for d in digests:
@@ -146,12 +149,7 @@ def test_a_batch_commit_and_a_dlq_record_each_start_a_dag_run(deployed) -> None:
         try:
             run = _until("a batch commit ran the output DAG", output_run, 240, 5)
         except AssertionError as exc:
-            from streamops.platform import manager
-
-            trig = manager.log_path(s, "airflow-triggerer")
-            assets = _request(s, "GET", "/api/v2/assets?name_pattern=streamops.orders", token)[1]
-            raise AssertionError(f"{exc}\nassets: {json.dumps(assets)[:3000]}\ntriggerer: "
-                                 f"{_lines(trig, 'ID 1')}") from None
+            raise AssertionError(f"{exc}\n{_diagnosis(s, token, f'streamops.{APP}.output')}") from None
         payloads = _xcom(s, token, OUTPUT_DAG, run, "batches")
         assert [p["app"] for p in payloads] == [APP] * len(payloads) and payloads
         p = payloads[0]
@@ -208,6 +206,32 @@ def _dlq_headers(s, spec, digests: list[dict]) -> list[dict[str, str]]:
                         past_open_transactions=True):
         out.append({k: (v or b"").decode() for k, v in (m.headers() or [])})
     return out
+
+
+
+def _diagnosis(s, token: str, asset: str) -> str:
+    """For a failure's message: the asset's watcher, what the triggerer logged of it, the DAG runs
+    the watchers started, and the watchers' consumer group."""
+    from streamops.platform import manager
+
+    assets = _request(s, "GET", f"/api/v2/assets?name_pattern={asset}", token)[1] or {}
+    ids = [w["trigger_id"] for a in assets.get("assets", []) for w in a.get("watchers", [])]
+    trig = manager.log_path(s, "airflow-triggerer")
+    lines = [x[:300] for x in (trig.read_text().splitlines() if trig.exists() else [])
+             if any(f"ID {i}" in x or f"ID {i}'" in x for i in ids)]
+    runs = {d: [(r["run_type"], r["state"], r["run_after"]) for r in (_request(
+        s, "GET", f"/api/v2/dags/{d}/dagRuns?order_by=-run_after&limit=10", token)[1] or {}).get("dag_runs", [])]
+        for d in (DLQ_DAG, OUTPUT_DAG)}
+    try:
+        from confluent_kafka.admin import AdminClient
+
+        desc = AdminClient({"bootstrap.servers": s.kafka_bootstrap}).describe_consumer_groups(
+            ["streamops-asset-watchers"])["streamops-asset-watchers"].result(10)
+        group_text = f"{desc.state} members={[(m.client_id, [t.topic for t in m.assignment.topic_partitions]) for m in desc.members]}"
+    except Exception as e:  # noqa: BLE001 - a diagnosis
+        group_text = f"(could not describe: {e})"
+    return (f"asset: {json.dumps(assets)[:1500]}\nruns: {runs}\ngroup: {group_text}\n"
+            f"triggerer on {ids}:\n" + "\n".join(lines[-40:]))
 
 
 def _lines(path, needle: str) -> str:
