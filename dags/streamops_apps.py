@@ -41,7 +41,6 @@ from streamops_airflow.operators import (
 )
 
 from streamops.exceptions import ConfigError
-from streamops.platform.appdir import AppDir
 from streamops.settings import Settings
 from streamops.specfile import open_spec_file
 
@@ -312,15 +311,11 @@ for _name, _spec in SPECS.items():
 
 
 # -- assets (streamops_airflow.assets) -------------------------------------------------------------
-# an app that has run (it has batches) has its DLQ topic: the watcher's consumer fails, and is
-# restarted, every second on a topic that does not exist, so an app joins the schedule after its
-# first batch (the next parse)
-_DLQ_ASSETS = [dlq_asset(n, spec=s) for n, s in sorted(SPECS.items())
-               if s.scheduled("@once") is not None and AppDir.of(_SETTINGS, n).progress_files()]
+_DLQ_ASSETS = [dlq_asset(n, spec=s) for n, s in sorted(SPECS.items()) if s.scheduled("@once") is not None]
 with DAG(
     dag_id="streamops_dlq_summary",
-    # any app's DLQ asset: its watcher (the Kafka provider's message-queue trigger) sees a record
-    # no digest has counted; events that come while a run is queued join that run
+    # any app's DLQ asset: its watcher sees records no digest has counted; events that come while a
+    # run is queued join that run
     schedule=AssetAny(*_DLQ_ASSETS) if _DLQ_ASSETS else None,
     tags=["streamops", "alerts", "assets"],
     doc_md="Digest the DLQ records written since the last digest, per app: counts by reason, offset ranges and "

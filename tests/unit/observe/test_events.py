@@ -1,6 +1,6 @@
-"""``observe.events`` (what the output asset's watcher announces) and the DLQ watcher's filter
-(``observe.dlq.is_new``): batches by commit time, a cursor that survives a restart and a rewind,
-and records a digest already counted let through no more."""
+"""``observe.events`` (what the output asset's watcher announces) and the DLQ asset's watcher:
+batches by commit time, a cursor that survives a restart and a rewind, one event per new DLQ
+records."""
 
 from __future__ import annotations
 
@@ -95,10 +95,21 @@ def test_the_batch_trigger_fires_once_per_interval_with_every_batch_since(tmp_pa
     assert events.cursor(s, "app1") == ms(T0 + timedelta(seconds=3))  # the cursor moves after each event
 
 
-def test_a_dlq_record_is_new_until_a_digest_counted_it(tmp_path) -> None:
-    s = Settings(home=tmp_path)
-    assert dlq.is_new(s, "app1", 0, 0) and dlq.is_new(s, "app1", 1, 500)
-    d = AppDir.of(s, "app1")
-    d.write(d.dlq_cursor, {"offsets": {"0": 3, "1": 0}})
-    assert [dlq.is_new(s, "app1", 0, o) for o in (0, 2, 3, 4)] == [False, False, True, True]
-    assert dlq.is_new(s, "app1", 1, 0) and dlq.is_new(s, "app1", 2, 0)  # a partition it has not seen
+def test_the_dlq_trigger_fires_for_records_beyond_those_it_fired_for(monkeypatch) -> None:
+    """``DlqRecordsTrigger`` over a scripted ``new_records`` (the topic's end offsets against the
+    digest's cursor): once per new records, again only for records beyond, and after a digest."""
+    pytest.importorskip("airflow")
+    from streamops_airflow.triggers import DlqRecordsTrigger
+
+    polls = iter([None, *({"records": n, "topic": "d", "ends": {"0": n}} for n in (3, 3, 5)), None,
+                  {"records": 6, "topic": "d", "ends": {"0": 6}}])
+    monkeypatch.setattr(dlq, "new_records", lambda _s, app: next(polls))
+
+    async def watch() -> list[dict]:
+        run = DlqRecordsTrigger(app="app1", poll_interval=0.01, every_s=0).run()
+        got = [(await anext(run)).payload for _ in range(3)]
+        await run.aclose()
+        return got
+
+    # 3 records: one event; the same 3 again: none; 5: one; a digest counted them (None); 6: one
+    assert [e["ends"]["0"] for e in asyncio.run(watch())] == [3, 5, 6]
