@@ -14,6 +14,12 @@ from airflow.triggers.base import BaseEventTrigger, BaseTrigger, TriggerEvent
 MIN_DWELL_S = 15.0
 
 
+async def _dwell(started: float, min_dwell_s: float) -> None:
+    """Fire no sooner than ``min_dwell_s`` after ``started`` (see LedgerConvergenceTrigger)."""
+    if (left := min_dwell_s - (time.monotonic() - started)) > 0:
+        await asyncio.sleep(left)
+
+
 class LedgerConvergenceTrigger(BaseTrigger):
     """Poll ``streamops.lifecycle.operations.poll`` for a pending operation until it converges.
 
@@ -55,22 +61,17 @@ class LedgerConvergenceTrigger(BaseTrigger):
                 try:
                     observed = await asyncio.to_thread(poll, settings, spec, ledger, pending)
                 except StreamopsError as exc:
-                    await self._dwell(started)
+                    await _dwell(started, self.min_dwell_s)
                     yield TriggerEvent({"status": "failed", "pending": pending.to_dict(), "error": str(exc)})
                     return
                 if observed is not None:
                     self.log.info("%s #%s converged", pending.kind, pending.operation_id)
-                    await self._dwell(started)
+                    await _dwell(started, self.min_dwell_s)
                     yield TriggerEvent({"status": "converged", "pending": pending.to_dict()})
                     return
                 await asyncio.sleep(self.poll_interval)
         finally:
             ledger.close()
-
-    async def _dwell(self, started: float) -> None:
-        if (left := self.min_dwell_s - (time.monotonic() - started)) > 0:
-            await asyncio.sleep(left)
-
 
 class ReprocessRunTrigger(BaseTrigger):
     """Wait for a handed-over reprocess run's driver to end (``streamops.reset.reprocess.watch_run``),
@@ -96,17 +97,12 @@ class ReprocessRunTrigger(BaseTrigger):
                 self.log.info("%s: %s/%s records (%.0f%%)", self.pending["app"], done, total,
                               100 * done / total if total else 100)
             if not alive or time.time() > self.pending["deadline"]:
-                await self._dwell(started)
+                await _dwell(started, self.min_dwell_s)
                 yield TriggerEvent({"status": "converged", "pending": self.pending} if not alive else
                                    {"status": "failed", "pending": self.pending,
                                     "error": f"did not finish by its deadline ({done}/{total} records)"})
                 return
             await asyncio.sleep(self.poll_interval)
-
-    async def _dwell(self, started: float) -> None:
-        if (left := self.min_dwell_s - (time.monotonic() - started)) > 0:
-            await asyncio.sleep(left)
-
 
 class AppWatchTrigger(BaseTrigger):
     """Watch one app in the triggerer (``streamops.observe.alerts``) until ``until`` (epoch s):
@@ -140,17 +136,12 @@ class AppWatchTrigger(BaseTrigger):
                 found = await asyncio.to_thread(check, settings, spec, ledger, since=since)
                 fresh = await asyncio.to_thread(new_alerts, state, found, datetime.now(UTC))
                 if fresh or time.time() >= self.until:
-                    await self._dwell(started)
+                    await _dwell(started, self.min_dwell_s)
                     yield TriggerEvent({"alerts": [a.to_dict() for a in fresh]})
                     return
                 await asyncio.sleep(spec.alerts.check_every_s)
         finally:
             ledger.close()
-
-    async def _dwell(self, started: float) -> None:
-        if (left := self.min_dwell_s - (time.monotonic() - started)) > 0:
-            await asyncio.sleep(left)
-
 
 class BatchCommitTrigger(BaseEventTrigger):
     """The output asset's watcher (``streamops_airflow.assets.output_asset``): fires with the

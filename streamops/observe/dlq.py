@@ -99,6 +99,11 @@ class DlqDigest:
         return {**asdict(self), "ranges": {str(p): [lo, hi] for p, (lo, hi) in self.ranges.items()}}
 
 
+def _cursor(appdir: Any) -> dict[int, int]:
+    """partition -> the next offset the last digest did not count (``AppDir.dlq_cursor``)."""
+    return {int(p): int(o) for p, o in ((appdir.read(appdir.dlq_cursor) or {}).get("offsets") or {}).items()}
+
+
 def new_records(settings: Settings, app: str) -> dict[str, Any] | None:
     """The DLQ asset watcher's poll: ``{"app", "topic", "records", "ends"}`` when the app's DLQ
     topic has records beyond the last digest's cursor, else None (also when the topic does not
@@ -113,7 +118,7 @@ def new_records(settings: Settings, app: str) -> dict[str, Any] | None:
     if spec is None:
         return None
     appdir = AppDir.of(settings, app)
-    cursor = {int(p): int(o) for p, o in ((appdir.read(appdir.dlq_cursor) or {}).get("offsets") or {}).items()}
+    cursor = _cursor(appdir)
     try:
         with app_scope(spec, settings):
             marks = end_offsets(settings.kafka_bootstrap, spec.dlq_topic)
@@ -137,7 +142,7 @@ def digest_new(settings: Settings, spec: AppSpec, *, shown: int = 5, dry_run: bo
     from streamops.spark.job_query import H_REASON
 
     appdir = AppDir.of(settings, spec.name)
-    cursor = {int(p): int(o) for p, o in ((appdir.read(appdir.dlq_cursor) or {}).get("offsets") or {}).items()}
+    cursor = _cursor(appdir)
     from streamops.kafka.exceptions import TopicNotFoundError
 
     with app_scope(spec, settings):
