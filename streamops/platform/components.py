@@ -189,7 +189,13 @@ ASSET_WATCHERS_GROUP = "streamops-asset-watchers"
 def kafka_connection(settings: Settings) -> dict[str, str]:
     """The Airflow connection ``streamops_kafka`` (``streamops_airflow.assets``) as an environment
     variable: this platform's broker and client security, read_committed (a DLQ record counts once
-    its batch committed), offsets committed by the trigger after each record."""
+    its batch committed), offsets committed by the trigger after each record.
+
+    The consumer group protocol (KIP-848, ``group.protocol=consumer``; Kafka 4.0 and later): the
+    provider's trigger ends after each event and closes its consumer, so with the classic protocol
+    every event rebalanced the whole group (every app's watcher), and a watcher on a topic that does
+    not exist yet failed every second, rebalancing it again. With this protocol a member joins and
+    leaves alone, and a missing topic is waited for (bench/dlq_watcher.py)."""
     from streamops.exceptions import ConfigError
     from streamops.kafka.security import librdkafka, platform_properties, resolve
 
@@ -199,6 +205,6 @@ def kafka_connection(settings: Settings) -> dict[str, str]:
         log.warning("no Airflow connection streamops_kafka: %s", exc)
         return {}
     extra = {"bootstrap.servers": settings.kafka_bootstrap, "group.id": ASSET_WATCHERS_GROUP,
-             "auto.offset.reset": "earliest", "enable.auto.commit": "false", "isolation.level": "read_committed",
+             "group.protocol": "consumer", "auto.offset.reset": "earliest", "enable.auto.commit": "false", "isolation.level": "read_committed",
              **security}
     return {"AIRFLOW_CONN_STREAMOPS_KAFKA": json.dumps({"conn_type": "kafka", "extra": extra})}

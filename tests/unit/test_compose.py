@@ -142,6 +142,7 @@ def test_compose_config_renders_with_secrets_from_env_file(tmp_path, secret_valu
         kafka_conn = json.loads(env["AIRFLOW_CONN_STREAMOPS_KAFKA"])
         assert kafka_conn["conn_type"] == "kafka" and kafka_conn["extra"]["bootstrap.servers"] == "kafka:9092"
         assert kafka_conn["extra"]["isolation.level"] == "read_committed"
+        assert kafka_conn["extra"]["group.protocol"] == "consumer"  # see components.kafka_connection
 
 
 def test_compose_config_refuses_to_render_without_secrets(tmp_path):

@@ -19,7 +19,7 @@ def test_a_plaintext_platform(tmp_path) -> None:
     conn = json.loads(airflow_env(s)["AIRFLOW_CONN_STREAMOPS_KAFKA"])
     assert conn == {"conn_type": "kafka", "extra": {
         "bootstrap.servers": "broker-1:9092,broker-2:9092", "group.id": ASSET_WATCHERS_GROUP,
-        "auto.offset.reset": "earliest", "enable.auto.commit": "false", "isolation.level": "read_committed"}}
+        "group.protocol": "consumer", "auto.offset.reset": "earliest", "enable.auto.commit": "false", "isolation.level": "read_committed"}}
 
 
 def test_a_secured_platform_gives_its_client_security(tmp_path, monkeypatch) -> None:
