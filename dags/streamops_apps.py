@@ -314,9 +314,8 @@ for _name, _spec in SPECS.items():
 _DLQ_ASSETS = [dlq_asset(n, spec=s) for n, s in sorted(SPECS.items()) if s.scheduled("@once") is not None]
 with DAG(
     dag_id="streamops_dlq_summary",
-    # any app's DLQ asset, from the first parse (its watcher waits for a topic that does not exist
-    # yet): the watcher (the Kafka provider's message-queue trigger) sees a record no digest has
-    # counted; events that come while a run is queued join that run
+    # any app's DLQ asset: its watcher sees records no digest has counted; events that come while a
+    # run is queued join that run
     schedule=AssetAny(*_DLQ_ASSETS) if _DLQ_ASSETS else None,
     tags=["streamops", "alerts", "assets"],
     doc_md="Digest the DLQ records written since the last digest, per app: counts by reason, offset ranges and "

@@ -187,3 +187,45 @@ class BatchCommitTrigger(BaseEventTrigger):
             yield TriggerEvent(found.to_dict())
             await asyncio.to_thread(events.announced, settings, found)
             after, last_event = found.committed_at_ms, time.monotonic()
+
+
+class DlqRecordsTrigger(BaseEventTrigger):
+    """The DLQ asset's watcher (``streamops_airflow.assets.dlq_asset``): fires when the app's DLQ
+    topic holds records no digest has counted (``streamops.observe.dlq.new_records``) beyond those
+    it fired for, at most once per ``every_s`` (records meanwhile are in the next event).
+
+    It compares the topic's end offsets with the digest's cursor (one metadata request per poll,
+    no consumer group). A topic that does not exist yet (an app never deployed) is no news."""
+
+    def __init__(self, app: str, poll_interval: float = 2.0, every_s: float = 10.0) -> None:
+        super().__init__()
+        self.app, self.poll_interval, self.every_s = app, poll_interval, every_s
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (f"{type(self).__module__}.{type(self).__qualname__}",
+                {"app": self.app, "poll_interval": self.poll_interval, "every_s": self.every_s})
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        from streamops.observe.dlq import new_records
+        from streamops.settings import Settings
+
+        settings = Settings.from_env()
+        fired: dict[int, int] = {}  # partition -> end offset an event was fired for
+        last_event = 0.0
+        while True:
+            await asyncio.sleep(self.poll_interval)
+            try:
+                news = await asyncio.to_thread(new_records, settings, self.app)
+            except Exception as exc:  # noqa: BLE001 - keep watching (a broker restarting)
+                self.log.warning("%s: could not read its DLQ's offsets (%s); retrying", self.app, exc)
+                continue
+            if news is None:
+                fired.clear()  # counted: the next records are news again
+                continue
+            beyond = any(int(end) > fired.get(int(p), -1) for p, end in news["ends"].items())
+            if not beyond or time.monotonic() - last_event < self.every_s:
+                continue
+            self.log.info("%s: %s new DLQ record(s) in %s", self.app, news["records"], news["topic"])
+            yield TriggerEvent(news)
+            fired = {int(p): int(e) for p, e in news["ends"].items()}
+            last_event = time.monotonic()

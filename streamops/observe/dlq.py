@@ -104,12 +104,31 @@ def _cursor(appdir: Any) -> dict[int, int]:
     return {int(p): int(o) for p, o in ((appdir.read(appdir.dlq_cursor) or {}).get("offsets") or {}).items()}
 
 
-def is_new(settings: Settings, app: str, partition: int, offset: int) -> bool:
-    """Is this DLQ record beyond what the last digest counted? (The DLQ asset watcher's filter: a
-    record a digest already counted starts no run.)"""
+def new_records(settings: Settings, app: str) -> dict[str, Any] | None:
+    """The DLQ asset watcher's poll: ``{"app", "topic", "records", "ends"}`` when the app's DLQ
+    topic has records beyond the last digest's cursor, else None (also when the topic does not
+    exist yet). One metadata request: the topic's end offsets."""
+    from streamops.kafka.admin import end_offsets
+    from streamops.kafka.exceptions import TopicNotFoundError
+    from streamops.kafka.security import app_scope
     from streamops.platform.appdir import AppDir
+    from streamops.specfile import open_spec_file
 
-    return offset >= _cursor(AppDir.of(settings, app)).get(partition, 0)
+    spec = open_spec_file(settings.repo, settings.state_dir).specs.get(app)
+    if spec is None:
+        return None
+    appdir = AppDir.of(settings, app)
+    cursor = _cursor(appdir)
+    try:
+        with app_scope(spec, settings):
+            marks = end_offsets(settings.kafka_bootstrap, spec.dlq_topic)
+    except TopicNotFoundError:
+        return None
+    records = sum(max(0, hi - max(lo, cursor.get(p, lo))) for p, (lo, hi) in marks.items())
+    if not records:
+        return None
+    return {"app": app, "topic": spec.dlq_topic, "records": records,
+            "ends": {str(p): hi for p, (_lo, hi) in sorted(marks.items())}}
 
 
 def digest_new(settings: Settings, spec: AppSpec, *, shown: int = 5, dry_run: bool = False) -> DlqDigest:

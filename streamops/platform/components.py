@@ -182,20 +182,22 @@ def airflow_env(settings: Settings) -> dict[str, str]:
     }
 
 
-#: the consumer group of the DLQ assets' watchers (the Kafka provider's message-queue trigger)
+#: the consumer group of the connection streamops_kafka (the Kafka provider's consumers in users' DAGs)
 ASSET_WATCHERS_GROUP = "streamops-asset-watchers"
 
 
 def kafka_connection(settings: Settings) -> dict[str, str]:
-    """The Airflow connection ``streamops_kafka`` (``streamops_airflow.assets``) as an environment
-    variable: this platform's broker and client security, read_committed (a DLQ record counts once
-    its batch committed), offsets committed by the trigger after each record.
+    """The Airflow connection ``streamops_kafka`` (``streamops_airflow.assets.KAFKA_CONN_ID``) as an
+    environment variable, for the Kafka provider's operators, sensors and triggers in users' DAGs:
+    this platform's broker and client security, read_committed (an app's records count once its
+    batch committed), offsets committed by the caller.
 
     The consumer group protocol (KIP-848, ``group.protocol=consumer``; Kafka 4.0 and later): the
-    provider's trigger ends after each event and closes its consumer, so with the classic protocol
-    every event rebalanced the whole group (every app's watcher), and a watcher on a topic that does
-    not exist yet failed every second, rebalancing it again. With this protocol a member joins and
-    leaves alone, and a missing topic is waited for (bench/dlq_watcher.py)."""
+    provider's message-queue trigger ends after each event and closes its consumer, so with the
+    classic protocol each event rebalanced the whole group (every watcher on the connection), and a
+    watcher on a topic that does not exist yet failed every second, rebalancing it again. With this
+    protocol a member joins and leaves alone, and a missing topic is waited for
+    (bench/dlq_watcher.py)."""
     from streamops.exceptions import ConfigError
     from streamops.kafka.security import librdkafka, platform_properties, resolve
 

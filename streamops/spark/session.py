@@ -41,6 +41,12 @@ def lock_checkpoint(settings: Settings, spec: AppSpec, *, wait_s: float, refused
                    wait_s=wait_s, refused=refused)
 
 
+def spark_metrics_namespace(app: str) -> str:
+    """The root of the names of the app's Spark metrics (``spark.metrics.namespace``; Spark's
+    Prometheus servlet turns what is not a letter or digit into ``_``)."""
+    return f"streamops.{app}"
+
+
 def session_conf(spec: AppSpec, settings: Settings, *, parallelism: int | None = None,
                  live: bool = False) -> dict[str, str]:
     """The Spark settings every streaming app runs with (also passed to spark-submit as --conf).
@@ -79,6 +85,9 @@ def session_conf(spec: AppSpec, settings: Settings, *, parallelism: int | None =
         "spark.ui.prometheus.enabled": "true",
         "spark.metrics.conf.*.sink.prometheusServlet.class": "org.apache.spark.metrics.sink.PrometheusServlet",
         "spark.metrics.conf.*.sink.prometheusServlet.path": SPARK_PROMETHEUS_PATH,
+        # named after the app, not the application id each driver gets: a dashboard's query stays
+        # the same across restarts and resizes (metrics_streamops_APP_driver_spark_streaming_APP_...)
+        "spark.metrics.namespace": spark_metrics_namespace(spec.name),
         "spark.pyspark.python": sys.executable,
         "spark.pyspark.driver.python": sys.executable,
         **jars.spark_conf(),  # Spark's own Kafka connector, on the driver and every executor

@@ -26,6 +26,7 @@ from streamops.ledger import Ledger
 from streamops.lifecycle import driver
 from streamops.observe.streams import stream_row
 from streamops.platform import manager
+from streamops.platform.appdir import AppDir
 from streamops.spec import default_spec_path, get_app, load_specs
 from tests.fixtures.apps import AppHarness
 from tests.fixtures.apps import until as _until
@@ -166,6 +167,20 @@ def test_the_streams_view_shows_the_apps_and_resizes_one_from_its_page(
         resizes = [o for o in ledger.operations(APP, limit=100) if o["kind"] == "resize"]
         assert scraped[("streamops_operations_total", (("app", APP), ("kind", "resize"), ("outcome", "succeeded")))] \
             == sum(o["outcome"] == "succeeded" for o in resizes) >= 1
+
+        # Spark's own per-query gauges, served by the running driver under names that carry the app
+        hb = json.loads(AppDir.of(s, APP).heartbeat.read_text())
+        with urllib.request.urlopen(hb["prometheus_url"], timeout=30) as resp:
+            spark_text = resp.read().decode()
+        root = f"metrics_streamops_{APP}_driver_spark_streaming_{APP}_"
+        gauges = {line.split("{")[0].split(" ")[0][len(root):]: float(line.rsplit(" ", 1)[1])
+                  for line in spark_text.splitlines() if line.startswith(root)}
+        assert {"inputRate_total_Value", "processingRate_total_Value", "latency_Value", "states_rowsTotal_Value",
+                "states_usedBytes_Value"} <= set(gauges), spark_text[:3000]
+        # the last progress Spark reported is one the driver wrote to the progress file too
+        lines = [json.loads(x) for x in AppDir.of(s, APP).progress.read_text().splitlines()[-5:]]
+        assert any((gauges["states_rowsTotal_Value"], gauges["states_usedBytes_Value"]) == (ln["state_rows"], ln["state_bytes"])
+                   and gauges["latency_Value"] == ln["duration_ms"].get("triggerExecution") for ln in lines), (gauges, lines)
     finally:
         # stopped as an operator stops it: with the desired state stopped, or the supervisor
         # would launch it again and hold the shared cluster's cores for the tests after this one

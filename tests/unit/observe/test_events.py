@@ -1,6 +1,6 @@
 """``observe.events`` (what the output asset's watcher announces) and the DLQ asset's watcher:
-batches by commit time, a cursor that survives a restart and a rewind; the DLQ watcher's filter
-(records no digest counted)."""
+batches by commit time, a cursor that survives a restart and a rewind, one event per new DLQ
+records."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from streamops.observe import events
+from streamops.observe import dlq, events
 from streamops.platform.appdir import AppDir
 from streamops.settings import Settings
 
@@ -95,25 +95,21 @@ def test_the_batch_trigger_fires_once_per_interval_with_every_batch_since(tmp_pa
     assert events.cursor(s, "app1") == ms(T0 + timedelta(seconds=3))  # the cursor moves after each event
 
 
-def test_the_dlq_watchers_filter_passes_only_records_no_digest_counted(tmp_path, monkeypatch) -> None:
-    """``assets.dlq_record`` (the Kafka provider's trigger applies it to each DLQ record): the
-    record's coordinates and reason while no digest counted it; None (skipped) once one did."""
+def test_the_dlq_trigger_fires_for_records_beyond_those_it_fired_for(monkeypatch) -> None:
+    """``DlqRecordsTrigger`` over a scripted ``new_records`` (the topic's end offsets against the
+    digest's cursor): once per new records, again only for records beyond, and after a digest."""
     pytest.importorskip("airflow")
-    from confluent_kafka import Message
-    from streamops_airflow import assets
+    from streamops_airflow.triggers import DlqRecordsTrigger
 
-    from streamops.spark.job_query import H_REASON
+    polls = iter([None, *({"records": n, "topic": "d", "ends": {"0": n}} for n in (3, 3, 5)), None,
+                  {"records": 6, "topic": "d", "ends": {"0": 6}}])
+    monkeypatch.setattr(dlq, "new_records", lambda _s, app: next(polls))
 
-    s = Settings(home=tmp_path)
-    monkeypatch.setattr(assets, "_settings", lambda: s)
+    async def watch() -> list[dict]:
+        run = DlqRecordsTrigger(app="app1", poll_interval=0.01, every_s=0).run()
+        got = [(await anext(run)).payload for _ in range(3)]
+        await run.aclose()
+        return got
 
-    def record(partition: int, offset: int) -> Message:
-        return Message(topic="app1-dlq", partition=partition, offset=offset, value=b"{oops",
-                       headers=[(H_REASON, b"unparseable: Expecting value"), ("other", None)])
-
-    assert assets.dlq_record(record(1, 0), app="app1") == {
-        "app": "app1", "topic": "app1-dlq", "partition": 1, "offset": 0, "reason": "unparseable: Expecting value"}
-    appdir = AppDir.of(s, "app1")
-    appdir.write(appdir.dlq_cursor, {"offsets": {"0": 3, "1": 5}})  # a digest counted 0:0-2 and 1:0-4
-    assert [assets.dlq_record(record(p, o), app="app1") is not None for p, o in
-            ((0, 2), (0, 3), (1, 4), (1, 5), (2, 0))] == [False, True, False, True, True]
+    # 3 records: one event; the same 3 again: none; 5: one; a digest counted them (None); 6: one
+    assert [e["ends"]["0"] for e in asyncio.run(watch())] == [3, 5, 6]
