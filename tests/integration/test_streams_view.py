@@ -170,17 +170,29 @@ def test_the_streams_view_shows_the_apps_and_resizes_one_from_its_page(
 
         # Spark's own per-query gauges, served by the running driver under names that carry the app
         hb = json.loads(AppDir.of(s, APP).heartbeat.read_text())
-        with urllib.request.urlopen(hb["prometheus_url"], timeout=30) as resp:
-            spark_text = resp.read().decode()
         root = f"metrics_streamops_{APP}_driver_spark_streaming_{APP}_"
-        gauges = {line.split("{")[0].split(" ")[0][len(root):]: float(line.rsplit(" ", 1)[1])
-                  for line in spark_text.splitlines() if line.startswith(root)}
-        assert {"inputRate_total_Value", "processingRate_total_Value", "latency_Value", "states_rowsTotal_Value",
-                "states_usedBytes_Value"} <= set(gauges), spark_text[:3000]
-        # the last progress Spark reported is one the driver wrote to the progress file too
-        lines = [json.loads(x) for x in AppDir.of(s, APP).progress.read_text().splitlines()[-5:]]
-        assert any((gauges["states_rowsTotal_Value"], gauges["states_usedBytes_Value"]) == (ln["state_rows"], ln["state_bytes"])
-                   and gauges["latency_Value"] == ln["duration_ms"].get("triggerExecution") for ln in lines), (gauges, lines)
+
+        def spark_gauges_match_progress() -> dict | None:
+            """Spark's gauges of its last progress, once the driver's progress file has that batch
+            (the driver writes a batch's line after its commit, so a scrape can be ahead of it)."""
+            with urllib.request.urlopen(hb["prometheus_url"], timeout=30) as resp:
+                text = resp.read().decode()
+            gauges = {line.split("{")[0].split(" ")[0][len(root):]: float(line.rsplit(" ", 1)[1])
+                      for line in text.splitlines() if line.startswith(root)}
+            assert {"inputRate_total_Value", "processingRate_total_Value", "latency_Value",
+                    "states_rowsTotal_Value", "states_usedBytes_Value"} <= set(gauges), text[:3000]
+            lines = [json.loads(x) for x in AppDir.of(s, APP).progress.read_text().splitlines()[-5:]]
+            # state rows and bytes: those of a batch the driver wrote (an idle trigger's progress,
+            # every 10 s without input, carries the last batch's state and no line is written for it)
+            if (gauges["states_rowsTotal_Value"], gauges["states_usedBytes_Value"]) not in {
+                    (ln["state_rows"], ln["state_bytes"]) for ln in lines}:
+                return None
+            # latency: that batch's trigger execution, or an idle trigger's (no input, no rate)
+            idle = gauges["inputRate_total_Value"] == 0 == gauges["processingRate_total_Value"]
+            ran = {ln["duration_ms"].get("triggerExecution") for ln in lines}
+            return gauges if idle or gauges["latency_Value"] in ran else None
+
+        _until("Spark's per-query gauges equal a batch in the progress file", spark_gauges_match_progress, 60, 2)
     finally:
         # stopped as an operator stops it: with the desired state stopped, or the supervisor
         # would launch it again and hold the shared cluster's cores for the tests after this one
