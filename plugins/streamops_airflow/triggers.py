@@ -14,6 +14,11 @@ from airflow.triggers.base import BaseEventTrigger, BaseTrigger, TriggerEvent
 MIN_DWELL_S = 15.0
 
 
+def _classpath(trigger: BaseTrigger) -> str:
+    """Where the triggerer imports the trigger from (each trigger's ``serialize``)."""
+    return f"{type(trigger).__module__}.{type(trigger).__qualname__}"
+
+
 async def _dwell(started: float, min_dwell_s: float) -> None:
     """Fire no sooner than ``min_dwell_s`` after ``started`` (see LedgerConvergenceTrigger)."""
     if (left := min_dwell_s - (time.monotonic() - started)) > 0:
@@ -41,7 +46,7 @@ class LedgerConvergenceTrigger(BaseTrigger):
         self.min_dwell_s = min_dwell_s
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (f"{type(self).__module__}.{type(self).__qualname__}",
+        return (_classpath(self),
                 {"pending": self.pending, "poll_interval": self.poll_interval, "min_dwell_s": self.min_dwell_s})
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
@@ -82,7 +87,7 @@ class ReprocessRunTrigger(BaseTrigger):
         self.pending, self.poll_interval, self.min_dwell_s = pending, poll_interval, min_dwell_s
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (f"{type(self).__module__}.{type(self).__qualname__}",
+        return (_classpath(self),
                 {"pending": self.pending, "poll_interval": self.poll_interval, "min_dwell_s": self.min_dwell_s})
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
@@ -113,7 +118,7 @@ class AppWatchTrigger(BaseTrigger):
         self.app, self.until, self.since_iso, self.min_dwell_s = app, until, since_iso, min_dwell_s
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (f"{type(self).__module__}.{type(self).__qualname__}",
+        return (_classpath(self),
                 {"app": self.app, "until": self.until, "since_iso": self.since_iso, "min_dwell_s": self.min_dwell_s})
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
@@ -156,7 +161,7 @@ class BatchCommitTrigger(BaseEventTrigger):
         self.app, self.poll_interval = app, poll_interval
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (f"{type(self).__module__}.{type(self).__qualname__}",
+        return (_classpath(self),
                 {"app": self.app, "poll_interval": self.poll_interval})
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
@@ -202,7 +207,7 @@ class DlqRecordsTrigger(BaseEventTrigger):
         self.app, self.poll_interval, self.every_s = app, poll_interval, every_s
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (f"{type(self).__module__}.{type(self).__qualname__}",
+        return (_classpath(self),
                 {"app": self.app, "poll_interval": self.poll_interval, "every_s": self.every_s})
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
