@@ -222,10 +222,14 @@ def _launch(settings: Settings, spec: AppSpec, derived: AppSpec, run_file: Path,
 
 
 def committed_records(checkpoint: Path, plan: dict[str, Any]) -> int:
-    """Records of the range the run's checkpoint has committed."""
+    """Records of the range the run's checkpoint has committed. A running batch may have planned
+    past the range's end (the bounded source filters the rows there; the driver lowers the offsets
+    when it ends), so each partition counts up to the end only."""
     first = {(t, p): o for t, ps in plan["start"].items() for p, o in ps.items()}
+    last = {(t, p): o for t, ps in plan["stop"].items() for p, o in ps.items()}
     committed = layout.committed_offsets(checkpoint)
-    return sum(max(0, o - first.get((t, str(p)), 0)) for t, ps in committed.items() for p, o in ps.items())
+    return sum(max(0, min(o, last.get((t, str(p)), o)) - first.get((t, str(p)), 0))
+               for t, ps in committed.items() for p, o in ps.items())
 
 
 def _watch(settings: Settings, derived: AppSpec, proc: subprocess.Popen, plan: dict[str, Any], timeout: float,

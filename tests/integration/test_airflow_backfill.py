@@ -3,8 +3,12 @@ interval into user-profiles.v2 and continuing the previous one's state, so v2 en
 the fold over the 3 days. Real scheduler, worker and triggerer (each task defers while its run's
 driver runs); the reprocess job runs on local Spark.
 
-Input records carry timestamps on 2026-11-20..22 (producer-set), so the data intervals select
-them by ``offsets_for_times``. ``user-events`` on the shared broker is emptied before and after.
+Input records carry timestamps (producer-set) on three whole UTC days, the last one the day before
+yesterday, so the data intervals select them by ``offsets_for_times``. The days follow the calendar:
+fixed dates would pass the broker's 7-day retention one day (``log.retention.hours``, by a
+segment's newest timestamp) and their records would be deleted under the test. Yesterday's
+interval is left out: the scheduler's own run of the DAG covers it, and a backfill skips it.
+``user-events`` on the shared broker is emptied before and after.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from jobs.demo.generator import generate_records
 from streamops.kafka.admin import TopicSpec, client_config, recreate_topic
 from streamops.kafka.read import latest_per_key, read_topic
 from streamops.ledger import Ledger
+from streamops.lifecycle import driver
 from streamops.spec import default_spec_path, get_app, load_job, load_specs
 from streamops.state.oracle import fold_input, record_of
 from tests.integration.test_airflow_api import _request, _token
@@ -26,7 +31,8 @@ from tests.integration.test_airflow_operations import _run
 
 APP = "user_activity"
 DAG_ID = f"streamops_reprocess__{APP}"
-DAYS = [datetime(2026, 11, d, tzinfo=UTC) for d in (20, 21, 22)]
+_TODAY = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+DAYS = [_TODAY - timedelta(days=n) for n in (4, 3, 2)]
 
 
 def _produce_dated(bootstrap: str, spec) -> None:
@@ -49,6 +55,32 @@ def _create_backfill(s, token: str, body: dict) -> dict:
             assert status == 200, (status, backfill)
             return backfill
         time.sleep(3)
+
+
+def _why_failed(s, token: str, runs: list[dict]) -> str:
+    """What an operator would look at when a backfill run failed: its task's log (each try, the
+    triggerer's part included), the reprocess operations in the ledger and the run's driver log."""
+    out = []
+    for r in sorted(runs, key=lambda r: r["data_interval_start"]):
+        if r["state"] == "success":
+            continue
+        base = f"/api/v2/dags/{DAG_ID}/dagRuns/{r['dag_run_id']}/taskInstances/reprocess"
+        _, ti = _request(s, "GET", base, token)
+        out.append(f"== {r['dag_run_id']}: run {r['state']}, task {ti and ti.get('state')} "
+                   f"(try {ti and ti.get('try_number')})")
+        for attempt in range(1, int((ti or {}).get("try_number") or 1) + 1):
+            _, log = _request(s, "GET", f"{base}/logs/{attempt}?full_content=true", token)
+            events = [e.get("event", e) if isinstance(e, dict) else e for e in (log or {}).get("content", [])]
+            out.append(f"-- try {attempt}:\n" + "\n".join(str(e)[:600] for e in events[-25:]))
+    ledger = Ledger.open(s.ledger_db_url)
+    try:
+        ops = ledger.operations(f"{APP}__reprocess_v2", limit=10)
+    finally:
+        ledger.close()
+    out.append("== ledger: " + json.dumps([{k: o.get(k) for k in ("id", "kind", "outcome", "error", "journal")}
+                                           for o in ops], default=str)[-3000:])
+    out.append(f"== driver log:\n{driver.log_tail(s, f'{APP}__reprocess_v2', 40)}")
+    return "\n".join(out)
 
 
 def test_backfill_of_three_intervals_runs_three_chained_reprocess_runs(platform, kafka, spark_cluster,
@@ -79,7 +111,7 @@ def test_backfill_of_three_intervals_runs_three_chained_reprocess_runs(platform,
             assert time.time() < deadline, runs
             time.sleep(3)
         assert sorted((r["data_interval_start"][:10], r["state"]) for r in runs) == [
-            ("2026-11-20", "success"), ("2026-11-21", "success"), ("2026-11-22", "success")]
+            (d.date().isoformat(), "success") for d in DAYS], _why_failed(s, token, runs)
 
         # each run reprocessed its own day; the 2nd and 3rd continued the state
         outs = []

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from streamops.exceptions import UsageError
 from streamops.ledger.outputs import reprocess_spec
-from streamops.reset.reprocess import parse_bound
+from streamops.reset.reprocess import committed_records, parse_bound
 from streamops.spark.kafka_io import clamp_to_bound
 from streamops.spec import AppSpec, ReprocessPolicy
 
@@ -47,3 +50,16 @@ def test_a_bounded_read_takes_back_what_its_last_batch_planned_past_the_bound() 
     bound = {"t": {"0": 10, "1": 5}}
     assert clamp_to_bound(end, bound) == {"t": {"0": 10, "1": 3}, "u": {"0": 9}}
     assert clamp_to_bound({}, bound) == {}
+
+
+def test_progress_counts_a_batch_planned_past_the_range_up_to_its_end(tmp_path: Path) -> None:
+    """The trigger logged "3000/1000 records (300%)" while a run's batch had planned to the topic's end."""
+    (tmp_path / "offsets").mkdir()
+    (tmp_path / "commits").mkdir()
+    planned = {"in": {"0": 1500, "1": 1500}}  # the whole topic, 3000 records
+    (tmp_path / "offsets" / "0").write_text("\n".join(["v1", "{}", json.dumps(planned)]))
+    (tmp_path / "commits" / "0").write_text("v1\n{}")
+    plan = {"start": {"in": {"0": 0, "1": 100}}, "stop": {"in": {"0": 500, "1": 600}}}
+    assert committed_records(tmp_path, plan) == 1000
+    plan = {"start": {"in": {"0": 0, "1": 100}}, "stop": {"in": {"0": 2000, "1": 2000}}}
+    assert committed_records(tmp_path, plan) == 2900  # below the end: as committed
