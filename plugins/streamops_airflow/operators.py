@@ -563,6 +563,8 @@ class ReprocessOperator(HandsOffWaits):
         for o in out["offsets"]:
             self.log.info("%s[%s]: %s .. %s (%s records)", o["topic"], o["partition"], o["from"], o["to"],
                           o["records"])
+        for w in out.get("warnings", []):
+            self.log.warning("%s", w)
 
 
 class VerifyOperator(BaseOperator):

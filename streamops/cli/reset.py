@@ -115,6 +115,7 @@ def cmd_reprocess(args: argparse.Namespace) -> int:
              f"  {'TOPIC':<24} {'PART':>4} {'FROM':>10} {'TO':>10} {'RECORDS':>10}"]
     lines += [f"  {o['topic']:<24} {o['partition']:>4} {o['from']:>10} {o['to']:>10} {o['records']:>10}"
               for o in out["offsets"]]
+    lines += [f"  warning: {w}" for w in out.get("warnings", [])]
     if not out["dry_run"]:
         lines.append(f"  {out['seconds']} s, {out['records_per_second']} records/s, {out['batches']} as last batch "
                      f"(operation #{out['operation_id']}); promote with `streamops promote {spec.name} "

@@ -65,12 +65,33 @@ def parse_bound(text: str, option: str) -> dict[str, Any]:
                          f"(e.g. 2026-11-23T08:00:00Z) or JSON offsets") from None
 
 
+def bound_offset(bound: dict[str, Any], option: str, lo: int, hi: int, at_time: int | None,
+                 given: int | None) -> tuple[int, bool]:
+    """One partition's offset for a bound, within [lo, hi]; and whether a --from bound may start
+    in records the broker has deleted (retention): records before the oldest kept one (``lo``) are
+    gone, and it asked for offsets before it, or a time whose first kept record is that one.
+    ``earliest``, or a partition its offsets leave out, asks for what is kept."""
+    kind = bound["kind"]
+    if kind == "earliest":
+        o = lo
+    elif kind == "latest":
+        o = hi
+    elif kind == "time":
+        o = hi if at_time is None else at_time
+    else:
+        o = (lo if option == "--from" else hi) if given is None else given
+    gone = (kind == "time" and o <= lo) or (kind == "offsets" and given is not None and given < lo)
+    return min(max(o, lo), hi), option == "--from" and 0 < lo and gone
+
+
 def resolve_bound(settings: Settings, spec: AppSpec, bound: dict[str, Any], option: str
-                  ) -> dict[str, dict[str, int]]:
-    """Offsets per partition of every input topic (a time: the first record at or after it)."""
+                  ) -> tuple[dict[str, dict[str, int]], list[str]]:
+    """Offsets per partition of every input topic (a time: the first record at or after it), and
+    the partitions where the range may start in deleted records (``bound_offset``)."""
     from streamops.kafka.admin import end_offsets, offsets_for_times
 
     out: dict[str, dict[str, int]] = {}
+    deleted: list[str] = []
     given = bound.get("offsets", {})
     unknown = sorted(set(given) - set(spec.input_topics))
     if unknown:
@@ -80,16 +101,12 @@ def resolve_bound(settings: Settings, spec: AppSpec, bound: dict[str, Any], opti
         marks = end_offsets(settings.kafka_bootstrap, topic)
         times = offsets_for_times(settings.kafka_bootstrap, topic, bound["ms"]) if bound["kind"] == "time" else {}
         for p, (lo, hi) in sorted(marks.items()):
-            if bound["kind"] == "earliest":
-                o = lo
-            elif bound["kind"] == "latest":
-                o = hi
-            elif bound["kind"] == "time":
-                o = hi if times.get(p) is None else times[p]
-            else:
-                o = int(given.get(topic, {}).get(str(p), lo if option == "--from" else hi))
-            out.setdefault(topic, {})[str(p)] = min(max(o, lo), hi)
-    return out
+            asked = given.get(topic, {}).get(str(p))
+            o, gone = bound_offset(bound, option, lo, hi, times.get(p), None if asked is None else int(asked))
+            out.setdefault(topic, {})[str(p)] = o
+            if gone:
+                deleted.append(f"{topic}[{p}]: the records before offset {lo}, the oldest kept")
+    return out, deleted
 
 
 def default_version(ledger: Ledger, spec: AppSpec) -> str:
@@ -106,8 +123,8 @@ def reprocess_plan(settings: Settings, spec: AppSpec, ledger: Ledger, *, frm: st
     if version == (live or "v1"):  # v1 is the spec's own topic
         raise UsageError(f"{spec.name} writes {versioned_output(spec.output_topic, live)} now: reprocess into "
                          f"another version (e.g. {default_version(ledger, spec)})")
-    start = resolve_bound(settings, spec, parse_bound(frm, "--from"), "--from")
-    stop = resolve_bound(settings, spec, parse_bound(to, "--to"), "--to")
+    start, deleted = resolve_bound(settings, spec, parse_bound(frm, "--from"), "--from")
+    stop, _ = resolve_bound(settings, spec, parse_bound(to, "--to"), "--to")
     rows, backwards = [], []
     for topic, parts in start.items():
         for p, s in sorted(parts.items(), key=lambda kv: int(kv[0])):
@@ -126,6 +143,9 @@ def reprocess_plan(settings: Settings, spec: AppSpec, ledger: Ledger, *, frm: st
         "continues": chain_dir(settings, derived, start).is_dir(),
         "live_output_topic": versioned_output(spec.output_topic, live),
         "max_offsets_per_trigger": derived.max_offsets_per_trigger,
+        # the broker deleted records at the range's start (retention): they may have been in it
+        "warnings": [f"the range may start in records the broker has deleted (retention): {d}; they are not "
+                     f"reprocessed" for d in deleted],
     }
 
 

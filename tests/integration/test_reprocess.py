@@ -8,8 +8,11 @@ import json
 import time
 from datetime import UTC, datetime
 
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient
+
 from streamops.checkpoints import layout
-from streamops.kafka.admin import end_offsets
+from streamops.kafka.admin import client_config, end_offsets
 from streamops.kafka.read import latest_per_key, read_topic
 from streamops.ledger import Ledger
 from streamops.lifecycle import driver
@@ -122,3 +125,38 @@ def test_reprocess_a_range_into_v2_beside_the_live_app_then_promote(app_factory)
     report = app.check()  # check reads the promoted output: keys the live app touched since are exact
     views = {v["view"]: v for v in report["views"]}
     assert views["state"]["ok"] and views["changelog"]["ok"] and views["dlq"]["ok"]
+
+
+def test_a_range_that_starts_in_records_the_broker_deleted_is_planned_with_a_warning(app_factory) -> None:
+    """Retention deletes a topic's oldest records; a range from before them is reprocessed from the
+    oldest one kept, and the plan says which partitions may miss records (Kafka's ``DeleteRecords``
+    stands for the retention that would take days here)."""
+    app = app_factory("ua-retention", master="local[2]")
+    b = app.settings.kafka_bootstrap
+    t0 = _now()
+    app.produce(2_000, users=200, seed=95)
+    t1 = _now()
+    before = end_offsets(b, "user-events")
+    futures = AdminClient(client_config(b)).delete_records([TopicPartition("user-events", 0, 50)])
+    for f in futures.values():
+        f.result(30)
+    assert end_offsets(b, "user-events")[0] == (50, before[0][1])
+
+    plan = _json(app.cli("reprocess", APP, "--from", t0, "--to", t1, "--dry-run", "--json"))
+    assert plan["warnings"] == [("the range may start in records the broker has deleted (retention): "
+                                 "user-events[0]: the records before offset 50, the oldest kept; they are not "
+                                 "reprocessed")]
+    assert [(o["partition"], o["from"], o["to"]) for o in plan["offsets"]] == [
+        (p, 50 if p == 0 else 0, hi) for p, (_lo, hi) in sorted(before.items())]
+    assert plan["records"] == 2_000 - 50
+    r = app.cli("reprocess", APP, "--from", t0, "--to", t1, "--dry-run")
+    assert r.returncode == 0 and "  warning: the range may start in records the broker has deleted" in r.stdout
+
+    # a range from after the oldest kept record, or from offsets kept, or from 'earliest': no warning
+    offsets = json.dumps({"user-events": {"0": 60}})
+    for frm in (offsets, "earliest"):
+        plan = _json(app.cli("reprocess", APP, "--from", frm, "--to", t1, "--dry-run", "--json"))
+        assert plan["warnings"] == [] and plan["records"] == 2_000 - (60 if frm == offsets else 50)
+    plan = _json(app.cli("reprocess", APP, "--from", json.dumps({"user-events": {"0": 10}}), "--to", t1,
+                         "--dry-run", "--json"))
+    assert len(plan["warnings"]) == 1 and plan["offsets"][0]["from"] == 50

@@ -9,7 +9,7 @@ import pytest
 
 from streamops.exceptions import UsageError
 from streamops.ledger.outputs import reprocess_spec
-from streamops.reset.reprocess import committed_records, parse_bound
+from streamops.reset.reprocess import bound_offset, committed_records, parse_bound
 from streamops.spark.kafka_io import clamp_to_bound
 from streamops.spec import AppSpec, ReprocessPolicy
 
@@ -63,3 +63,29 @@ def test_progress_counts_a_batch_planned_past_the_range_up_to_its_end(tmp_path: 
     assert committed_records(tmp_path, plan) == 1000
     plan = {"start": {"in": {"0": 0, "1": 100}}, "stop": {"in": {"0": 2000, "1": 2000}}}
     assert committed_records(tmp_path, plan) == 2900  # below the end: as committed
+
+
+TIME, OFFSETS = {"kind": "time", "ms": 0}, {"kind": "offsets"}
+
+
+@pytest.mark.parametrize(("bound", "option", "lo", "hi", "at_time", "given", "want"), [
+    # nothing deleted (lo 0): never a warning
+    (TIME, "--from", 0, 100, 0, None, (0, False)),
+    # retention deleted 40 records; the time's first kept record is the oldest kept: they may be in range
+    (TIME, "--from", 40, 100, 40, None, (40, True)),
+    (TIME, "--from", 40, 100, 70, None, (70, False)),  # the range starts after the oldest kept
+    (TIME, "--from", 40, 40, None, None, (40, True)),  # every record deleted
+    (TIME, "--from", 40, 100, None, None, (100, False)),  # no record at or after the time
+    (TIME, "--to", 40, 100, 40, None, (40, False)),  # only the start can begin in deleted records
+    (OFFSETS, "--from", 40, 100, None, 10, (40, True)),  # asked for deleted offsets: clamped, warned
+    (OFFSETS, "--from", 40, 100, None, 50, (50, False)),
+    (OFFSETS, "--from", 40, 100, None, 40, (40, False)),  # the oldest kept, asked for
+    (OFFSETS, "--from", 40, 100, None, None, (40, False)),  # a partition the offsets leave out: what is kept
+    (OFFSETS, "--to", 40, 100, None, None, (100, False)),
+    (OFFSETS, "--to", 40, 100, None, 500, (100, False)),  # past the end: clamped
+    ({"kind": "earliest"}, "--from", 40, 100, None, None, (40, False)),  # asks for what is kept
+    ({"kind": "latest"}, "--to", 40, 100, None, None, (100, False)),
+])
+def test_a_bound_within_the_kept_records_and_whether_it_starts_in_deleted_ones(bound, option, lo, hi, at_time,
+                                                                              given, want) -> None:
+    assert bound_offset(bound, option, lo, hi, at_time, given) == want
