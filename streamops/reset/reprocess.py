@@ -230,15 +230,20 @@ def _launched(ledger: Ledger, op_id: int) -> dict[str, Any] | None:
 
 def _launch(settings: Settings, spec: AppSpec, derived: AppSpec, run_file: Path, parallelism: int,
             master: str | None) -> subprocess.Popen:
-    """The job's driver in a session of its own (it outlives a task that defers)."""
+    """The job's driver in a session of its own (it outlives a task that defers). It takes none of
+    the caller's standard streams: Airflow's task supervisor talks to the task over a socket on
+    stdin and waits for every end of it to close, so a driver holding it kept the deferred task's
+    first workload open for the whole run; the executor's late "finished" event then arrived after
+    the trigger had queued the task again, and the scheduler failed it (the backfill's runs failed)."""
     from streamops.spark.runner import app_dir
 
     argv = [*driver.job_argv(spec), "--reprocess", str(run_file), "--parallelism", str(parallelism)]
     if master:
         argv += ["--master", master]
     with open(app_dir(settings, derived.name).log, "ab") as out:
-        return subprocess.Popen(argv, env=driver.driver_env(settings), stdout=out, stderr=subprocess.STDOUT,
-                                cwd=app_dir(settings, derived.name).root, start_new_session=True)
+        return subprocess.Popen(argv, env=driver.driver_env(settings), stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=subprocess.STDOUT, cwd=app_dir(settings, derived.name).root,
+                                start_new_session=True)
 
 
 def committed_records(checkpoint: Path, plan: dict[str, Any]) -> int:
