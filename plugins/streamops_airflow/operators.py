@@ -537,7 +537,9 @@ class ReprocessOperator(HandsOffWaits):
     def run_core(self, context: Any) -> dict[str, Any]:
         from airflow.sdk.exceptions import AirflowSkipException
 
-        from streamops.reset.reprocess import reprocess
+        from streamops.ledger import handoff
+        from streamops.ledger.store import OperationInProgress
+        from streamops.reset.reprocess import reprocess, settle_lost_run, waiting_run
 
         run_type = str(getattr(context.get("dag_run"), "run_type", "") or "")
         if run_type.lower().endswith("scheduled"):
@@ -554,10 +556,44 @@ class ReprocessOperator(HandsOffWaits):
                                    "(a backfill or a run with a logical date)")
         self.log.info("reprocess %s [%s, %s)", self.app, frm, to)
         with _core(self.app, "reprocess") as (settings, spec, ledger):
-            return reprocess(settings, spec, ledger, frm=frm, to=to,
-                             output_version=given(self.output_version) or spec.reprocess.output_version,
-                             dry_run=_flag(self.dry_run), master=given(self.master), who=_who(context),
-                             timeout=float(self.timeout_s), progress=self.log.info)
+            version = given(self.output_version) or spec.reprocess.output_version
+
+            def run() -> dict[str, Any]:
+                return reprocess(settings, spec, ledger, frm=frm, to=to, output_version=version,
+                                 dry_run=_flag(self.dry_run), master=given(self.master), who=_who(context),
+                                 timeout=float(self.timeout_s), progress=self.log.info)
+
+            try:
+                return run()
+            except OperationInProgress:
+                if handoff.current() is None or handoff.current().resume is not None:
+                    raise
+                lost = self._lost_waiter(context, waiting_run(ledger, spec, version))
+                if lost is None:
+                    raise
+                op_id, why = lost
+                outcome = settle_lost_run(settings, spec, ledger, op_id, why=why, progress=self.log.info)
+                self.log.warning("operation #%s: %s; recorded as %s", op_id, why, outcome)
+                return run()
+
+    @staticmethod
+    def _lost_waiter(context: Any, row: dict[str, Any] | None) -> tuple[int, str] | None:
+        """(operation id, why) when the Airflow task that deferred waiting for ``row``'s run is no
+        longer waiting: an earlier try of this very task, or a task Airflow has ended. A task still
+        deferred (or running, queued) resumes it itself."""
+        who = str((row or {}).get("requested_by") or "")
+        if not who.startswith("airflow:") or who.count("/") < 2:
+            return None
+        dag_id, rest = who.removeprefix("airflow:").split("/", 1)
+        run_id, task_id = rest.rsplit("/", 1)
+        if who == _who(context):
+            return row["id"], f"the task that waited for it ({who}) was run again"
+        states = context["ti"].get_task_states(dag_id=dag_id, run_ids=[run_id], task_ids=[task_id])
+        state = (states.get(run_id) or {}).get(task_id)
+        if state in ("deferred", "running", "queued", "scheduled", "up_for_retry", "up_for_reschedule",
+                     "restarting"):
+            return None
+        return row["id"], f"the task that waited for it ({who}) is {state or 'gone'}"
 
     def report(self, out: dict[str, Any]) -> None:
         for o in out["offsets"]:

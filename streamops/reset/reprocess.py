@@ -204,15 +204,20 @@ def reprocess(settings: Settings, spec: AppSpec, ledger: Ledger, *, frm: str, to
                         "pid": proc.pid, "ticks": start_ticks(proc.pid), "plan": plan})
                 done = _watch(settings, derived, proc, plan, timeout, progress)
         if plan["records"]:
-            ended = chain_dir(settings, derived, plan["stop"])
-            shutil.rmtree(ended, ignore_errors=True)
-            shutil.copytree(ckpt, ended)
+            _keep_chain(settings, derived, plan)
         seconds = round(time.monotonic() - t0, 1)
         rec.after = {"records": plan["records"], "batches": layout.last_committed_batch(ckpt), "seconds": seconds,
                      "output_topic": plan["output_topic"], "rewind_marker": marker, "committed": done}
     rate = round(plan["records"] / seconds, 1) if seconds else None
     return {**plan, "dry_run": False, "operation_id": rec.id, "seconds": seconds, "records_per_second": rate,
             "batches": rec.after["batches"]}
+
+
+def _keep_chain(settings: Settings, derived: AppSpec, plan: dict[str, Any]) -> None:
+    """A copy of the run's checkpoint under the offsets it ended at: the next range continues it."""
+    ended = chain_dir(settings, derived, plan["stop"])
+    shutil.rmtree(ended, ignore_errors=True)
+    shutil.copytree(checkpoint_dir(settings, derived), ended)
 
 
 def chain_dir(settings: Settings, derived: AppSpec, offsets: dict[str, dict[str, int]]) -> Path:
@@ -314,6 +319,56 @@ def stop_run(pending: dict[str, Any]) -> None:
             os.killpg(proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+
+
+def waiting_run(ledger: Ledger, spec: AppSpec, output_version: str | None) -> dict[str, Any] | None:
+    """The reprocess into ``output_version`` that holds its lease while handed over (nobody holds
+    it in a process: a waiter elsewhere, an Airflow trigger, is to resume it), or None. Whether
+    that waiter is gone is for the caller to tell (``settle_lost_run``)."""
+    derived = reprocess_spec(spec, check_version(output_version) or default_version(ledger, spec))
+    lease = ledger.lease(derived.name)
+    if not lease or lease.get("pid") is not None:
+        return None
+    row = ledger.get_operation(int(lease["operation_id"]))
+    if row is None or row["kind"] != "reprocess" or row["outcome"] != "running" or _launched(ledger, row["id"]) is None:
+        return None
+    return row
+
+
+def settle_lost_run(settings: Settings, spec: AppSpec, ledger: Ledger, op_id: int, *, why: str,
+                    progress: Callable[[str], None] = lambda _m: None) -> str:
+    """End a handed-over reprocess whose waiter is gone (Airflow ended the deferred task outside
+    the operator: marked failed, a lost worker, apache/airflow#72716), as its waiter would have:
+    its driver stopped if it still runs; ``succeeded`` if the whole range was committed (and its
+    checkpoint kept, so the next range continues it), else ``failed``. Returns the outcome.
+
+    Without this its lease stayed until the run's deadline (an hour), and every later range into the
+    version (a backfill's next intervals) was refused."""
+    from streamops.platform.process import Tracked
+
+    launched = _launched(ledger, op_id)
+    row = ledger.get_operation(op_id)
+    if launched is None or row is None or row["outcome"] != "running":
+        raise UsageError(f"operation #{op_id} is not a reprocess run waiting to be resumed")
+    plan = launched["plan"]
+    derived = reprocess_spec(spec, plan["output_version"])
+    op = ledger.take_back(op_id, derived.name, "reprocess")
+    pending = {"pid": launched["pid"], "ticks": launched.get("ticks"), "plan": plan}
+    if Tracked(int(launched["pid"]), launched.get("ticks")).running():
+        progress(f"{derived.name}: operation #{op_id}'s driver still runs; stopping it")
+        stop_run(pending)
+    ledger.step(op, "settled", why=why)
+    try:
+        done = _finish_run(settings, derived, plan, progress)
+    except ReprocessError as exc:
+        ledger.finish(op, "failed", error=f"{why}; {exc}"[:4000], after=row.get("after"))
+        return "failed"
+    _keep_chain(settings, derived, plan)
+    ckpt = checkpoint_dir(settings, derived)
+    ledger.finish(op, "succeeded", after={"records": plan["records"], "batches": layout.last_committed_batch(ckpt),
+                                          "output_topic": plan["output_topic"], "rewind_marker": launched["marker"],
+                                          "committed": done, "settled": why})
+    return "succeeded"
 
 
 def _finish_run(settings: Settings, derived: AppSpec, plan: dict[str, Any], progress: Callable[[str], None]) -> int:

@@ -57,7 +57,7 @@ def _create_backfill(s, token: str, body: dict) -> dict:
         time.sleep(3)
 
 
-def _why_failed(s, token: str, runs: list[dict]) -> str:
+def _why_failed(s, token: str, runs: list[dict], run_as: str = f"{APP}__reprocess_v2") -> str:
     """What an operator would look at when a backfill run failed: its task's log (each try, the
     triggerer's part included), the reprocess operations in the ledger and the run's driver log."""
     out = []
@@ -74,12 +74,12 @@ def _why_failed(s, token: str, runs: list[dict]) -> str:
             out.append(f"-- try {attempt}:\n" + "\n".join(str(e)[:600] for e in events[-25:]))
     ledger = Ledger.open(s.ledger_db_url)
     try:
-        ops = ledger.operations(f"{APP}__reprocess_v2", limit=10)
+        ops = ledger.operations(run_as, limit=10)
     finally:
         ledger.close()
     out.append("== ledger: " + json.dumps([{k: o.get(k) for k in ("id", "kind", "outcome", "error", "journal")}
                                            for o in ops], default=str)[-3000:])
-    out.append(f"== driver log:\n{driver.log_tail(s, f'{APP}__reprocess_v2', 40)}")
+    out.append(f"== driver log:\n{driver.log_tail(s, run_as, 40)}")
     return "\n".join(out)
 
 
@@ -143,3 +143,83 @@ def test_backfill_of_three_intervals_runs_three_chained_reprocess_runs(platform,
     finally:
         _request(s, "PATCH", f"/api/v2/dags/{DAG_ID}", _token(s), {"is_paused": True})
         recreate_topic(kafka, events)  # the other tests on the shared broker start from an empty input
+
+
+def _trigger(s, token: str, conf: dict) -> str:
+    status, run = _request(s, "POST", f"/api/v2/dags/{DAG_ID}/dagRuns", token, {"logical_date": None, "conf": conf})
+    assert status == 200, (status, run)
+    return run["dag_run_id"]
+
+
+def _state(s, token: str, run_id: str) -> tuple[str, str | None]:
+    """(the run's state, its task's state)."""
+    _, run = _request(s, "GET", f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}", token)
+    _, ti = _request(s, "GET", f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/reprocess", token)
+    return run["state"], (ti or {}).get("state")
+
+
+def test_a_run_whose_waiting_task_airflow_ended_is_taken_over_by_the_next_range(platform, kafka, spark_cluster,
+                                                                                airflow_platform) -> None:
+    """An operator marks a deferred reprocess task failed (or Airflow fails it: a lost worker,
+    apache/airflow#72716) while its driver runs on. Its operation kept the version's lease until the
+    run's deadline, an hour, and refused the next range; now the next range's task sees that the
+    waiting task is gone, ends the operation by what the driver committed, and continues its state."""
+    from streamops.platform.process import Tracked
+
+    s = airflow_platform
+    spec = get_app(load_specs(default_spec_path(s.repo)), APP)
+    events = TopicSpec(name=spec.input_topics[0], partitions=spec.input_partitions)
+    recreate_topic(kafka, events)
+    ledger = Ledger.open(s.ledger_db_url)
+    run_as = f"{APP}__reprocess_v3"
+    try:
+        _produce_dated(kafka, spec)
+        token = _token(s)
+        assert _request(s, "PATCH", f"/api/v2/dags/{DAG_ID}", token, {"is_paused": False})[0] == 200
+        first = _trigger(s, token, {"from": DAYS[0].isoformat(), "to": DAYS[1].isoformat(), "output_version": "v3",
+                                    "master": "local[2]"})
+        deadline = time.time() + 300
+        while _state(s, token, first)[1] != "deferred":
+            assert time.time() < deadline, _state(s, token, first)
+            time.sleep(0.5)
+        status, _ = _request(s, "PATCH", f"/api/v2/dags/{DAG_ID}/dagRuns/{first}/taskInstances/reprocess", token,
+                             {"new_state": "failed"})
+        assert status == 200
+        (op,) = [o for o in ledger.operations(run_as, limit=5) if o["kind"] == "reprocess"]
+        launched = next(x for x in op["journal"] if x["step"] == "launched")
+        deadline = time.time() + 300
+        while Tracked(launched["pid"], launched["ticks"]).running():  # the driver finishes its range alone
+            assert time.time() < deadline, driver.log_tail(s, run_as, 30)
+            time.sleep(1)
+        deadline = time.time() + 60
+        while _state(s, token, first) != ("failed", "failed"):
+            assert time.time() < deadline, _state(s, token, first)
+            time.sleep(1)
+        assert ledger.get_operation(op["id"])["outcome"] == "running"  # nobody is left to end it
+
+        second = _trigger(s, token, {"from": DAYS[1].isoformat(), "to": DAYS[2].isoformat(), "output_version": "v3",
+                                     "master": "local[2]"})
+        deadline = time.time() + 600
+        while _state(s, token, second)[0] not in ("success", "failed"):
+            assert time.time() < deadline, _state(s, token, second)
+            time.sleep(2)
+        assert _state(s, token, second)[0] == "success", _why_failed(s, token, [{
+            "dag_run_id": second, "state": "failed", "data_interval_start": ""}], run_as)
+        _, x = _request(s, "GET", f"/api/v2/dags/{DAG_ID}/dagRuns/{second}/taskInstances/reprocess/xcomEntries/"
+                                  "return_value", token)
+        out = x["value"] if isinstance(x["value"], dict) else json.loads(x["value"])
+        assert (out["records"], out["continues"]) == (1_000, True)  # the first range's state goes on
+
+        settled = ledger.get_operation(op["id"])
+        assert settled["outcome"] == "succeeded" and settled["after"]["committed"] == 1_000
+        assert settled["journal"][-1]["step"] == "settled"
+        assert settled["journal"][-1]["why"] == (f"the task that waited for it (airflow:{DAG_ID}/{first}/reprocess) "
+                                                 "is failed")
+        end = int(DAYS[2].timestamp() * 1000)
+        expected = fold_input(load_job(spec, s.repo), map(record_of, (
+            m for m in read_topic(kafka, spec.input_topics[0]) if m.timestamp()[1] < end)))
+        assert latest_per_key(kafka, "user-profiles.v3") == expected.output and len(expected.output) > 0
+    finally:
+        ledger.close()
+        _request(s, "PATCH", f"/api/v2/dags/{DAG_ID}", _token(s), {"is_paused": True})
+        recreate_topic(kafka, events)
