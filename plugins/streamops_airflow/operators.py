@@ -590,6 +590,7 @@ class ReprocessOperator(HandsOffWaits):
             return row["id"], f"the task that waited for it ({who}) was run again"
         states = context["ti"].get_task_states(dag_id=dag_id, run_ids=[run_id], task_ids=[task_id])
         state = (states.get(run_id) or {}).get(task_id)
+        state = None if state is None else str(getattr(state, "value", state))  # a TaskInstanceState or its value
         if state in ("deferred", "running", "queued", "scheduled", "up_for_retry", "up_for_reschedule",
                      "restarting"):
             return None
