@@ -137,8 +137,8 @@ def test_a_range_that_starts_in_records_the_broker_deleted_is_planned_with_a_war
     app.produce(2_000, users=200, seed=95)
     t1 = _now()
     before = end_offsets(b, "user-events")
-    futures = AdminClient(client_config(b)).delete_records([TopicPartition("user-events", 0, 50)])
-    for f in futures.values():
+    admin = AdminClient(client_config(b))  # kept: the futures complete only while the client lives
+    for f in admin.delete_records([TopicPartition("user-events", 0, 50)]).values():
         f.result(30)
     assert end_offsets(b, "user-events")[0] == (50, before[0][1])
 
