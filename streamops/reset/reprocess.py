@@ -214,10 +214,15 @@ def reprocess(settings: Settings, spec: AppSpec, ledger: Ledger, *, frm: str, to
 
 
 def _keep_chain(settings: Settings, derived: AppSpec, plan: dict[str, Any]) -> None:
-    """A copy of the run's checkpoint under the offsets it ended at: the next range continues it."""
+    """A copy of the run's checkpoint under the offsets it ended at: the next range continues it.
+    Its last batch is clamped to the range's end first, as the driver does when it stops (one
+    killed before that left offsets past the end, and the next range would skip the records there)."""
+    ckpt = checkpoint_dir(settings, derived)
+    if (last := layout.last_committed_batch(ckpt)) is not None:
+        layout.clamp_batch_offsets(ckpt, last, plan["stop"])
     ended = chain_dir(settings, derived, plan["stop"])
     shutil.rmtree(ended, ignore_errors=True)
-    shutil.copytree(checkpoint_dir(settings, derived), ended)
+    shutil.copytree(ckpt, ended)
 
 
 def chain_dir(settings: Settings, derived: AppSpec, offsets: dict[str, dict[str, int]]) -> Path:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from streamops.checkpoints import layout
 from streamops.ledger import Ledger, OperationInProgress
 from streamops.ledger.outputs import reprocess_spec
 from streamops.platform.process import start_ticks
@@ -49,8 +50,10 @@ def _committed(settings: Settings, offsets: dict) -> None:
     (ckpt / "commits" / "0").write_text("v1\n{}")
 
 
-@pytest.mark.parametrize(("offsets", "outcome"), [({"in": {"0": 100, "1": 300}}, "succeeded"),
-                                                  ({"in": {"0": 100, "1": 250}}, "failed")])
+@pytest.mark.parametrize(("offsets", "outcome"), [
+    ({"in": {"0": 100, "1": 300}}, "succeeded"),
+    ({"in": {"0": 160, "1": 300}}, "succeeded"),  # a batch planned past the end; the driver killed before it clamped
+    ({"in": {"0": 100, "1": 250}}, "failed")])
 def test_a_lost_waiters_run_is_ended_by_what_its_driver_committed(tmp_path: Path, offsets, outcome) -> None:
     settings = Settings(home=tmp_path)
     ledger = Ledger.open(settings.ledger_db_url)
@@ -71,6 +74,8 @@ def test_a_lost_waiters_run_is_ended_by_what_its_driver_committed(tmp_path: Path
         assert chain_dir(settings, derived, PLAN["stop"]).is_dir() == (outcome == "succeeded")
         if outcome == "succeeded":
             assert row["after"]["committed"] == 300 and "failed" in row["after"]["settled"]
+            kept = chain_dir(settings, derived, PLAN["stop"])
+            assert layout.committed_offsets(kept) == {"in": {0: 100, 1: 300}}  # the next range starts at the end
         else:
             assert "stopped before the end of the range: in[1] 250 < 300" in row["error"]
         ledger.begin(derived.name, "reprocess", who="airflow:d/backfill__2/reprocess")  # no longer refused
