@@ -134,8 +134,9 @@ def shown(argv: Sequence[str]) -> list[str]:
 def rotate_log(path: Path, max_bytes: int) -> bool:
     """Bound a log a running process appends to: past ``max_bytes`` its content moves to
     ``path.1`` (the one before is dropped) and ``path`` is emptied in place, so the writer, which
-    opened it with O_APPEND (``spawn``), goes on at its new end ("copytruncate"; a line written
-    between the copy and the truncation is lost). Returns whether it rotated."""
+    opened it with O_APPEND (``spawn``), goes on at its new end ("copytruncate", as logrotate's: a
+    line written between the copy and the truncation is lost, and the copy can end inside a line
+    being written, whose rest goes with the truncation). Returns whether it rotated."""
     try:
         if path.stat().st_size <= max_bytes:
             return False
