@@ -566,7 +566,8 @@ class ReprocessOperator(HandsOffWaits):
             try:
                 return run()
             except OperationInProgress:
-                if handoff.current() is None or handoff.current().resume is not None:
+                mode = handoff.current()
+                if mode is None or mode.resume is not None:  # a resume takes back its own operation
                     raise
                 lost = self._lost_waiter(context, waiting_run(ledger, spec, version))
                 if lost is None:

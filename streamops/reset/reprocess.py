@@ -206,8 +206,7 @@ def reprocess(settings: Settings, spec: AppSpec, ledger: Ledger, *, frm: str, to
         if plan["records"]:
             _keep_chain(settings, derived, plan)
         seconds = round(time.monotonic() - t0, 1)
-        rec.after = {"records": plan["records"], "batches": layout.last_committed_batch(ckpt), "seconds": seconds,
-                     "output_topic": plan["output_topic"], "rewind_marker": marker, "committed": done}
+        rec.after = {**_run_after(settings, derived, plan, marker, done), "seconds": seconds}
     rate = round(plan["records"] / seconds, 1) if seconds else None
     return {**plan, "dry_run": False, "operation_id": rec.id, "seconds": seconds, "records_per_second": rate,
             "batches": rec.after["batches"]}
@@ -234,8 +233,18 @@ def chain_dir(settings: Settings, derived: AppSpec, offsets: dict[str, dict[str,
 
 
 def _launched(ledger: Ledger, op_id: int) -> dict[str, Any] | None:
-    journal = (ledger.get_operation(op_id) or {}).get("journal") or []
-    return next((s for s in journal if s["step"] == "launched"), None)
+    return _launched_step(ledger.get_operation(op_id))
+
+
+def _launched_step(row: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The ``launched`` step of an operation's journal (the driver's pid, the plan, the marker)."""
+    return next((s for s in (row or {}).get("journal") or [] if s["step"] == "launched"), None)
+
+
+def _run_after(settings: Settings, derived: AppSpec, plan: dict[str, Any], marker: Any, done: int) -> dict[str, Any]:
+    """What an ended run records as its operation's ``after``."""
+    return {"records": plan["records"], "batches": layout.last_committed_batch(checkpoint_dir(settings, derived)),
+            "output_topic": plan["output_topic"], "rewind_marker": marker, "committed": done}
 
 
 def _launch(settings: Settings, spec: AppSpec, derived: AppSpec, run_file: Path, parallelism: int,
@@ -335,7 +344,7 @@ def waiting_run(ledger: Ledger, spec: AppSpec, output_version: str | None) -> di
     if not lease or lease.get("pid") is not None:
         return None
     row = ledger.get_operation(int(lease["operation_id"]))
-    if row is None or row["kind"] != "reprocess" or row["outcome"] != "running" or _launched(ledger, row["id"]) is None:
+    if row is None or row["kind"] != "reprocess" or row["outcome"] != "running" or _launched_step(row) is None:
         return None
     return row
 
@@ -351,9 +360,9 @@ def settle_lost_run(settings: Settings, spec: AppSpec, ledger: Ledger, op_id: in
     version (a backfill's next intervals) was refused."""
     from streamops.platform.process import Tracked
 
-    launched = _launched(ledger, op_id)
     row = ledger.get_operation(op_id)
-    if launched is None or row is None or row["outcome"] != "running":
+    launched = _launched_step(row)
+    if launched is None or row["outcome"] != "running":
         raise UsageError(f"operation #{op_id} is not a reprocess run waiting to be resumed")
     plan = launched["plan"]
     derived = reprocess_spec(spec, plan["output_version"])
@@ -369,10 +378,8 @@ def settle_lost_run(settings: Settings, spec: AppSpec, ledger: Ledger, op_id: in
         ledger.finish(op, "failed", error=f"{why}; {exc}"[:4000], after=row.get("after"))
         return "failed"
     _keep_chain(settings, derived, plan)
-    ckpt = checkpoint_dir(settings, derived)
-    ledger.finish(op, "succeeded", after={"records": plan["records"], "batches": layout.last_committed_batch(ckpt),
-                                          "output_topic": plan["output_topic"], "rewind_marker": launched["marker"],
-                                          "committed": done, "settled": why})
+    ledger.finish(op, "succeeded", after={**_run_after(settings, derived, plan, launched["marker"], done),
+                                          "settled": why})
     return "succeeded"
 
 
