@@ -381,8 +381,8 @@ class Chaos:
         manager.up(self.settings, only=["supervisor"])
 
     def kill_broker(self) -> None:
+        from streamops.app.checkpoint import checkpoint_dir
         from streamops.checkpoints import layout
-        from streamops.spark.session import checkpoint_dir
         from streamops.spec import default_spec_path, get_app, load_specs
 
         spec = get_app(load_specs(default_spec_path(self.settings.repo)), APP)
@@ -615,9 +615,9 @@ class Chaos:
 
 def caught_up(settings: Settings, timeout: float = 600) -> bool:
     """Until the checkpoint's committed offsets reach the input's end (the load has stopped)."""
+    from streamops.app.checkpoint import checkpoint_dir
     from streamops.checkpoints import layout
     from streamops.kafka.admin import end_offsets
-    from streamops.spark.session import checkpoint_dir
     from streamops.spec import default_spec_path, get_app, load_specs
 
     spec = get_app(load_specs(default_spec_path(settings.repo)), APP)

@@ -29,11 +29,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench._common import isolated_settings, summary, table
 from jobs.demo.generator import generate
+from streamops.app.checkpoint import checkpoint_dir
 from streamops.kafka.admin import TopicSpec, ensure_topics
 from streamops.kafka.produce import produce
 from streamops.lifecycle.replace import rewind_marker
 from streamops.platform import manager
-from streamops.spark.session import checkpoint_dir
 from streamops.spec import default_spec_path, get_app, load_specs
 
 APP = "user_activity"

@@ -110,8 +110,8 @@ def measure(settings: Settings, rate: int, seconds: float, warmup: float, master
             checkout: Path | None) -> dict:
     from confluent_kafka import Producer
 
+    from streamops.app.topics import app_topic_specs
     from streamops.kafka.admin import TopicSpec, ensure_topics
-    from streamops.spark.runner import app_topic_specs
     from streamops.spec import default_spec_path, get_app, load_specs
 
     spec = get_app(load_specs(default_spec_path(REPO)), APP)
@@ -125,7 +125,7 @@ def measure(settings: Settings, rate: int, seconds: float, warmup: float, master
     probes: dict[str, float] = {}
     out = Producer({"bootstrap.servers": settings.kafka_bootstrap, "linger.ms": 0, "log_level": 0})
     try:
-        from streamops.platform.appdir import AppDir
+        from streamops.app.dir import AppDir
 
         beat, deadline = AppDir.of(settings, APP).heartbeat, time.monotonic() + 300
         while not (beat.exists() and json.loads(beat.read_text() or "{}").get("batch_id") is not None):

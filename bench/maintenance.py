@@ -59,10 +59,10 @@ def build_chain(settings, args) -> None:
 
 
 def bench_compaction(settings, spec, ledger, spark, args) -> list[list[str]]:
+    from streamops.app.checkpoint import checkpoint_dir
     from streamops.checkpoints import compact as cc
     from streamops.checkpoints import layout
     from streamops.lifecycle.maintenance import compact, restore_seconds
-    from streamops.spark.session import checkpoint_dir
 
     ckpt = checkpoint_dir(settings, spec)
     print(f"building a long changelog chain ({args.chain_runs} runs, {args.chain_events} events, batches of "
@@ -104,9 +104,9 @@ def bench_compaction(settings, spec, ledger, spark, args) -> list[list[str]]:
 def synthesize(settings, spec, keys: int) -> None:
     """``keys`` consistent states on the changelog, their profiles on the output, and a batch marker."""
     from jobs.user_activity import UserActivity
+    from streamops.app.topics import ensure_app_topics
     from streamops.job import JsonSerde
     from streamops.kafka.produce import produce
-    from streamops.spark.runner import ensure_app_topics
 
     manager.down(settings, only=["kafka"])  # a clean broker per size: nothing left of the last one
     shutil.rmtree(settings.state_dir / "kafka", ignore_errors=True)
@@ -139,9 +139,9 @@ def _marker(settings, spec, batch_id: int) -> None:
 
 
 def bench_keys(settings, spec, ledger, spark, keys: int, runs: int) -> dict[str, list[float]]:
+    from streamops.app.checkpoint import checkpoint_dir
     from streamops.kafka.read import latest_per_key
     from streamops.lifecycle.maintenance import rebuild_state
-    from streamops.spark.session import checkpoint_dir
     from streamops.state.verify import verify
 
     print(f"synthesizing {keys} keys ...", flush=True)
@@ -187,8 +187,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-compaction", action="store_true")
     args = ap.parse_args(argv)
 
+    from streamops.app.topics import ensure_app_topics
     from streamops.ledger import Ledger
-    from streamops.spark.runner import ensure_app_topics
     from streamops.spec import default_spec_path, get_app, load_specs
     from streamops.state.seed import seed_session
 

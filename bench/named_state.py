@@ -61,7 +61,7 @@ def session():
 
     from pyspark.sql import SparkSession
 
-    from streamops.platform import jars
+    from streamops.host import jars
     from streamops.spark import pydaemon
     from streamops.spark.session import ROCKSDB_PROVIDER
 

@@ -40,7 +40,7 @@ def one(variant: str, seconds: float) -> tuple[float, float]:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming import StreamingQueryListener
 
-    from streamops.platform.appdir import AppDir
+    from streamops.app.dir import AppDir
     from streamops.spark.runner import progress_listener
 
     spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")

@@ -47,9 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from jobs.demo.generator import generate_records
+    from streamops.app.checkpoint import checkpoint_dir
+    from streamops.app.topics import ensure_app_topics
     from streamops.kafka.produce import produce
-    from streamops.spark.runner import ensure_app_topics
-    from streamops.spark.session import checkpoint_dir
     from streamops.spec import default_spec_path, get_app, load_specs
 
     home = Path(tempfile.mkdtemp(prefix="bench-reprocess-"))

@@ -73,10 +73,10 @@ BASELINE_S = 30.0  # about as long as a resize window (5 s before + the resize +
 def _driver_ui(settings: Settings, spec) -> tuple[str, str] | None:
     import json
 
-    from streamops.spark.runner import heartbeat_path
+    from streamops.app.dir import AppDir
 
     try:
-        hb = json.loads(heartbeat_path(settings, spec.name).read_text())
+        hb = json.loads(AppDir.of(settings, spec.name).heartbeat.read_text())
         return hb["ui_url"], hb["app_id"]
     except (FileNotFoundError, ValueError, KeyError):
         return None
@@ -144,10 +144,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     strategies = [s for s in args.strategies.split(",") if s]
 
+    from streamops.app.checkpoint import checkpoint_dir
     from streamops.ledger import Ledger
     from streamops.lifecycle import operations as ops
     from streamops.lifecycle.savepoints import take
-    from streamops.spark.session import checkpoint_dir
     from streamops.spec import default_spec_path, get_app, load_specs
     from streamops.state.check import run_check
 

@@ -41,8 +41,8 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench._common import isolated_settings, summary, table
+from streamops.host.process import read_pid
 from streamops.platform import manager
-from streamops.platform.process import read_pid
 
 
 def timed_up(settings, only=None) -> float:

@@ -32,8 +32,8 @@ from bench._common import summary, table
 
 
 def populate(home: Path, apps: list[str], *, hours: float, batch_s: float) -> int:
+    from streamops.app.dir import AppDir
     from streamops.ledger import Ledger
-    from streamops.platform.appdir import AppDir
     from streamops.settings import Settings
 
     settings = Settings.from_env()

@@ -38,6 +38,7 @@ sys.path.insert(0, str(REPO))
 from bench._common import isolated_settings, summary, table
 from jobs.demo import contract as c
 from jobs.demo.generator import generate_records
+from streamops.app.topics import H_REASON
 from streamops.platform import manager
 from streamops.settings import Settings
 
@@ -123,7 +124,7 @@ def run_plain(settings: Settings, events: int, batch: int) -> dict:
                         valid.append(event)
                         touched.add(event["user_id"])
                     else:
-                        producer.produce(dlq, key=m.key(), value=m.value(), headers=[(c.H_REASON, reason)])
+                        producer.produce(dlq, key=m.key(), value=m.value(), headers=[(H_REASON, reason)])
                 in_batch += len(msgs)
                 producer.poll(0)
             profiles = fold(valid, profiles)

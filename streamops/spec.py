@@ -211,7 +211,7 @@ class AppSpec(BaseModel):
     alerts: AlertPolicy = AlertPolicy()
     events: EventPolicy = EventPolicy()
     #: the version of the output the app writes (``reset --output-version`` / ``promote`` keep it in
-    #: the ledger; see ``streamops.ledger.outputs``); None: ``output_topic`` itself
+    #: the ledger; see ``streamops.app.outputs``); None: ``output_topic`` itself
     output_version: str | None = Field(None, pattern=r"^v\d{1,6}$")
     #: ``paused``: the app's scheduled DAGs (savepoints, verify, compact, scale windows) get no
     #: schedule on the next DAG parse; they stay triggerable by hand

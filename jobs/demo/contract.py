@@ -39,13 +39,8 @@ OUTPUT_TOPIC: Final = "user-profiles"
 CHANGELOG_TOPIC: Final = "user_activity-profiles-changelog"
 DLQ_TOPIC: Final = "user-events.dlq"
 
-# DLQ record headers (values are UTF-8 strings)
-H_REASON: Final = "streamops.dlq.reason"
-# records tied to one input record carry its position (the committer relies on it after a rewind)
-from streamops.spark.commit import H_SOURCE_OFFSET, H_SOURCE_PARTITION, H_SOURCE_TOPIC  # noqa: F401
-
-# every record the job writes carries the micro-batch that produced it
-H_BATCH_ID: Final = "streamops.batch_id"
+# the records' header names (the DLQ reason, the source position, the batch) are the platform's:
+# ``streamops.app.topics``
 
 
 def amount_cents(amount: float) -> int:

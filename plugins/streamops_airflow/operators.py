@@ -68,9 +68,9 @@ class AppOperationOperator(BaseOperator):
         self.poll_interval = poll_interval
 
     def _context(self):
+        from streamops.app.outputs import load_live_spec
         from streamops.kafka.security import use_app
         from streamops.ledger import Ledger
-        from streamops.ledger.outputs import load_live_spec
         from streamops.settings import Settings
 
         settings = Settings.from_env()
@@ -216,10 +216,10 @@ def _flag(value: Any) -> bool:
 @contextmanager
 def _core(app: Any, what: str):
     """(settings, spec, ledger) for ``app``; a refusal from the core becomes a failed task."""
+    from streamops.app.outputs import load_live_spec
     from streamops.exceptions import StreamopsError
     from streamops.kafka.security import app_scope
     from streamops.ledger import Ledger
-    from streamops.ledger.outputs import load_live_spec
     from streamops.settings import Settings
 
     try:
@@ -247,9 +247,9 @@ class SavepointOperator(BaseOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         from airflow.sdk.exceptions import AirflowSkipException
 
+        from streamops.app.checkpoint import checkpoint_dir
         from streamops.checkpoints import layout
         from streamops.lifecycle.savepoints import take
-        from streamops.spark.session import checkpoint_dir
 
         with _core(self.app, "savepoint") as (settings, spec, ledger):
             if layout.last_committed_batch(checkpoint_dir(settings, spec)) is None:

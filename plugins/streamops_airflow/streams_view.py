@@ -63,8 +63,8 @@ def _core() -> Iterator[tuple[Any, dict, Any]]:
 
 
 def _live(settings: Any, name: str, ledger: Any) -> Any:
+    from streamops.app.outputs import load_live_spec
     from streamops.exceptions import StreamopsError
-    from streamops.ledger.outputs import load_live_spec
 
     try:
         return load_live_spec(settings, name, ledger)

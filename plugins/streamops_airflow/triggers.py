@@ -50,9 +50,9 @@ class LedgerConvergenceTrigger(BaseTrigger):
                 {"pending": self.pending, "poll_interval": self.poll_interval, "min_dwell_s": self.min_dwell_s})
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        from streamops.app.outputs import load_live_spec
         from streamops.exceptions import StreamopsError
         from streamops.ledger import Ledger
-        from streamops.ledger.outputs import load_live_spec
         from streamops.lifecycle.operations import Pending, poll
         from streamops.settings import Settings
 
@@ -124,10 +124,10 @@ class AppWatchTrigger(BaseTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         from datetime import UTC, datetime
 
+        from streamops.app.dir import AppDir
+        from streamops.app.outputs import load_live_spec
         from streamops.ledger import Ledger
-        from streamops.ledger.outputs import load_live_spec
         from streamops.observe.alerts import check, new_alerts
-        from streamops.platform.appdir import AppDir
         from streamops.settings import Settings
 
         started = time.monotonic()

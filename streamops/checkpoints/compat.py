@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from streamops.exceptions import StreamopsError
-from streamops.platform.files import write_json
+from streamops.host.files import write_json
 
 FILE = "streamops-job.json"
 
@@ -50,19 +50,18 @@ class JobShape:
         return cls(d["kind"], d["key"], tuple(d["state"]), int(d["stateful_operators"]), int(d["sources"]))
 
 
-def shape_of(query: Any) -> JobShape:
-    """The shape of a ``JobQuery``'s job."""
-    job_cls = query.job_cls
-    if query.aggregate:
+def shape_of(job_cls: Any, *, sources: int) -> JobShape:
+    """The shape of a declared ``Job`` class whose query plan scans its input ``sources`` times."""
+    if job_cls.is_aggregate():
         state = tuple(f"{f}:{a.kind}:{a.type}" for f, a in (job_cls.aggregate or {}).items())
     else:
         serde = type(job_cls.state_serde)
         state = (f"serde:{serde.__module__}.{serde.__qualname__}", f"state_version:{job_cls.state_version}")
-        if query.timed:  # keys sleep in event-time timeouts, read the ticks, keep clocks
+        if job_cls.has_time():  # keys sleep in event-time timeouts, read the ticks, keep clocks
             state = (*state, "stream_time")
-        if query.named:  # transformWithState, one variable per name (``named_state``)
+        if job_cls.has_named_state():  # transformWithState, one variable per name (``named_state``)
             state = (*state, *(f"{n}:{type(k).__name__}" for n, k in (job_cls.state_values or {}).items()))
-    return JobShape("aggregate" if query.aggregate else "update", job_cls.key_name, state, 1, query.sources)
+    return JobShape("aggregate" if job_cls.is_aggregate() else "update", job_cls.key_name, state, 1, sources)
 
 
 def recorded(checkpoint: Path) -> JobShape | None:

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from streamops.platform.files import write_json
+from streamops.host.files import write_json
 
 
 def _batch_ids(folder: Path) -> list[int]:

@@ -10,8 +10,8 @@ from streamops.cli.common import comparing, emit, progress_printer, settings_fro
 def load_app(args: argparse.Namespace, *, last_good_ok: bool = False):
     """(settings, spec) for ``args.app``; unknown app -> usage error listing the known ones.
     ``last_good_ok``: on the last good spec file if the file does not load (``stop``)."""
+    from streamops.app.outputs import load_live_spec
     from streamops.kafka.security import use_app
-    from streamops.ledger.outputs import load_live_spec
 
     settings = settings_from(args)
     spec = load_live_spec(settings, args.app, last_good_ok=last_good_ok)

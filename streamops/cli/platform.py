@@ -130,7 +130,7 @@ def cmd_platform_kafka_config(args: argparse.Namespace) -> int:
 
     settings = settings_from(args)
     if args.app:
-        from streamops.ledger.outputs import load_live_spec
+        from streamops.app.outputs import load_live_spec
 
         security.use_app(load_live_spec(settings, args.app), settings)
     info = security.describe(settings.kafka_bootstrap, renderings=True)

@@ -12,9 +12,9 @@ from streamops.cli.common import emit, settings_from
 
 def cmd_supervise(args: argparse.Namespace) -> int:
     from streamops.exceptions import ConfigError
+    from streamops.host.locks import acquire
     from streamops.ledger import Ledger
     from streamops.lifecycle.supervisor import Supervisor
-    from streamops.platform.locks import acquire
     from streamops.specfile import open_spec_file
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

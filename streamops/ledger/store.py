@@ -165,7 +165,7 @@ class Ledger:
         """A lease whose holder process died on this host (kill -9, a killed Airflow task) is
         released and its operation recorded failed, naming the steps it did (its journal), so
         the operator can ``undo`` it; expired leases of dead holders elsewhere go at expiry."""
-        from streamops.platform.process import Tracked
+        from streamops.host.process import Tracked
 
         lease = self.lease(app)
         if not lease or lease.get("pid") is None or lease.get("host") != socket.gethostname():

@@ -14,20 +14,20 @@ import sys
 import time
 from pathlib import Path
 
-from streamops.platform import process
+from streamops.app import control
+from streamops.app.control import STANDBY_ENV
+from streamops.app.dir import AppDir
+from streamops.host import process
 from streamops.settings import Settings
-from streamops.spark import elastic, standby
-from streamops.spark.runner import app_dir
-from streamops.spark.standby import STANDBY_ENV
 from streamops.spec import AppSpec
 
 
 def pid_path(settings: Settings, app: str) -> Path:
-    return app_dir(settings, app).pid
+    return AppDir.of(settings, app).pid
 
 
 def log_path(settings: Settings, app: str) -> Path:
-    return app_dir(settings, app).log
+    return AppDir.of(settings, app).log
 
 
 def job_argv(spec: AppSpec) -> list[str]:
@@ -38,7 +38,7 @@ def job_argv(spec: AppSpec) -> list[str]:
 def driver_env(settings: Settings) -> dict[str, str]:
     env = {**os.environ, **settings.env(), "PYSPARK_PYTHON": sys.executable,
            "PYSPARK_DRIVER_PYTHON": sys.executable, "SPARK_LOCAL_IP": settings.host}
-    from streamops.platform.java import find_java
+    from streamops.host.java import find_java
 
     with contextlib.suppress(Exception):  # the driver will say what is missing in its log
         java, _major = find_java(env)
@@ -47,11 +47,11 @@ def driver_env(settings: Settings) -> dict[str, str]:
 
 
 def running(settings: Settings, app: str) -> process.PidRecord | None:
-    return app_dir(settings, app).driver()
+    return AppDir.of(settings, app).driver()
 
 
 def standby_pid_path(settings: Settings, app: str) -> Path:
-    return app_dir(settings, app).standby_pid
+    return AppDir.of(settings, app).standby_pid
 
 
 def launch(spec: AppSpec, settings: Settings, parallelism: int, *, standby: bool = False) -> process.PidRecord:
@@ -63,47 +63,47 @@ def launch(spec: AppSpec, settings: Settings, parallelism: int, *, standby: bool
         clear_standby(settings, spec.name)
         env[STANDBY_ENV] = "1"
         return process.spawn(argv, env=env, log_path=log_path(settings, spec.name),
-                             pid_path=standby_pid_path(settings, spec.name), cwd=app_dir(settings, spec.name).root)
-    app_dir(settings, spec.name).control.unlink(missing_ok=True)  # asked of a previous driver
+                             pid_path=standby_pid_path(settings, spec.name), cwd=AppDir.of(settings, spec.name).root)
+    AppDir.of(settings, spec.name).control.unlink(missing_ok=True)  # asked of a previous driver
     rec = process.spawn(argv, env=env, log_path=log_path(settings, spec.name),
-                        pid_path=pid_path(settings, spec.name), cwd=app_dir(settings, spec.name).root)
+                        pid_path=pid_path(settings, spec.name), cwd=AppDir.of(settings, spec.name).root)
     return rec
 
 
 def standby_ready(settings: Settings, app: str, rec: process.PidRecord) -> bool:
     """Has this standby driver got its SparkContext and is waiting to be promoted?"""
-    return standby.is_ready(app_dir(settings, app), rec.pid)
+    return control.standby_ready(AppDir.of(settings, app), rec.pid)
 
 
 def promote(settings: Settings, app: str, rec: process.PidRecord) -> None:
     """Make a ready standby the app's driver (the previous one must be stopped already)."""
-    app_dir(settings, app).control.unlink(missing_ok=True)
+    AppDir.of(settings, app).control.unlink(missing_ok=True)
     standby_pid_path(settings, app).replace(pid_path(settings, app))
-    standby.release(app_dir(settings, app))
+    control.release_standby(AppDir.of(settings, app))
 
 
 def clear_standby(settings: Settings, app: str) -> bool:
     """Kill a standby that was never promoted (returns True if one was running)."""
-    return app_dir(settings, app).clear_standby()
+    return AppDir.of(settings, app).clear_standby()
 
 
-def request_parallelism(settings: Settings, app: str, parallelism: int) -> elastic.ControlRequest:
+def request_parallelism(settings: Settings, app: str, parallelism: int) -> control.ControlRequest:
     """Ask the running driver to resize itself (live); it applies it from its main loop."""
-    return elastic.write_request(app_dir(settings, app), parallelism)
+    return control.write_request(AppDir.of(settings, app), parallelism)
 
 
-def live_request(settings: Settings, app: str) -> elastic.ControlRequest | None:
-    return elastic.read_request(app_dir(settings, app))
+def live_request(settings: Settings, app: str) -> control.ControlRequest | None:
+    return control.read_request(AppDir.of(settings, app))
 
 
 def stop(settings: Settings, app: str, *, now: bool = False, timeout: float = 120.0) -> bool:
     """Stop the driver (``AppDir.stop_driver``); True if it was running."""
-    return app_dir(settings, app).stop_driver(now=now, timeout=timeout)
+    return AppDir.of(settings, app).stop_driver(now=now, timeout=timeout)
 
 
 def heartbeat_age(settings: Settings, app: str) -> float | None:
     """Seconds since the driver's last heartbeat (driver.json), None if it never wrote one."""
-    d = app_dir(settings, app)
+    d = AppDir.of(settings, app)
     try:
         return max(0.0, time.time() - (d.read(d.heartbeat) or {})["heartbeat_ms"] / 1000)
     except (KeyError, TypeError):

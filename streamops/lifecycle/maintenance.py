@@ -22,19 +22,20 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from streamops.app.checkpoint import checkpoint_dir, lock_checkpoint
+from streamops.app.shape import input_scans
 from streamops.checkpoints import compact as cc
 from streamops.checkpoints import layout
 from streamops.exceptions import StreamopsError, UsageError
+from streamops.host.locks import LockHeld
 from streamops.ledger import Ledger
 from streamops.lifecycle import driver
 from streamops.lifecycle.replace import Replacement, aside_dir, may_replace_checkpoint
 from streamops.lifecycle.savepoints import apply_retention
 from streamops.named_state import decode_changelog
-from streamops.platform.locks import LockHeld
 from streamops.settings import Settings
 from streamops.spark.job_query import JobQuery
-from streamops.spark.session import checkpoint_dir, lock_checkpoint
-from streamops.spec import AppSpec, age_seconds
+from streamops.spec import AppSpec, age_seconds, load_job
 from streamops.state import seed
 
 
@@ -156,7 +157,7 @@ def _input_offsets(settings: Settings, spec: AppSpec, marker: dict) -> dict[str,
 
 def rebuild_plan(settings: Settings, spec: AppSpec, ledger: Ledger, *, state_partitions: int | None = None,
                  changelog: dict[str, bytes] | None = None) -> dict[str, Any]:
-    from streamops.spark.commit import last_marker
+    from streamops.app.marker import last_marker
 
     if state_partitions is not None and not 1 <= state_partitions <= 200:
         raise UsageError(f"--state-partitions must be within 1..200, got {state_partitions}")
@@ -179,7 +180,7 @@ def rebuild_plan(settings: Settings, spec: AppSpec, ledger: Ledger, *, state_par
     if planned is not None:
         sources = len(layout.batch_offsets(ckpt, planned))
     else:  # no checkpoint to learn it from: the job says how many scans its plan has
-        sources = JobQuery.for_spec(spec, settings.repo).sources
+        sources = input_scans(load_job(spec, settings.repo))
     return {
         "app": spec.name, "running": running, "marker_batch": marker["batch_id"], "query_sources": sources,
         "stream_time": marker.get("stream_time"),
@@ -225,7 +226,7 @@ def read_changelog(settings: Settings, spec: AppSpec) -> dict[str, bytes]:
 def repin_state_partitions(settings: Settings, app: str, n: int) -> None:
     """The new checkpoint has ``n`` state partitions: the restarted driver must plan with ``n``,
     not with what the app's last deploy pinned (``streamops.specfile``)."""
-    from streamops.platform.appdir import AppDir
+    from streamops.app.dir import AppDir
 
     d = AppDir.of(settings, app)
     pinned = d.pinned_spec()

@@ -15,6 +15,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from streamops.app.checkpoint import checkpoint_dir
+from streamops.app.control import supports_live
+from streamops.app.dir import AppDir
 from streamops.checkpoints import layout
 from streamops.exceptions import StreamopsError, UsageError
 from streamops.ledger import Ledger
@@ -22,10 +25,7 @@ from streamops.ledger.store import Operation
 from streamops.lifecycle import driver
 from streamops.lifecycle.status import lag
 from streamops.lifecycle.supervisor import heartbeat_file
-from streamops.platform.appdir import AppDir
 from streamops.settings import Settings
-from streamops.spark import elastic
-from streamops.spark.session import checkpoint_dir
 from streamops.spec import AppSpec
 
 SUPERVISOR_STALE_S = 30.0
@@ -120,8 +120,8 @@ def spec_to_deploy(settings: Settings, spec: AppSpec) -> AppSpec:
     """What a deploy pins (``streamops.specfile``): the spec file's entry for the app, with the
     ledger's output version. A running app whose file entry changes a field its driver read at
     start is refused with the plan: such a change is applied by a stop and a deploy, never half way."""
-    from streamops.ledger.outputs import with_version
-    from streamops.platform.appdir import AppDir
+    from streamops.app.dir import AppDir
+    from streamops.app.outputs import with_version
     from streamops.spec import default_spec_path, load_specs
     from streamops.specfile import restart_changes
 
@@ -220,11 +220,11 @@ def request_deploy(settings: Settings, spec: AppSpec, ledger: Ledger, *, paralle
 
 
 def check_compatible(settings: Settings, spec: AppSpec) -> None:
-    """The driver's pre-flight checks (``spark.app.preflight``), before anything is desired or started."""
-    from streamops.spark.app import preflight
-    from streamops.spark.job_query import JobQuery
+    """The driver's pre-flight checks (``app.preflight``), before anything is desired or started."""
+    from streamops.app.preflight import preflight
+    from streamops.spec import load_job
 
-    preflight(settings, spec, JobQuery.for_spec(spec, settings.repo))
+    preflight(settings, spec, load_job(spec, settings.repo))
 
 
 def check_strategy(settings: Settings, spec: AppSpec, strategy: str) -> str:
@@ -233,7 +233,7 @@ def check_strategy(settings: Settings, spec: AppSpec, strategy: str) -> str:
         raise UsageError(f"unknown strategy {strategy!r}; available: {', '.join(STRATEGIES)}")
     if strategy == "live":
         master = spec.spark_master or settings.spark_master_url
-        if not elastic.supports_live(master):
+        if not supports_live(master):
             raise UsageError(f"{spec.name} runs on {master}: a live resize needs a standalone (spark://) or "
                              f"k8s:// master that can add executors; use --strategy restart")
     return strategy

@@ -33,15 +33,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Self
 
+from streamops.app.checkpoint import checkpoint_dir, lock_checkpoint
 from streamops.checkpoints import layout
 from streamops.exceptions import UsageError
+from streamops.host import failpoints
+from streamops.host.locks import HeldLock
 from streamops.ledger import Ledger, handoff
 from streamops.ledger.handoff import OperationDeferred
 from streamops.lifecycle import operations as ops
-from streamops.platform import failpoints
-from streamops.platform.locks import HeldLock
 from streamops.settings import Settings
-from streamops.spark.session import checkpoint_dir, lock_checkpoint
 from streamops.spec import AppSpec
 
 Progress = Callable[[str], None]
@@ -210,7 +210,7 @@ class Replacement:
     def _marker(self) -> dict[str, Any] | None:
         """The last batch marker, as the checkpoint set aside was matched with (an undo that puts it
         back checks that they agreed: a checkpoint ahead of its output must not come back)."""
-        from streamops.spark.commit import last_marker
+        from streamops.app.marker import last_marker
 
         marker = last_marker(self.settings.kafka_bootstrap, self.spec.commits_topic, self.spec.name)
         return None if marker is None else {k: marker.get(k) for k in ("batch_id", "checkpoint_id", "rewind")}

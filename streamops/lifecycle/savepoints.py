@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from streamops.app.checkpoint import checkpoint_dir
 from streamops.checkpoints import layout
 from streamops.checkpoints.lineage import checkpoint_id
 from streamops.checkpoints.savepoint import SavepointError, expired, install, snapshot, verify
@@ -23,7 +24,6 @@ from streamops.ledger import Ledger
 from streamops.lifecycle import operations as ops
 from streamops.lifecycle.replace import Replacement, aside_dir
 from streamops.settings import Settings
-from streamops.spark.session import checkpoint_dir
 from streamops.spec import AppSpec, age_seconds
 
 

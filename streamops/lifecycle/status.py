@@ -10,11 +10,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from streamops.app.dir import AppDir
 from streamops.checkpoints import layout
+from streamops.host.files import read_json
 from streamops.ledger import Ledger
 from streamops.lifecycle.supervisor import heartbeat_file
-from streamops.platform.appdir import AppDir
-from streamops.platform.files import read_json
 from streamops.settings import Settings
 from streamops.spec import AppSpec
 
@@ -43,8 +43,8 @@ def wait_caught_up(settings: Settings, spec: AppSpec, timeout: float,
     """Wait (at most ``timeout`` s) until the app's checkpoint has committed every input record
     present now, so that a comparison right after producing compares all of it. Returns the
     records still not committed (0: caught up)."""
+    from streamops.app.checkpoint import checkpoint_dir
     from streamops.kafka.admin import end_offsets
-    from streamops.spark.session import checkpoint_dir
 
     ckpt = checkpoint_dir(settings, spec)
     targets = {t: end_offsets(settings.kafka_bootstrap, t, timeout=10) for t in spec.input_topics}
@@ -62,7 +62,7 @@ def wait_caught_up(settings: Settings, spec: AppSpec, timeout: float,
 
 
 def app_status(spec: AppSpec, settings: Settings, ledger: Ledger, *, with_lag: bool = True) -> dict[str, Any]:
-    from streamops.spark.session import checkpoint_dir
+    from streamops.app.checkpoint import checkpoint_dir
 
     ckpt = checkpoint_dir(settings, spec)
     committed = layout.committed_offsets(ckpt)

@@ -23,11 +23,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from streamops.app.dir import AppDir
+from streamops.host import process
+from streamops.host.files import write_json
 from streamops.ledger import Ledger
 from streamops.lifecycle import driver
 from streamops.lifecycle.reconcile import Action, Desired, History, Observed, RestartPolicy, decide
-from streamops.platform import process
-from streamops.platform.files import write_json
 from streamops.settings import Settings
 from streamops.spec import AppSpec
 from streamops.specfile import SpecChanges, SpecFile, effective, restart_changes
@@ -85,7 +86,7 @@ class Supervisor:
         notes: dict[str, str] = {}
         for name in sorted(set(self.spec_file.specs) | set(self.specs)):
             current = self.spec_file.specs.get(name)
-            pinned = driver.app_dir(self.settings, name).pinned_spec()
+            pinned = AppDir.of(self.settings, name).pinned_spec()
             alive = driver.running(self.settings, name) is not None
             if current is None:
                 desired = self.ledger.desired(name)
@@ -114,11 +115,11 @@ class Supervisor:
 
     # -- per-app memory ------------------------------------------------------------------------
     def _mem(self, app: str) -> dict[str, Any]:
-        d = driver.app_dir(self.settings, app)
+        d = AppDir.of(self.settings, app)
         return d.read(d.restarts) or {"crashes": [], "launched_at": None, "gave_up_at": None}
 
     def _save(self, app: str, mem: dict[str, Any]) -> None:
-        d = driver.app_dir(self.settings, app)
+        d = AppDir.of(self.settings, app)
         d.write(d.restarts, mem)
 
     # -- one pass ------------------------------------------------------------------------------
@@ -314,8 +315,6 @@ class Supervisor:
 
     def rotate_logs(self) -> None:
         """The drivers' logs, bounded (``process.rotate_log``; docs/operations.md, "Files and rotation")."""
-        from streamops.platform.appdir import AppDir
-
         for name in self.specs:
             try:
                 process.rotate_log(AppDir.of(self.settings, name).log, DRIVER_LOG_MAX_BYTES)

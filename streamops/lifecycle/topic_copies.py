@@ -61,9 +61,9 @@ def save_latest(bootstrap: str, topic: str, path: Path, *, missing_ok: bool = Fa
 def recreate_changelog(settings: Settings, spec: AppSpec) -> None:
     """The app's changelog topic, deleted and created empty with its own settings
     (failpoint ``changelog.deleted``: between the two)."""
+    from streamops.app.topics import app_topic_specs
+    from streamops.host import failpoints
     from streamops.kafka.admin import recreate_topic
-    from streamops.platform import failpoints
-    from streamops.spark.runner import app_topic_specs
 
     recreate_topic(settings.kafka_bootstrap, app_topic_specs(spec)["changelog"],
                    deleted=lambda: failpoints.hit("changelog.deleted"))
@@ -73,10 +73,10 @@ def write_back(settings: Settings, path: Path, topic: str, *, tombstones: bool) 
     """Append the saved latest values to ``topic`` (and tombstones for keys it gained since)."""
     import pyarrow.parquet as pq
 
+    from streamops.app.topics import SINK_PARTITIONER
     from streamops.kafka.admin import partitions
     from streamops.kafka.produce import produce
     from streamops.kafka.read import latest_per_key
-    from streamops.spark.commit import SINK_PARTITIONER
 
     table = pq.read_table(path)
     keys, values = table.column("key").to_pylist(), table.column("value").to_pylist()

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from streamops.app.checkpoint import checkpoint_dir
 from streamops.checkpoints import layout, lineage
 from streamops.exceptions import StreamopsError, UsageError
 from streamops.ledger import Ledger
@@ -32,7 +33,6 @@ from streamops.lifecycle import operations as ops
 from streamops.lifecycle.replace import Replacement, aside_dir, may_replace_checkpoint
 from streamops.lifecycle.topic_copies import SAVED, recreate_changelog, save_topics, write_back
 from streamops.settings import Settings
-from streamops.spark.session import checkpoint_dir
 from streamops.spec import AppSpec, versioned_output
 
 #: the operations an undo reverses ("reset-undo": the name undo had before it served them all)

@@ -61,7 +61,7 @@ def new_alerts(state_file: Any, alerts: list[Alert], now: datetime) -> list[Aler
     """The alerts not raised before: a condition alerts once when it starts, and again only after
     it cleared (as Alertmanager groups a firing alert). ``state_file`` (a JSON file, the app
     directory's ``alerts``) keeps what is firing; a failed verification is one alert per run."""
-    from streamops.platform.files import read_json, write_json
+    from streamops.host.files import read_json, write_json
 
     def key(a: Alert) -> str:
         return f"{a.kind}:{a.message.split('#', 1)[1].split(' ', 1)[0]}" if a.kind == "verify_failed" else a.kind

@@ -50,9 +50,9 @@ def _text(raw: bytes | None) -> str | None:
 def dlq_summary(settings: Settings, spec: AppSpec, *, last: int = 500, shown: int = 20) -> DlqSummary:
     """Reads at most ``last`` records per partition of the app's DLQ topic; a broker that does
     not answer gives ``error`` (the page shows the rest)."""
+    from streamops.app.topics import H_REASON
     from streamops.kafka.read import read_topic
     from streamops.kafka.security import app_scope
-    from streamops.spark.job_query import H_REASON
 
     records: list[DlqRecord] = []
     try:
@@ -108,10 +108,10 @@ def new_records(settings: Settings, app: str) -> dict[str, Any] | None:
     """The DLQ asset watcher's poll: ``{"app", "topic", "records", "ends"}`` when the app's DLQ
     topic has records beyond the last digest's cursor, else None (also when the topic does not
     exist yet). One metadata request: the topic's end offsets."""
+    from streamops.app.dir import AppDir
     from streamops.kafka.admin import end_offsets
     from streamops.kafka.exceptions import TopicNotFoundError
     from streamops.kafka.security import app_scope
-    from streamops.platform.appdir import AppDir
     from streamops.specfile import open_spec_file
 
     spec = open_spec_file(settings.repo, settings.state_dir).specs.get(app)
@@ -135,11 +135,11 @@ def digest_new(settings: Settings, spec: AppSpec, *, shown: int = 5, dry_run: bo
     """Read the app's DLQ from where the last digest stopped to its end, count by reason, and move
     the cursor there (unless ``dry_run``). A first digest starts at each partition's beginning.
     Records of a batch still being written are waited for (they belong before the cursor)."""
+    from streamops.app.dir import AppDir
+    from streamops.app.topics import H_REASON
     from streamops.kafka.admin import end_offsets
     from streamops.kafka.read import read_topic
     from streamops.kafka.security import app_scope
-    from streamops.platform.appdir import AppDir
-    from streamops.spark.job_query import H_REASON
 
     appdir = AppDir.of(settings, spec.name)
     cursor = _cursor(appdir)

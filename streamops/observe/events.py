@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from streamops.platform.appdir import AppDir
+from streamops.app.dir import AppDir
 from streamops.settings import Settings
 
 

@@ -159,8 +159,8 @@ class PlatformCollector(Collector):
 
 def _watermark(settings: Settings, spec: Any) -> int | None:
     """The watermark (ms) of the app's last committed batch's clocks, for jobs with stream time."""
+    from streamops.app.checkpoint import checkpoint_dir
     from streamops.checkpoints import layout
-    from streamops.spark.session import checkpoint_dir
 
     ckpt = checkpoint_dir(settings, spec)
     batch = layout.last_committed_batch(ckpt)

@@ -19,8 +19,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from streamops.app.dir import AppDir
 from streamops.ledger import Ledger
-from streamops.platform.appdir import AppDir
 from streamops.settings import Settings
 from streamops.spec import AppSpec
 
@@ -337,7 +337,7 @@ _READ = object()
 def stream_row(settings: Settings, spec: AppSpec, ledger: Ledger, *, now: float | None = None,
                last: Any = _READ) -> StreamRow:
     """``last``: the app's ``last_point`` if the caller read it already (a scrape needs it too)."""
-    from streamops.platform.files import read_json
+    from streamops.host.files import read_json
 
     now = time.time() if now is None else now
     desired, observed = ledger.desired(spec.name), ledger.observed(spec.name)

@@ -2,19 +2,9 @@
 
 from __future__ import annotations
 
-from streamops.exceptions import StreamopsError
+from streamops.host.exceptions import JavaMissingError, PlatformError
 
-
-class PlatformError(StreamopsError):
-    """Something about the embedded platform's processes went wrong."""
-
-
-class JavaMissingError(PlatformError):
-    """No usable Java runtime was found.
-
-    Operator action: install Java 17 or newer (Debian: ``apt-get install openjdk-17-jre-headless``)
-    or point ``JAVA_HOME`` at one.
-    """
+__all__ = ["ComponentStartError", "JavaMissingError", "PlatformError", "PortInUseError"]
 
 
 class PortInUseError(PlatformError):

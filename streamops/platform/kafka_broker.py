@@ -2,7 +2,7 @@
 
 ``platform up`` writes its ``server.properties`` from the settings, formats its storage on the
 first start (what ``kafka-storage.sh format`` does) and runs ``kafka.Kafka`` from the pinned jars
-(``platform.jars``). Its data is under ``$STREAMOPS_HOME/kafka/data``; its log is the component's
+(``host.jars``). Its data is under ``$STREAMOPS_HOME/kafka/data``; its log is the component's
 (``logs/kafka.log``, configured by ``include/kafka/log4j2.xml``).
 """
 
@@ -16,7 +16,8 @@ import subprocess
 import uuid
 from pathlib import Path
 
-from streamops.platform import jars, kafka_auth
+from streamops.host import jars
+from streamops.platform import kafka_auth
 from streamops.platform.exceptions import PlatformError
 from streamops.settings import Settings
 

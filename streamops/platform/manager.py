@@ -15,12 +15,12 @@ from pathlib import Path
 
 import psutil
 
+from streamops.host.java import find_java, java_home_of
+from streamops.host.process import PidRecord, kill, port_in_use, read_pid, spawn, tail, terminate
 from streamops.platform import components as compmod
 from streamops.platform.components import GROUPS, Component, Group
 from streamops.platform.exceptions import ComponentStartError, PortInUseError
 from streamops.platform.health import check_all
-from streamops.platform.java import find_java, java_home_of
-from streamops.platform.process import PidRecord, kill, port_in_use, read_pid, spawn, tail, terminate
 from streamops.settings import Settings
 
 Progress = Callable[[str], None]
@@ -182,7 +182,8 @@ def up(
 
             raise ConfigError(conflict)
     if any(c.group == "kafka" for c in to_start):
-        from streamops.platform import jars, kafka_auth, kafka_broker
+        from streamops.host import jars
+        from streamops.platform import kafka_auth, kafka_broker
 
         jars.verify(jars.KAFKA_BROKER)
         if kafka_auth.prepare(settings) == "sasl_ssl":
@@ -191,7 +192,7 @@ def up(
         kafka_broker.write_config(settings)
         progress("kafka: " + kafka_broker.prepare_storage(settings, env))
     if any(c.group == "spark" for c in to_start):
-        from streamops.platform import jars
+        from streamops.host import jars
 
         jars.verify(jars.SPARK_KAFKA)  # every driver and executor of the platform's apps loads them
     started: list[Component] = []
@@ -300,7 +301,7 @@ def down(
 
 
 def stop_drivers(settings: Settings) -> list[dict]:
-    from streamops.platform.appdir import AppDir
+    from streamops.app.dir import AppDir
 
     out = []
     apps = settings.state_dir / "apps"

@@ -23,17 +23,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from streamops.app.checkpoint import checkpoint_dir
+from streamops.app.dir import AppDir
+from streamops.app.outputs import check_version, reprocess_spec
 from streamops.checkpoints import layout
 from streamops.exceptions import StreamopsError, UsageError
+from streamops.host.process import start_ticks
 from streamops.ledger import Ledger, handoff
-from streamops.ledger.outputs import check_version, reprocess_spec
 from streamops.lifecycle import driver
 from streamops.lifecycle import operations as ops
 from streamops.lifecycle.replace import Replacement, rewind_marker
-from streamops.platform.process import start_ticks
 from streamops.reset.targets import parse_datetime
 from streamops.settings import Settings
-from streamops.spark.session import checkpoint_dir
 from streamops.spec import AppSpec, versioned_output
 
 
@@ -158,7 +159,7 @@ def reprocess(settings: Settings, spec: AppSpec, ledger: Ledger, *, frm: str, to
     Under ``ledger.handoff.deferrable()`` (an Airflow task) the run is handed over once its driver
     started (``OperationDeferred``, kind ``reprocess``: ``watch_run`` polls it elsewhere), and the
     operation resumed after the driver ended checks and records the range."""
-    from streamops.spark.runner import app_dir, ensure_app_topics
+    from streamops.app.topics import ensure_app_topics
 
     plan = reprocess_plan(settings, spec, ledger, frm=frm, to=to, output_version=output_version)
     if dry_run:
@@ -188,7 +189,7 @@ def reprocess(settings: Settings, spec: AppSpec, ledger: Ledger, *, frm: str, to
             batch = layout.last_committed_batch(ckpt)
             # the next batch is written again (upserts); DLQ entries already written are not
             marker = rewind_marker(settings, derived, -1 if batch is None else batch)
-            run_dir = app_dir(settings, derived.name)
+            run_dir = AppDir.of(settings, derived.name)
             run_file = run_dir.reprocess_run
             run_dir.write(run_file, {"output_version": plan["output_version"], "start": plan["start"],
                                      "stop": plan["stop"]})
@@ -254,14 +255,13 @@ def _launch(settings: Settings, spec: AppSpec, derived: AppSpec, run_file: Path,
     stdin and waits for every end of it to close, so a driver holding it kept the deferred task's
     first workload open for the whole run; the executor's late "finished" event then arrived after
     the trigger had queued the task again, and the scheduler failed it (the backfill's runs failed)."""
-    from streamops.spark.runner import app_dir
 
     argv = [*driver.job_argv(spec), "--reprocess", str(run_file), "--parallelism", str(parallelism)]
     if master:
         argv += ["--master", master]
-    with open(app_dir(settings, derived.name).log, "ab") as out:
+    with open(AppDir.of(settings, derived.name).log, "ab") as out:
         return subprocess.Popen(argv, env=driver.driver_env(settings), stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=subprocess.STDOUT, cwd=app_dir(settings, derived.name).root,
+                                stderr=subprocess.STDOUT, cwd=AppDir.of(settings, derived.name).root,
                                 start_new_session=True)
 
 
@@ -279,9 +279,8 @@ def committed_records(checkpoint: Path, plan: dict[str, Any]) -> int:
 def _watch(settings: Settings, derived: AppSpec, proc: subprocess.Popen, plan: dict[str, Any], timeout: float,
            progress: Callable[[str], None]) -> int:
     """Wait for the driver in the foreground, with progress from its checkpoint; returns records committed."""
-    from streamops.spark.runner import app_dir
 
-    log = app_dir(settings, derived.name).log
+    log = AppDir.of(settings, derived.name).log
     ckpt = checkpoint_dir(settings, derived)
     total = plan["records"]
     deadline, shown = time.monotonic() + timeout, -1
@@ -311,7 +310,7 @@ def _watch(settings: Settings, derived: AppSpec, proc: subprocess.Popen, plan: d
 
 def watch_run(pending: dict[str, Any]) -> tuple[bool, int]:
     """(is the handed-over run's driver still running, records committed so far): the waiter's poll."""
-    from streamops.platform.process import Tracked
+    from streamops.host.process import Tracked
 
     return (Tracked(int(pending["pid"]), pending.get("ticks")).running(),
             committed_records(Path(pending["plan"]["checkpoint"]), pending["plan"]))
@@ -321,7 +320,7 @@ def stop_run(pending: dict[str, Any]) -> None:
     """End a handed-over run's driver (its wait passed the deadline): TERM, then KILL its group."""
     import signal
 
-    from streamops.platform.process import Tracked
+    from streamops.host.process import Tracked
 
     proc = Tracked(int(pending["pid"]), pending.get("ticks"))
     proc.signal(signal.SIGTERM)
@@ -358,7 +357,7 @@ def settle_lost_run(settings: Settings, spec: AppSpec, ledger: Ledger, op_id: in
 
     Without this its lease stayed until the run's deadline (an hour), and every later range into the
     version (a backfill's next intervals) was refused."""
-    from streamops.platform.process import Tracked
+    from streamops.host.process import Tracked
 
     row = ledger.get_operation(op_id)
     launched = _launched_step(row)
@@ -385,7 +384,6 @@ def settle_lost_run(settings: Settings, spec: AppSpec, ledger: Ledger, op_id: in
 
 def _finish_run(settings: Settings, derived: AppSpec, plan: dict[str, Any], progress: Callable[[str], None]) -> int:
     """The driver has ended: the whole range must be committed (else the log says why)."""
-    from streamops.spark.runner import app_dir
 
     first = {(t, p): o for t, ps in plan["start"].items() for p, o in ps.items()}
     committed = layout.committed_offsets(checkpoint_dir(settings, derived))
@@ -393,7 +391,7 @@ def _finish_run(settings: Settings, derived: AppSpec, plan: dict[str, Any], prog
              for p, o in ps.items() if o > first.get((t, p), 0) and committed.get(t, {}).get(int(p), -1) < o]
     if short:
         raise ReprocessError(f"{derived.name} stopped before the end of the range: {', '.join(short[:5])}; last log "
-                             f"lines:\n{_tail(app_dir(settings, derived.name).log)}")
+                             f"lines:\n{_tail(AppDir.of(settings, derived.name).log)}")
     total = plan["records"]
     progress(f"{derived.name}: {total}/{total} records (100%), done")
     return total

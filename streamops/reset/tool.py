@@ -27,17 +27,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from streamops.app.checkpoint import checkpoint_dir
+from streamops.app.outputs import check_version
 from streamops.checkpoints import compact as cc
 from streamops.checkpoints import layout
 from streamops.exceptions import StreamopsError, UsageError
 from streamops.ledger import Ledger
-from streamops.ledger.outputs import check_version
 from streamops.lifecycle import driver
 from streamops.lifecycle.replace import Replacement, aside_dir, may_replace_checkpoint
 from streamops.lifecycle.topic_copies import recreate_changelog, save_topics
 from streamops.reset.targets import TP, PartitionMove, ResetTarget, resolve
 from streamops.settings import Settings
-from streamops.spark.session import checkpoint_dir
 from streamops.spec import AppSpec, versioned_output
 
 STATES = ("wipe", "keep")

@@ -35,22 +35,25 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
+from streamops.app.marker import last_marker
+from streamops.app.topics import (
+    H_SOURCE_OFFSET,
+    H_SOURCE_PARTITION,
+    H_SOURCE_TOPIC,
+    SINK_PARTITIONER,
+    consumer_group,
+    transactional_id,
+)
 from streamops.checkpoints import lineage
 from streamops.exceptions import StreamopsError
 from streamops.kafka import identity
-from streamops.kafka.admin import watermark_offsets
 from streamops.kafka.security import librdkafka_for
 
 log = logging.getLogger(__name__)
 
 Header = tuple[str, bytes]
-#: how the committer spreads keys over the output, changelog and DLQ partitions; anything that
-#: writes records the app's readers treat as "latest per key" (reset --undo) must use the same
-SINK_PARTITIONER = "consistent_random"
-
-
 @dataclass(frozen=True)
 class OutRecord:
     topic: str
@@ -67,17 +70,6 @@ class CommitterWedged(StreamopsError):
     """
 
 
-class MarkerReadError(StreamopsError):
-    """The app's last batch marker could not be read to the end of its commits topic.
-
-    Operator action: check that the broker is up and reachable (`streamops platform status`), then
-    start the app again; nothing was written.
-    """
-
-
-H_SOURCE_TOPIC = "streamops.source.topic"
-H_SOURCE_PARTITION = "streamops.source.partition"
-H_SOURCE_OFFSET = "streamops.source.offset"
 Offsets = dict[str, dict[str, int]]
 
 
@@ -100,66 +92,6 @@ def already_emitted(record: OutRecord, emitted_until: Offsets) -> bool:
     except (KeyError, ValueError):
         return False
     return offset < emitted_until.get(topic, {}).get(partition, -1)
-
-
-def last_committed_batch(bootstrap: str, commits_topic: str, app: str, *, config: dict | None = None,
-                         timeout: float = 30.0) -> int:
-    """Batch id of ``app``'s latest committed marker (-1 if none)."""
-    marker = last_marker(bootstrap, commits_topic, app, config=config, timeout=timeout)
-    return -1 if marker is None else int(marker["batch_id"])
-
-
-def last_marker(bootstrap: str, commits_topic: str, app: str, *, config: dict | None = None,
-                timeout: float = 30.0) -> dict | None:
-    """``app``'s latest committed marker (None if none)."""
-    c = Consumer({
-        "bootstrap.servers": bootstrap, **librdkafka_for(bootstrap), "group.id": f"_streamops-{app}-marker-reader",
-        "enable.auto.commit": False, "isolation.level": "read_committed",
-        "enable.partition.eof": True,
-        **(config or {}),
-    })
-    try:
-        md = c.list_topics(commits_topic, timeout=timeout).topics.get(commits_topic)
-        if md is None or md.error is not None or not md.partitions:
-            return None  # no commits topic yet: nothing was ever committed
-        last = None
-        for p in md.partitions:
-            low, high = watermark_offsets(c, TopicPartition(commits_topic, p), timeout)
-            if high <= low:
-                continue
-            # markers are tiny and one per batch; the tail holds the latest (plus control records)
-            c.assign([TopicPartition(commits_topic, p, max(low, high - 200))])
-            deadline = time.monotonic() + timeout
-            done = False
-            while not done:
-                if time.monotonic() > deadline:  # a partial read could miss the latest marker: never guess
-                    raise MarkerReadError(f"{app}: could not read {commits_topic} partition {p} up to its end "
-                                          f"(offset {high}) in {timeout:.0f} s; is the broker reachable?")
-                msgs = c.consume(1000, timeout=1.0)
-                for m in msgs:
-                    if m.error():
-                        if m.error().code() == KafkaError._PARTITION_EOF:
-                            done = True
-                            continue
-                        raise KafkaException(m.error())
-                    if m.key() == app.encode():
-                        last = json.loads(m.value())  # in offset order: the latest wins
-            c.unassign()
-        return last
-    finally:
-        c.close()
-
-
-def consumer_group(app: str) -> str:
-    """The consumer group that carries ``app``'s committed input offsets (``kafka-consumer-groups
-    --describe --group APP``). Reserved for the app: a consumer that joins it would make the
-    batch's offset commit, and so the batch, fail."""
-    return app
-
-
-def transactional_id(app: str) -> str:
-    """The one transactional id every writer of ``app``'s batches uses (drivers, rewinds)."""
-    return f"streamops-{app}"
 
 
 def abort_open_transaction(bootstrap: str, app: str, *, timeout: float = 60.0) -> None:

@@ -10,8 +10,8 @@ is a new target: scale-out raises the limit and the master launches executors on
 cores; scale-in kills the surplus, whose tasks Spark reruns elsewhere (state stores reload from
 the checkpoint; the transactional sink keeps the batch exactly-once). The query never restarts.
 
-Requests arrive through ``apps/APP/control.json`` (written by ``request_parallelism``), which
-the driver polls from its main loop.
+Requests arrive through ``apps/APP/control.json`` (``app.control``, written by
+``request_parallelism``), which the driver polls from its main loop.
 """
 
 from __future__ import annotations
@@ -20,38 +20,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Protocol
 
-from streamops.platform.appdir import AppDir
+from streamops.app.control import read_request
+from streamops.app.dir import AppDir
 
 log = logging.getLogger("streamops.elastic")
-
-
-def supports_live(master: str) -> bool:
-    """Can this cluster manager add executors to a running application?"""
-    return master.startswith(("spark://", "k8s://"))
-
-
-@dataclass(frozen=True)
-class ControlRequest:
-    parallelism: int
-    requested_at: float
-
-
-def write_request(app: AppDir, parallelism: int) -> ControlRequest:
-    req = ControlRequest(parallelism, time.time())
-    app.write(app.control, {"parallelism": parallelism, "requested_at": req.requested_at})
-    return req
-
-
-def read_request(app: AppDir) -> ControlRequest | None:
-    """The pending request, None if there is none or it is unreadable (written atomically)."""
-    data = app.read(app.control)
-    try:
-        return None if data is None else ControlRequest(int(data["parallelism"]), float(data["requested_at"]))
-    except (KeyError, ValueError, TypeError):
-        return None
 
 
 def check_target(parallelism: int, low: int, high: int) -> str | None:

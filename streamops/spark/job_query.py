@@ -29,13 +29,13 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from streamops.app.shape import input_scans
+from streamops.app.topics import H_BATCH_ID, H_REASON, H_TRUNCATED
 from streamops.job import Job, JsonSerde, Record, Reject
 
 if TYPE_CHECKING:
     from streamops.spark.commit import OutRecord
 
-H_REASON = "streamops.dlq.reason"
-H_BATCH_ID = "streamops.batch_id"
 #: the lane of rejected records in an update job's grouping key (events: 0)
 REJECT_LANE = 1
 #: jobs with stream time: per input partition, the largest event time a task saw (key "topic/partition")
@@ -77,7 +77,7 @@ def batch_of(headers: list | None) -> int | None:
 
 
 def dlq_headers(reason: str, topic: str, partition: int, offset: int, batch_id: int) -> tuple:
-    from streamops.spark.commit import H_SOURCE_OFFSET, H_SOURCE_PARTITION, H_SOURCE_TOPIC
+    from streamops.app.topics import H_SOURCE_OFFSET, H_SOURCE_PARTITION, H_SOURCE_TOPIC
 
     return ((H_REASON, reason.encode()), (H_SOURCE_TOPIC, topic.encode()),
             (H_SOURCE_PARTITION, str(partition).encode()), (H_SOURCE_OFFSET, str(offset).encode()),
@@ -88,7 +88,6 @@ def dlq_headers(reason: str, topic: str, partition: int, offset: int, batch_id: 
 #: one Kafka message (brokers and producers refuse ~1 MB by default), or the batch's transaction
 #: fails and the batch replays for ever
 DLQ_MAX_BYTES = 256 * 1024
-H_TRUNCATED = "streamops.dlq.truncated"
 
 
 def dlq_record(topic: str, raw_key: bytes | None, raw_value: bytes | None, reason: str, src_topic: str,
@@ -108,7 +107,7 @@ def dlq_record(topic: str, raw_key: bytes | None, raw_value: bytes | None, reaso
 
 def dlq_entry(headers: list | None) -> tuple[tuple[str, int, int], str]:
     """A DLQ record's source coordinates and reason."""
-    from streamops.spark.commit import H_SOURCE_OFFSET, H_SOURCE_PARTITION, H_SOURCE_TOPIC
+    from streamops.app.topics import H_SOURCE_OFFSET, H_SOURCE_PARTITION, H_SOURCE_TOPIC
 
     h = {k: v.decode() for k, v in (headers or [])}
     return (h[H_SOURCE_TOPIC], int(h[H_SOURCE_PARTITION]), int(h[H_SOURCE_OFFSET])), h[H_REASON]
@@ -155,7 +154,7 @@ class JobQuery:
     @property
     def sources(self) -> int:
         """Scans of the input in the query plan (Spark keeps one offsets entry per scan)."""
-        return 2 if self.aggregate else 1
+        return input_scans(self.job_cls)
 
     @property
     def fields(self) -> list[str]:

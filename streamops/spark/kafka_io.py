@@ -1,6 +1,6 @@
 """The single entry point for Spark <-> Kafka: ``read_kafka`` and ``write_kafka_batch``, both on
 Spark's own ``kafka`` format (``spark-sql-kafka-0-10``, on every session's classpath through
-``spark.jars``: ``platform.jars``).
+``spark.jars``: ``host.jars``).
 
 Reads are ``read_committed`` (only committed transactions' records, as every reader of an app's
 output must) unless the caller's options say otherwise. A bounded stream (``stop_at_offsets``, which
@@ -48,7 +48,7 @@ def jvm_class_exists(spark: SparkSession, class_name: str) -> bool:
 class KafkaConnectorMissing(UsageError):
     """The Spark session has no ``spark-sql-kafka-0-10`` on its classpath.
 
-    Operator action: build the session with ``platform.jars.spark_conf()`` (``spark.jars``), or
+    Operator action: build the session with ``host.jars.spark_conf()`` (``spark.jars``), or
     run ``scripts/bootstrap.sh`` if the jars themselves are missing.
     """
 
@@ -59,7 +59,7 @@ def require_connector(spark: SparkSession) -> None:
     if not jvm_class_exists(spark, KAFKA_PROVIDER_CLASS):
         raise KafkaConnectorMissing(
             "Spark's Kafka connector (spark-sql-kafka-0-10) is not on this session's classpath: build the "
-            "session with streamops.platform.jars.spark_conf() (spark.jars)")
+            "session with streamops.host.jars.spark_conf() (spark.jars)")
 
 
 def _json_offsets(name: str, value: Any) -> str:

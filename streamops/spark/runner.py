@@ -18,15 +18,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from streamops.app.control import standby_requested, supports_live
+from streamops.app.dir import AppDir, read_json, write_json
+from streamops.app.preflight import check_lineage
+from streamops.app.topics import ensure_app_topics
 from streamops.checkpoints.lineage import CheckpointMismatchError
-from streamops.platform.appdir import AppDir, read_json, write_json
 from streamops.settings import Settings
 from streamops.spark import elastic, standby, warmup
-
-if TYPE_CHECKING:
-    from streamops.kafka.admin import TopicSpec
 from streamops.spec import AppSpec
 
 log = logging.getLogger("streamops.runtime")
@@ -56,10 +55,6 @@ WARM_MODULES = ("pyarrow", "confluent_kafka", "streamops.spark.job_query")
 CONTROL_TICK_S = 0.5  # how often the driver looks for a live resize request and surplus executors
 #: exit status of a driver refused because another one holds the app's checkpoint
 REFUSED = 3
-
-
-def app_dir(settings: Settings, app: str) -> AppDir:
-    return AppDir.of(settings, app)
 
 
 class ObservedReporter:
@@ -97,38 +92,6 @@ class ObservedReporter:
             self._ledger.close()
 
 
-def heartbeat_path(settings: Settings, app: str) -> Path:
-    return app_dir(settings, app).heartbeat
-
-
-def app_topic_specs(spec: AppSpec, *, ticks: bool = False) -> dict[str, TopicSpec]:
-    """The topics an app reads and writes, as they are created when missing, by role (``ticks``:
-    a job with stream time's, which its driver writes and reads back)."""
-    from streamops.kafka.admin import TopicSpec
-
-    compact = {"cleanup.policy": "compact"}
-    specs = {
-        **{f"input:{t}": TopicSpec(name=t, partitions=spec.input_partitions) for t in spec.input_topics},
-        "output": TopicSpec(name=spec.live_output_topic, partitions=spec.input_partitions),
-        "changelog": TopicSpec(name=spec.changelog_topic, partitions=spec.input_partitions, config=compact),
-        "dlq": TopicSpec(name=spec.dlq_topic, partitions=spec.input_partitions),
-        "commits": TopicSpec(name=spec.commits_topic, partitions=1, config=compact),
-    }
-    if ticks:
-        specs["ticks"] = TopicSpec(name=spec.ticks_topic, partitions=1, config={"retention.ms": str(24 * 3600 * 1000)})
-    return specs
-
-
-def ensure_app_topics(settings: Settings, spec: AppSpec, *, ticks: bool = False) -> None:
-    from streamops.kafka.admin import ensure_topics
-
-    ensure_topics(settings.kafka_bootstrap, list(app_topic_specs(spec, ticks=ticks).values()))
-
-
-def batches_path(settings: Settings, app: str) -> Path:
-    return app_dir(settings, app).progress
-
-
 def prometheus_url(ui_url: str | None) -> str | None:
     """The driver UI's Prometheus endpoint (``session.session_conf``: the streaming query's
     metrics, ``spark.sql.streaming.metricsEnabled``); the executors' are under
@@ -140,7 +103,7 @@ def prometheus_url(ui_url: str | None) -> str | None:
 
 def dlq_reasons(records: list, dlq_topic: str) -> dict[str, int]:
     """A batch's DLQ records by reason (the header every DLQ record carries)."""
-    from streamops.spark.job_query import H_REASON
+    from streamops.app.topics import H_REASON
 
     out: dict[str, int] = {}
     for r in records:
@@ -289,12 +252,12 @@ def run_app(
     makes the replayed batch exactly-once. ``max_restarts`` failures in a row without a committed
     batch in between end the run with the last error.
     """
+    from streamops.host.locks import LockHeld
     from streamops.kafka.admin import end_offsets
-    from streamops.platform.locks import LockHeld
     from streamops.spark.session import build_session
 
     opts = options or RunOptions()
-    is_standby = standby.requested()
+    is_standby = standby_requested()
     # one driver per checkpoint: a second one (started by hand beside the supervisor's, or by a
     # second supervisor) would run the same batches with the same transactional id. A standby
     # takes the lock once promoted (the driver it replaces has exited by then).
@@ -384,7 +347,7 @@ class AppDriver:
         self.scaler: elastic.ExecutorScaler | None = None
         self.control: elastic.LiveControl | None = None
         self.settled = False  # settle_executors ran
-        if elastic.supports_live(spark.sparkContext.master):
+        if supports_live(spark.sparkContext.master):
             # new executors: a pinned batch over the newest records (reads, parse), then one batch of
             # the streaming query with its state stores pinned to the executor (the stateful path)
             self._pinned_warmup = warmup.query_warmup(spark, settings.kafka_bootstrap, list(spec.input_topics),
@@ -443,10 +406,10 @@ class AppDriver:
 
     def _run_query_once(self) -> None:
         """Start the query, run until stopped / caught up (returns) or failed (raises)."""
+        from streamops.app.checkpoint import checkpoint_dir
         from streamops.checkpoints import layout
         from streamops.spark.commit import BatchCommitter
         from streamops.spark.kafka_io import clamp_to_bound, read_kafka
-        from streamops.spark.session import checkpoint_dir
 
         spark, spec, settings, control, reporter, hb = (self.spark, self.spec, self.settings, self.control,
                                                         self.reporter, self.heartbeat)
@@ -455,8 +418,6 @@ class AppDriver:
         ckpt = checkpoint_dir(settings, spec)  # the offsets log holds each batch's planned input end
         committer = BatchCommitter(settings.kafka_bootstrap, spec.name, spec.commits_topic, checkpoint=ckpt)
         if self.options.stop_at is None:  # a reprocess run has its own identity, and no marker to agree with
-            from streamops.spark.app import check_lineage
-
             try:  # again at each restart: the broker may have lost a committed batch meanwhile
                 check_lineage(settings, spec)
             except BaseException:
@@ -729,8 +690,8 @@ def stream_time_marker(clocks, spark_watermark: int | None) -> dict:
 
 
 def _lock_checkpoint(spec: AppSpec, settings: Settings, *, wait_s: float):
-    """Hold the app's checkpoint lock for this driver's life (``session.lock_checkpoint``)."""
-    from streamops.spark.session import lock_checkpoint
+    """Hold the app's checkpoint lock for this driver's life (``app.checkpoint.lock_checkpoint``)."""
+    from streamops.app.checkpoint import lock_checkpoint
 
     return lock_checkpoint(settings, spec, wait_s=wait_s,
                            refused=f"This driver was refused: a second driver on one checkpoint would run the same "
@@ -765,7 +726,7 @@ def add_run_arguments(ap) -> None:
 def run_setup(settings: Settings, app: str, args) -> tuple[AppSpec, RunOptions]:
     """The spec a job runs (the ledger's output version, overrides, or a reprocess's own identity)
     and its run options, from ``add_run_arguments``' options."""
-    from streamops.ledger.outputs import load_live_spec, reprocess_spec
+    from streamops.app.outputs import load_live_spec, reprocess_spec
 
     spec = load_live_spec(settings, app)
     overrides = {"max_offsets_per_trigger": args.max_offsets_per_trigger, "trigger_interval": args.trigger_interval}

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
-from streamops.platform import jars
+from streamops.host import jars
 from streamops.settings import Settings
 from streamops.spark import pydaemon
 from streamops.spec import AppSpec
@@ -14,31 +13,6 @@ from streamops.spec import AppSpec
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 #: where the driver's UI serves Spark's own metrics in Prometheus' format (``session_conf``)
 SPARK_PROMETHEUS_PATH = "/metrics/prometheus"
-
-
-def checkpoint_root(settings: Settings, spec: AppSpec) -> Path:
-    return spec.checkpoint_root or settings.state_dir / "checkpoints"
-
-
-def checkpoint_dir(settings: Settings, spec: AppSpec) -> Path:
-    """One checkpoint per app (offsets, commits, state): the app's identity, like application.id."""
-    return checkpoint_root(settings, spec) / spec.name
-
-
-def checkpoint_lock_path(settings: Settings, spec: AppSpec) -> Path:
-    """The lock a driver holds on its checkpoint while it runs (beside it, so moving the
-    checkpoint aside, as reset does, leaves the lock where the next driver looks)."""
-    ckpt = checkpoint_dir(settings, spec)
-    return ckpt.with_name(f"{ckpt.name}.lock")
-
-
-def lock_checkpoint(settings: Settings, spec: AppSpec, *, wait_s: float, refused: str):
-    """Hold the app's checkpoint lock (``platform.locks``): a driver for its life, an operation
-    that changes the checkpoint for as long as it changes it. ``LockHeld`` names the holder."""
-    from streamops.platform.locks import acquire
-
-    return acquire(checkpoint_lock_path(settings, spec), f"{spec.name}'s checkpoint {checkpoint_dir(settings, spec)}",
-                   wait_s=wait_s, refused=refused)
 
 
 def spark_metrics_namespace(app: str) -> str:
@@ -124,7 +98,7 @@ def build_session(spec: AppSpec, settings: Settings, *, master: str | None = Non
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", settings.host)
-    from streamops.spark.elastic import supports_live
+    from streamops.app.control import supports_live
 
     master = master or spec.spark_master or settings.spark_master_url
     builder = SparkSession.builder.appName(f"streamops:{spec.name}").master(master)

@@ -26,9 +26,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from streamops.platform.appdir import AppDir
+from streamops.app.control import clear_standby_signals, mark_standby_ready
+from streamops.app.dir import AppDir
 
-STANDBY_ENV = "STREAMOPS_STANDBY"
 REHEARSAL = "standby-rehearsal"
 #: records per input partition the rehearsal reads (the newest ones), in REHEARSAL_BATCHES batches
 REHEARSAL_RECORDS = 500
@@ -38,36 +38,14 @@ REHEARSAL_BATCHES = 2
 REHEARSAL_BUDGET_S = 120.0
 
 
-def requested() -> bool:
-    """Was this driver launched as a standby? (Read once: children must not inherit it.)"""
-    return os.environ.pop(STANDBY_ENV, "") == "1"
-
-
-def mark_ready(app: AppDir) -> None:
-    app.write(app.standby_ready, {"pid": os.getpid(), "ready_at": time.time()})
-
-
-def is_ready(app: AppDir, pid: int) -> bool:
-    return (app.read(app.standby_ready) or {}).get("pid") == pid
-
-
-def release(app: AppDir) -> None:
-    app.write(app.standby_go, {"released_at": time.time()})
-
-
-def clear(app: AppDir) -> None:
-    for path in (app.standby_ready, app.standby_go):
-        path.unlink(missing_ok=True)
-
-
 def await_promotion(app: AppDir, should_stop: Callable[[], bool], idle: Callable[[], None],
                     timeout: float = 900.0, poll: float = 0.1) -> bool:
     """Wait (ready) until promoted (True) or stopped / timed out (False)."""
-    mark_ready(app)
+    mark_standby_ready(app)
     deadline = time.monotonic() + timeout
     while not should_stop() and time.monotonic() < deadline:
         if app.standby_go.exists():
-            clear(app)
+            clear_standby_signals(app)
             return True
         idle()
         time.sleep(poll)
@@ -77,7 +55,6 @@ def await_promotion(app: AppDir, should_stop: Callable[[], bool], idle: Callable
 def _warm(modules: tuple[str, ...], hold: float):
     def run(_rows):
         import importlib
-        import os
         import time as t
 
         t0 = t.monotonic()

@@ -23,7 +23,7 @@ from typing import Any
 
 from streamops.checkpoints import layout
 from streamops.exceptions import StreamopsError
-from streamops.platform import jars
+from streamops.host import jars
 from streamops.settings import Settings
 from streamops.spark import pydaemon
 from streamops.spec import AppSpec, load_job
@@ -144,10 +144,10 @@ def run_check(spec: AppSpec, settings: Settings, *, spark=None, since_ms: int | 
     input records in the range are compared there. ``open_transaction_wait_s``: how long a
     transaction may stay open below the end of a sink topic (a running app's batch) before it is
     named hanging (``OpenTransactionError``)."""
+    from streamops.app.checkpoint import checkpoint_dir
     from streamops.kafka.admin import partitions
     from streamops.kafka.read import latest_per_key, read_topic
     from streamops.named_state import decode_changelog
-    from streamops.spark.session import checkpoint_dir
 
     job_cls = load_job(spec, settings.repo)
     ckpt = checkpoint_dir(settings, spec)
@@ -245,7 +245,7 @@ def run_check(spec: AppSpec, settings: Settings, *, spark=None, since_ms: int | 
 def _recreated(bootstrap: str, spec: AppSpec) -> dict[str, dict[str, int]]:
     """Input partitions recreated since the app first read them, and when that was noticed
     (``spark.commit``): DLQ entries written before then are about records that are gone."""
-    from streamops.spark.commit import last_marker
+    from streamops.app.marker import last_marker
 
     return (last_marker(bootstrap, spec.commits_topic, spec.name) or {}).get("input_recreated") or {}
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from streamops.exceptions import StreamopsError
-from streamops.platform import jars
+from streamops.host import jars
 from streamops.settings import Settings
 from streamops.spark import pydaemon
 

@@ -705,7 +705,7 @@ def _verify(spec: AppSpec, settings: Settings, *, spark: Any, progress: Progress
     import pandas  # noqa: F401  # imported here, before the threads below import lazily
     import pyarrow  # noqa: F401
 
-    from streamops.spark.session import checkpoint_dir
+    from streamops.app.checkpoint import checkpoint_dir
     from streamops.state import quality as q
 
     t0 = time.monotonic()

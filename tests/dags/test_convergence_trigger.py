@@ -15,8 +15,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "plugins"))
 
 
 def _events(trigger, monkeypatch, poll) -> list:
+    import streamops.app.outputs
     import streamops.ledger
-    import streamops.ledger.outputs
     import streamops.settings
     from streamops.lifecycle import operations
 
@@ -25,7 +25,7 @@ def _events(trigger, monkeypatch, poll) -> list:
             pass
 
     monkeypatch.setattr(streamops.ledger.Ledger, "open", staticmethod(lambda url: FakeLedger()))
-    monkeypatch.setattr(streamops.ledger.outputs, "load_live_spec", lambda settings, app, ledger: "spec")
+    monkeypatch.setattr(streamops.app.outputs, "load_live_spec", lambda settings, app, ledger: "spec")
     monkeypatch.setattr(operations.Pending, "from_dict", staticmethod(lambda d: type("P", (), {
         "app": "a", "kind": "stop", "operation_id": 1, "to_dict": lambda self: d})()))
     monkeypatch.setattr(operations, "poll", poll)

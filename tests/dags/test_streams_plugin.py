@@ -11,8 +11,8 @@ from datetime import UTC, datetime
 
 import pytest
 
+from streamops.app.dir import AppDir
 from streamops.ledger import Ledger
-from streamops.platform.appdir import AppDir
 from streamops.settings import Settings
 from tests.dags.test_dag_integrity import REPO
 

@@ -164,7 +164,7 @@ def test_a_run_whose_waiting_task_airflow_ended_is_taken_over_by_the_next_range(
     apache/airflow#72716) while its driver runs on. Its operation kept the version's lease until the
     run's deadline, an hour, and refused the next range; now the next range's task sees that the
     waiting task is gone, ends the operation by what the driver committed, and continues its state."""
-    from streamops.platform.process import Tracked
+    from streamops.host.process import Tracked
 
     s = airflow_platform
     spec = get_app(load_specs(default_spec_path(s.repo)), APP)

@@ -15,13 +15,13 @@ import time
 
 import pytest
 
+from streamops.app.marker import last_marker
+from streamops.app.outputs import load_live_spec
 from streamops.checkpoints import lineage
 from streamops.kafka.read import latest_per_key
 from streamops.ledger import Ledger
-from streamops.ledger.outputs import load_live_spec
 from streamops.lifecycle import driver
 from streamops.platform import manager
-from streamops.spark.commit import last_marker
 from streamops.state.verify import verify
 from tests.fixtures.apps import AppHarness
 from tests.integration.test_airflow_api import _request, _token

@@ -14,16 +14,15 @@ import time
 import pytest
 from confluent_kafka import Producer
 
+from streamops.app.checkpoint import checkpoint_dir
+from streamops.app.dir import AppDir
+from streamops.app.topics import H_REASON, H_SOURCE_OFFSET, H_SOURCE_PARTITION
 from streamops.checkpoints import layout
 from streamops.kafka.admin import end_offsets
 from streamops.kafka.read import read_topic
 from streamops.ledger import Ledger
 from streamops.lifecycle import driver
 from streamops.observe.streams import point
-from streamops.platform.appdir import AppDir
-from streamops.spark.commit import H_SOURCE_OFFSET, H_SOURCE_PARTITION
-from streamops.spark.job_query import H_REASON
-from streamops.spark.session import checkpoint_dir
 from streamops.spec import default_spec_path, get_app, load_specs
 from tests.fixtures.apps import AppHarness
 from tests.fixtures.apps import until as _until

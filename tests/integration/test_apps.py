@@ -61,7 +61,7 @@ def _exact(app, input_records: int | None = None) -> dict:
 
 def _verify(app) -> dict:
     """What `streamops verify APP` runs, in this process on the session's Spark (a JVM start saved)."""
-    from streamops.ledger.outputs import load_live_spec
+    from streamops.app.outputs import load_live_spec
     from streamops.state.verify import verify
 
     return verify(load_live_spec(app.settings, app.app), app.settings, spark=app.spark, html=False).to_dict()
@@ -70,8 +70,8 @@ def _verify(app) -> dict:
 def _maintenance(app, operation: str, **kwargs) -> dict:
     """What `streamops rebuild-state` / `compact` run, in this process on the session's Spark
     (their CLI forms are test_maintenance's)."""
+    from streamops.app.outputs import load_live_spec
     from streamops.ledger import Ledger
-    from streamops.ledger.outputs import load_live_spec
     from streamops.lifecycle import maintenance
 
     ledger = Ledger.open(app.settings.ledger_db_url)

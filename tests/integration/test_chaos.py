@@ -29,7 +29,7 @@ ALLOWED = {"succeeded", "refused", "failed, undone", "failed at restart, resumed
 def _check(app) -> dict:
     """What `streamops check` prints, in this process on the session's Spark. The app is stopped
     (no batch is being written), so a transaction still open after 5 s is one a killed driver left."""
-    from streamops.ledger.outputs import load_live_spec
+    from streamops.app.outputs import load_live_spec
     from streamops.state.check import run_check
 
     return run_check(load_live_spec(app.settings, app.app), app.settings, spark=app.spark,

@@ -20,13 +20,14 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
+from streamops.app.marker import last_marker
+from streamops.app.topics import H_TRUNCATED, transactional_id
 from streamops.checkpoints import layout, lineage
 from streamops.kafka.admin import TopicSpec, end_offsets, ensure_topics, recreate_topic
 from streamops.kafka.read import latest_per_key, read_topic
 from streamops.lifecycle.replace import rewind_marker
 from streamops.platform import manager
-from streamops.spark.commit import last_marker, transactional_id
-from streamops.spark.job_query import DLQ_MAX_BYTES, H_TRUNCATED
+from streamops.spark.job_query import DLQ_MAX_BYTES
 from streamops.spec import default_spec_path, get_app, load_specs
 
 APP = "user_activity"
@@ -136,12 +137,13 @@ def test_poison_records_a_deleted_checkpoint_or_lost_batches_never_lose_output(a
 
 
 def test_marker_reads_never_guess(kafka: str, monkeypatch) -> None:
+    from streamops.app import marker
     from streamops.kafka.admin import TopicSpec, ensure_topics
     from streamops.spark import commit
 
     # no commits topic yet: no marker (it was -1, where callers expect a dict or None)
-    assert commit.last_marker(kafka, "_streamops-never-deployed-commits", "never-deployed") is None
-    assert commit.last_committed_batch(kafka, "_streamops-never-deployed-commits", "never-deployed") == -1
+    assert marker.last_marker(kafka, "_streamops-never-deployed-commits", "never-deployed") is None
+    assert marker.last_committed_batch(kafka, "_streamops-never-deployed-commits", "never-deployed") == -1
 
     topic = "_streamops-lineage-probe-commits"
     ensure_topics(kafka, [TopicSpec(name=topic, partitions=1)])
@@ -150,13 +152,13 @@ def test_marker_reads_never_guess(kafka: str, monkeypatch) -> None:
         assert committer.commit(0, []) == 0
     finally:
         committer.close()
-    assert commit.last_marker(kafka, topic, "lineage-probe")["batch_id"] == 0
+    assert marker.last_marker(kafka, topic, "lineage-probe")["batch_id"] == 0
 
     # a read that cannot reach the end of the topic in time is an error, not the markers read so far
     ticks = iter(range(0, 10**6, 100))
-    monkeypatch.setattr(commit, "time", SimpleNamespace(monotonic=lambda: float(next(ticks)), time=time.time))
-    with pytest.raises(commit.MarkerReadError, match="could not read _streamops-lineage-probe-commits"):
-        commit.last_marker(kafka, topic, "lineage-probe", timeout=5)
+    monkeypatch.setattr(marker, "time", SimpleNamespace(monotonic=lambda: float(next(ticks)), time=time.time))
+    with pytest.raises(marker.MarkerReadError, match="could not read _streamops-lineage-probe-commits"):
+        marker.last_marker(kafka, topic, "lineage-probe", timeout=5)
 
 
 def _leave_open_transaction(bootstrap: str, transactional_id: str, topic: str, partition: int | None = None) -> None:

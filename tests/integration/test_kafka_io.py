@@ -777,7 +777,7 @@ def test_write_kafka_batch_refuses_bad_options(spark) -> None:
 # -- the connector on the classpath ---------------------------------------------------------------
 
 MISSING = ("Spark's Kafka connector (spark-sql-kafka-0-10) is not on this session's classpath: build the "
-           "session with streamops.platform.jars.spark_conf() (spark.jars)")
+           "session with streamops.host.jars.spark_conf() (spark.jars)")
 
 
 def test_the_connector_probe(spark) -> None:

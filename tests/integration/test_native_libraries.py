@@ -7,7 +7,7 @@ import json
 import platform
 from pathlib import Path
 
-from streamops.platform import jars
+from streamops.host import jars
 from streamops.spark.session import ROCKSDB_PROVIDER
 
 

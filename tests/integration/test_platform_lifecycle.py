@@ -87,7 +87,8 @@ def test_a_damaged_kafka_storage_or_jar_is_refused_with_the_remedy_and_nothing_s
     A pinned jar that differs from its checksum stops `up` the same way."""
     import shutil
 
-    from streamops.platform import jars, kafka_broker
+    from streamops.host import jars
+    from streamops.platform import kafka_broker
 
     s = platform_factory("damaged-kafka")
     r = _run(s, "up", "--only", "kafka")

@@ -15,11 +15,11 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from streamops.app.marker import last_marker
 from streamops.checkpoints import layout
 from streamops.kafka.admin import end_offsets
 from streamops.kafka.read import latest_per_key
 from streamops.ledger import Ledger
-from streamops.spark.commit import last_marker
 
 APP = "user_activity"
 TOPICS = ("user-events", "user-profiles", "user_activity-profiles-changelog", "user-events.dlq",

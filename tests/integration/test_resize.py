@@ -9,13 +9,14 @@ import sys
 import threading
 import time
 
+from streamops.app.dir import AppDir
 from streamops.checkpoints import layout
 from streamops.ledger import Ledger
 from streamops.lifecycle import driver
 from streamops.lifecycle.supervisor import heartbeat_file
 from streamops.platform import manager
 from streamops.spark import ui
-from streamops.spark.runner import REFUSED, heartbeat_path
+from streamops.spark.runner import REFUSED
 
 APP = "user_activity"
 
@@ -58,7 +59,7 @@ def _executors_seen(ledger: Ledger, n: int, timeout: float = 120) -> None:
 
 
 def _driver_ui(app) -> tuple[str, str]:
-    hb = json.loads(heartbeat_path(app.settings, APP).read_text())
+    hb = json.loads(AppDir.of(app.settings, APP).heartbeat.read_text())
     return hb["ui_url"], hb["app_id"]
 
 

@@ -22,11 +22,11 @@ from pathlib import Path
 
 import pytest
 
+from streamops.app.dir import AppDir
 from streamops.ledger import Ledger
 from streamops.lifecycle import driver
 from streamops.observe.streams import stream_row
 from streamops.platform import manager
-from streamops.platform.appdir import AppDir
 from streamops.spec import default_spec_path, get_app, load_specs
 from tests.fixtures.apps import AppHarness
 from tests.fixtures.apps import until as _until

@@ -23,7 +23,7 @@ def _assert_spark_kafka_connector_loaded(app, cluster) -> None:
     import pyspark
 
     jar = f"spark-sql-kafka-0-10_2.13-{pyspark.__version__}.jar"
-    from streamops.platform.appdir import AppDir
+    from streamops.app.dir import AppDir
 
     hb = json.loads(AppDir.of(app.settings, "user_activity").heartbeat.read_text())
     with urllib.request.urlopen(f"{hb['ui_url']}/api/v1/applications/{hb['app_id']}/environment", timeout=10) as r:

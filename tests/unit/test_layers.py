@@ -11,11 +11,12 @@ import streamops
 #: lower number = lower layer; the same number may import each other
 LAYERS = {
     "exceptions": 0, "settings": 0, "spec": 0, "specfile": 0, "job": 0, "stream_time": 0, "named_state": 0, "windows": 0, "joins": 0,
-    "kafka": 1, "ledger": 1, "checkpoints": 1, "platform": 1,
-    "spark": 2,
-    "state": 3,
-    "lifecycle": 4, "reset": 4, "observe": 4,
-    "cli": 5, "scaffold": 5, "testing": 5,  # testing: for jobs' own tests, never imported by the core
+    "host": 1, "kafka": 1, "ledger": 1, "checkpoints": 1,
+    "app": 2,  # what is true of one app whatever runs it: below every runtime
+    "spark": 3,
+    "state": 4,
+    "lifecycle": 5, "reset": 5, "observe": 5, "platform": 5,  # platform: the embedded services
+    "cli": 6, "scaffold": 6, "testing": 6,  # testing: for jobs' own tests, never imported by the core
 }
 ROOT = Path(streamops.__file__).parent
 

@@ -9,13 +9,19 @@ import pytest
 
 from jobs.page_stats import PageStats
 from jobs.user_activity import UserActivity
+from streamops.app.shape import job_shape
 from streamops.checkpoints import compat
 from streamops.job import Max, Sum
 from streamops.spark.job_query import JobQuery
 
 
 def shape(job_cls) -> compat.JobShape:
-    return compat.shape_of(JobQuery(job_cls, state_partitions=2))
+    return job_shape(job_cls)
+
+
+def test_the_shape_counts_the_query_plans_scans_of_the_input() -> None:
+    assert job_shape(UserActivity).sources == JobQuery(UserActivity, state_partitions=2).sources == 2
+    assert job_shape(PageStats).sources == JobQuery(PageStats, state_partitions=2).sources == 1
 
 
 def test_a_new_checkpoint_records_the_jobs_shape_and_the_same_job_passes(tmp_path: Path) -> None:

@@ -11,8 +11,9 @@ from jobs import user_activity as job
 from jobs.demo import contract as c
 from jobs.demo.fold import fold, profile_json, validate
 from jobs.demo.generator import generate_records
+from streamops.app.topics import H_BATCH_ID, H_REASON, H_SOURCE_OFFSET, H_SOURCE_PARTITION, H_SOURCE_TOPIC
 from streamops.job import Record
-from streamops.spark.job_query import H_BATCH_ID, JobQuery, Topics, parse_aggregate, state_of
+from streamops.spark.job_query import JobQuery, Topics, parse_aggregate, state_of
 from streamops.state.oracle import fold_input
 
 KAFKA_DDL = ("key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
@@ -65,8 +66,8 @@ def test_build_query_and_records(raw, records) -> None:
     got = {}
     for r in by_topic["d"]:
         h = {k: v.decode() for k, v in r.headers}
-        assert h[c.H_SOURCE_TOPIC] == c.INPUT_TOPIC
-        got[(int(h[c.H_SOURCE_PARTITION]), int(h[c.H_SOURCE_OFFSET]))] = (r.key, r.value, h[c.H_REASON])
+        assert h[H_SOURCE_TOPIC] == c.INPUT_TOPIC
+        got[(int(h[H_SOURCE_PARTITION]), int(h[H_SOURCE_OFFSET]))] = (r.key, r.value, h[H_REASON])
     assert got == bad
     assert {reason for *_, reason in got.values()} == set(c.REASONS)
 

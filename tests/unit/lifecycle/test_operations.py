@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from streamops.app.checkpoint import checkpoint_dir
 from streamops.exceptions import UsageError
 from streamops.ledger import Ledger
 from streamops.lifecycle.operations import (
@@ -24,7 +25,6 @@ from streamops.lifecycle.operations import (
     stop,
 )
 from streamops.settings import Settings
-from streamops.spark.session import checkpoint_dir
 from streamops.spec import AppSpec
 
 SPEC = AppSpec(name="app1", job="jobs.x", input_topics=("in",), output_topic="o", changelog_topic="c",
@@ -177,9 +177,9 @@ def test_a_deploy_of_a_running_app_whose_file_changes_a_restart_field_is_refused
     import os
     import sys
 
+    from streamops.app.dir import AppDir
+    from streamops.host import process
     from streamops.lifecycle.operations import SpecChangeNeedsRestart, spec_to_deploy
-    from streamops.platform import process
-    from streamops.platform.appdir import AppDir
 
     (tmp_path / "include").mkdir()
     (tmp_path / "include" / "streams.yaml").write_text(
@@ -200,8 +200,8 @@ def test_a_deploy_of_a_running_app_whose_file_changes_a_restart_field_is_refused
 
 
 def test_a_deploy_that_does_not_converge_says_which_of_launch_crash_or_batch_is_missing(env) -> None:
+    from streamops.app.dir import AppDir
     from streamops.lifecycle.operations import diagnose
-    from streamops.platform.appdir import AppDir
 
     settings, ledger = env
     settings.state_dir.mkdir(parents=True, exist_ok=True)

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from streamops.app.checkpoint import checkpoint_dir
 from streamops.cli import main
 from streamops.ledger import Ledger
 from streamops.lifecycle import savepoints as sp_mod
 from streamops.settings import Settings
-from streamops.spark.session import checkpoint_dir
 from streamops.spec import default_spec_path, get_app, load_specs
 
 OLD, NEW = "1111aaaa-0000-0000-0000-000000000001", "2222bbbb-0000-0000-0000-000000000002"

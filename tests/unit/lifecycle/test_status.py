@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
+from streamops.app.dir import AppDir
 from streamops.ledger import Ledger
 from streamops.lifecycle.status import app_status, render
-from streamops.platform.appdir import AppDir
 from streamops.settings import Settings
 from streamops.spec import AppSpec
 

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from streamops.app.dir import AppDir
 from streamops.ledger import Ledger
 from streamops.lifecycle import driver as real_driver
 from streamops.lifecycle import supervisor as sup_mod
@@ -31,7 +32,7 @@ class FakeDrivers:
         self.alive: dict[str, SimpleNamespace] = {}
         self.launched: list[str] = []
         self.slow: dict[str, threading.Event] = {}
-        self.app_dir, self.pid_path, self.log_tail = real_driver.app_dir, real_driver.pid_path, real_driver.log_tail
+        self.pid_path, self.log_tail = real_driver.pid_path, real_driver.log_tail
 
     def running(self, _settings, app):
         return self.alive.get(app)
@@ -132,7 +133,7 @@ def test_crashes_before_the_desired_state_changed_do_not_count(env) -> None:
     """A driver that refused to start five times (lost batches), then a reset that repaired the
     checkpoint and asked for the app again: that is a new attempt, not a sixth crash."""
     settings, ledger, fake, sup = env
-    d = real_driver.app_dir(settings, "b")
+    d = AppDir.of(settings, "b")
     now = time.time()
     d.write(d.restarts, {"crashes": [now - 5 * i for i in range(1, 6)], "launched_at": None, "gave_up_at": None})
     ledger.set_desired("b", status="running", parallelism=1)
@@ -180,7 +181,7 @@ def test_apps_added_changed_removed_or_broken_in_the_spec_file_without_a_restart
         assert beat["spec"]["error"] is None and beat["spec"]["path"] == str(path)
 
         # b runs with what its deploy pinned: a change of a field its driver read at start waits
-        real_driver.app_dir(settings, "b").pin_spec(sup.specs["b"])
+        AppDir.of(settings, "b").pin_spec(sup.specs["b"])
         _edit(path, SPEC_TWO.replace("out-b", "out-b2").replace("jobs.a,", "jobs.a, description: hi,"))
         sup.reconcile_once()
         assert sup.specs["b"].output_topic == "out-b" and "output_topic" in sup.notes["b"]

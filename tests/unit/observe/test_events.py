@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from streamops.app.dir import AppDir
 from streamops.observe import dlq, events
-from streamops.platform.appdir import AppDir
 from streamops.settings import Settings
 
 pytestmark = pytest.mark.unit

@@ -9,9 +9,9 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from streamops.app.dir import AppDir
 from streamops.ledger import Ledger
 from streamops.observe.metrics import registry
-from streamops.platform.appdir import AppDir
 from streamops.settings import Settings
 from streamops.spec import AppSpec
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from streamops.app.dir import AppDir
 from streamops.ledger import Ledger
 from streamops.observe import streams as so
-from streamops.platform.appdir import AppDir
 from streamops.settings import Settings
 from streamops.spark import runner
 from streamops.spec import AppSpec

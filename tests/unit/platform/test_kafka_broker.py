@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from streamops.platform import jars, kafka_broker
+from streamops.host import jars
+from streamops.platform import kafka_broker
 from streamops.platform.exceptions import PlatformError
 from streamops.settings import Settings
 

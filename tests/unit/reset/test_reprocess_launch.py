@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from streamops.ledger.outputs import reprocess_spec
+from streamops.app.dir import AppDir
+from streamops.app.outputs import reprocess_spec
 from streamops.lifecycle import driver
 from streamops.reset.reprocess import _launch
 from streamops.settings import Settings
-from streamops.spark.runner import app_dir
 from streamops.spec import AppSpec
 
 
@@ -25,7 +25,7 @@ def test_the_driver_does_not_inherit_the_tasks_stdin_socket(tmp_path: Path, monk
     spec = AppSpec(name="ua", job="jobs.x", input_topics=("in",), output_topic="out", changelog_topic="cl",
                    dlq_topic="dlq")
     derived = reprocess_spec(spec, "v2")
-    app_dir(settings, derived.name).root.mkdir(parents=True)
+    AppDir.of(settings, derived.name).root.mkdir(parents=True)
     probe = "import os; print('stdin ->', os.readlink('/proc/self/fd/0'))"
     monkeypatch.setattr(driver, "job_argv", lambda _spec: [sys.executable, "-c", probe])
 
@@ -40,7 +40,7 @@ def test_the_driver_does_not_inherit_the_tasks_stdin_socket(tmp_path: Path, monk
         task_end.close()
     try:
         assert proc.wait(30) == 0
-        assert "stdin -> /dev/null" in app_dir(settings, derived.name).log.read_text()
+        assert "stdin -> /dev/null" in AppDir.of(settings, derived.name).log.read_text()
         supervisor_end.settimeout(5)
         assert supervisor_end.recv(1) == b""  # every other end is closed: the supervisor sees the task end
     finally:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from streamops.app.outputs import reprocess_spec
 from streamops.exceptions import UsageError
-from streamops.ledger.outputs import reprocess_spec
 from streamops.reset.reprocess import bound_offset, committed_records, parse_bound
 from streamops.spark.kafka_io import clamp_to_bound
 from streamops.spec import AppSpec, ReprocessPolicy

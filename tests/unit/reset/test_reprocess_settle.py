@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from streamops.app.checkpoint import checkpoint_dir
+from streamops.app.outputs import reprocess_spec
 from streamops.checkpoints import layout
+from streamops.host.process import start_ticks
 from streamops.ledger import Ledger, OperationInProgress
-from streamops.ledger.outputs import reprocess_spec
-from streamops.platform.process import start_ticks
 from streamops.reset.reprocess import chain_dir, settle_lost_run, waiting_run
 from streamops.settings import Settings
-from streamops.spark.session import checkpoint_dir
 from streamops.spec import AppSpec
 
 SPEC = AppSpec(name="ua", job="jobs.x", input_topics=("in",), output_topic="out", changelog_topic="cl",

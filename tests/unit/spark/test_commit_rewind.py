@@ -29,7 +29,8 @@ def test_merge_max_keeps_the_furthest_offset_per_partition() -> None:
 def test_an_oversized_dlq_copy_is_cut_to_fit_one_kafka_message() -> None:
     import json
 
-    from streamops.spark.job_query import DLQ_MAX_BYTES, H_TRUNCATED, dlq_entry, dlq_record
+    from streamops.app.topics import H_TRUNCATED
+    from streamops.spark.job_query import DLQ_MAX_BYTES, dlq_entry, dlq_record
 
     small = dlq_record("in.dlq", b"k", b"not json", "invalid_json", "in", 2, 17, 5)
     assert small.value == b"not json" and H_TRUNCATED not in dict(small.headers)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
-from streamops.platform.appdir import AppDir
+from streamops.app import control
+from streamops.app.dir import AppDir
 from streamops.spark import elastic
 
 
@@ -41,22 +41,6 @@ class FakeScaler:
 
     def relax_locality(self, relaxed: bool) -> None:
         self.relaxed.append(relaxed)
-
-
-@pytest.mark.parametrize("master,ok", [("spark://h:7077", True), ("k8s://https://api:6443", True),
-                                       ("local[2]", False), ("yarn", False)])
-def test_live_needs_a_master_that_adds_executors(master: str, ok: bool) -> None:
-    assert elastic.supports_live(master) is ok
-
-
-def test_request_round_trip_and_unreadable_files(tmp_path: Path) -> None:
-    assert elastic.read_request(AppDir(tmp_path)) is None
-    req = elastic.write_request(AppDir(tmp_path), 3)
-    assert elastic.read_request(AppDir(tmp_path)) == req and req.parallelism == 3
-    AppDir(tmp_path).control.write_text("{not json")
-    assert elastic.read_request(AppDir(tmp_path)) is None
-    AppDir(tmp_path).control.write_text(json.dumps({"parallelism": "x", "requested_at": 1}))
-    assert elastic.read_request(AppDir(tmp_path)) is None
 
 
 def test_surplus_removes_the_newest_first() -> None:
@@ -100,7 +84,7 @@ def test_scale_out_is_declared_when_the_executors_are_there_and_rebalances_state
     scaler = FakeScaler(1, ["0"])
     query = FakeQuery()
     ctl = elastic.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: reports.append(kw), query=query)
-    elastic.write_request(AppDir(tmp_path), 2)
+    control.write_request(AppDir(tmp_path), 2)
     assert ctl.tick() == {"resize_requested": 2}
     assert scaler.requests == [2] and reports == []
     assert ctl.tick() is None  # the same request is applied once
@@ -120,7 +104,7 @@ def test_scale_in_while_a_batch_runs_removes_executors_only_at_its_boundary(tmp_
     query = FakeQuery()
     ctl = elastic.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: reports.append(kw), query=query)
     query.now_idle = False  # a batch runs
-    elastic.write_request(AppDir(tmp_path), 1)
+    control.write_request(AppDir(tmp_path), 1)
     assert ctl.tick() == {"resize_requested": 1}
     assert scaler.registered == ["0", "4"] and reports == []  # a batch may be using both
     assert ctl.boundary() == {"removed_executors": ["4"], "parallelism": 1, "control_error": None}
@@ -132,14 +116,14 @@ def test_out_of_range_request_is_refused_and_changes_nothing(tmp_path: Path) -> 
     scaler = FakeScaler(2, ["0", "1"])
     query = FakeQuery()
     ctl = elastic.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: None, query=query)
-    elastic.write_request(AppDir(tmp_path), 6)
+    control.write_request(AppDir(tmp_path), 6)
     change = ctl.tick()
     assert "outside [1, 4]" in change["control_error"]
     assert scaler.target == 2 and scaler.requests == []
 
 
 def test_a_request_written_while_the_driver_was_starting_is_applied(tmp_path: Path) -> None:
-    elastic.write_request(AppDir(tmp_path), 3)
+    control.write_request(AppDir(tmp_path), 3)
     scaler = FakeScaler(2, ["0", "1"])
     query = FakeQuery()
     ctl = elastic.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: None, query=query)
@@ -160,7 +144,7 @@ def test_a_scale_out_moves_planned_state_partitions_instead_of_relaxing_locality
         return {2: "4", 3: "4"}
 
     query.place = place
-    elastic.write_request(AppDir(tmp_path), 2)
+    control.write_request(AppDir(tmp_path), 2)
     ctl.tick()
     scaler.registered.append("4")
     change = ctl.tick()
@@ -171,7 +155,7 @@ def test_a_scale_out_moves_planned_state_partitions_instead_of_relaxing_locality
         assert scaler.relaxed == [] and change["state_moves"] == {"2": "4", "3": "4"}
     assert change["parallelism"] == 2
     # a scale-in still relaxes: the removed executor's partitions must not wait for it
-    elastic.write_request(AppDir(tmp_path), 1)
+    control.write_request(AppDir(tmp_path), 1)
     ctl.tick()
     ctl.boundary()
     assert asked == [["0", "4"]] and scaler.relaxed[-1] is True
@@ -184,7 +168,7 @@ def test_scale_in_of_an_idle_query_removes_executors_at_once(tmp_path: Path) -> 
     query = FakeQuery()
     ctl = elastic.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: reports.append(kw), query=query)
     query.now_idle = True
-    elastic.write_request(AppDir(tmp_path), 2)
+    control.write_request(AppDir(tmp_path), 2)
     assert ctl.tick() == {"resize_requested": 2, "removed_executors": ["5"], "parallelism": 2, "control_error": None}
     assert scaler.trims == [True]  # the non-forcing kill: Spark refuses executors that run a task
     assert scaler.registered == ["0", "4"] and reports == [{"parallelism": 2, "executors": 2}]
@@ -199,7 +183,7 @@ def test_idle_scale_in_leaves_an_executor_that_runs_a_task_for_the_boundary(tmp_
     ctl = elastic.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: reports.append(kw), query=query)
     query.now_idle = True  # a batch started between the check and the kill: "4" got a task
     scaler.busy = {"4"}
-    elastic.write_request(AppDir(tmp_path), 1)
+    control.write_request(AppDir(tmp_path), 1)
     assert ctl.tick() == {"resize_requested": 1}
     assert scaler.registered == ["0", "4"] and reports == []
     assert ctl.boundary() == {"removed_executors": ["4"], "parallelism": 1, "control_error": None}

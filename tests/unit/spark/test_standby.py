@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from streamops.platform.appdir import AppDir
+from streamops.app import control
+from streamops.app.dir import AppDir
 from streamops.spark import standby
 
 
@@ -19,11 +20,11 @@ def test_promotion_releases_a_ready_standby(tmp_path: Path) -> None:
         standby.await_promotion(AppDir(tmp_path), lambda: False, lambda: None, timeout=30)))
     t.start()
     deadline = time.time() + 10
-    while not standby.is_ready(AppDir(tmp_path), os.getpid()):
+    while not control.standby_ready(AppDir(tmp_path), os.getpid()):
         assert time.time() < deadline
         time.sleep(0.01)
-    assert not standby.is_ready(AppDir(tmp_path), os.getpid() + 1)  # another process's standby
-    standby.release(AppDir(tmp_path))
+    assert not control.standby_ready(AppDir(tmp_path), os.getpid() + 1)  # another process's standby
+    control.release_standby(AppDir(tmp_path))
     t.join(10)
     assert result == [True]
     assert not AppDir(tmp_path).standby_ready.exists() and not AppDir(tmp_path).standby_go.exists()
@@ -34,13 +35,6 @@ def test_a_stopped_or_forgotten_standby_gives_up(tmp_path: Path) -> None:
     idles: list[int] = []
     assert standby.await_promotion(AppDir(tmp_path), lambda: False, lambda: idles.append(1), timeout=0.3, poll=0.05) is False
     assert idles  # surplus executors are trimmed while waiting
-
-
-def test_the_standby_flag_is_read_once(monkeypatch) -> None:
-    monkeypatch.setenv(standby.STANDBY_ENV, "1")
-    assert standby.requested() is True
-    assert standby.STANDBY_ENV not in os.environ  # the JVM and Python workers must not inherit it
-    assert standby.requested() is False
 
 
 def test_the_warm_up_task_imports_the_modules_and_reports_its_worker() -> None:

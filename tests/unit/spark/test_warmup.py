@@ -11,7 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from streamops.platform.appdir import AppDir
+from streamops.app import control
+from streamops.app.dir import AppDir
 from streamops.spark import elastic, warmup
 from tests.unit.spark.test_elastic import FakeQuery
 
@@ -146,7 +147,7 @@ def _scale_out_control(tmp_path: Path):
 
 def test_a_scale_out_is_declared_only_when_the_new_executor_is_warm(tmp_path: Path) -> None:
     plugin, w, gate, reports, scaler, ctl, _query = _scale_out_control(tmp_path)
-    elastic.write_request(AppDir(tmp_path), 2)
+    control.write_request(AppDir(tmp_path), 2)
     assert ctl.tick() == {"resize_requested": 2} and plugin.on
     scaler.ids.append("3")  # registered, held in the plugin's init
     plugin.holding.append("3")
@@ -166,7 +167,7 @@ def test_a_scale_in_does_not_arm_the_hold(tmp_path: Path) -> None:
     scaler = WarmScaler(2, ["0", "1"], cold=w.cold)
     query = FakeQuery()
     ctl = elastic.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: None, warmup=w, query=query)
-    elastic.write_request(AppDir(tmp_path), 1)
+    control.write_request(AppDir(tmp_path), 1)
     ctl.tick()
     assert plugin.on is False
 
@@ -288,7 +289,7 @@ def test_an_idle_query_counts_a_new_executor_once_its_warm_up_is_queued(tmp_path
     the query (released), not when it ends; while batches run it still waits until warm."""
     plugin, w, gate, reports, scaler, ctl, query = _scale_out_control(tmp_path)
     query.now_idle = idle
-    elastic.write_request(AppDir(tmp_path), 2)
+    control.write_request(AppDir(tmp_path), 2)
     ctl.tick()
     scaler.ids.append("3")
     plugin.holding.append("3")

@@ -40,7 +40,7 @@ def load_live_spec(settings: Settings, name: str, ledger: Ledger | None = None, 
     (``streamops.specfile``), and the output version the ledger names. ``last_good_ok``: a spec
     file that does not load gives the last good one instead of its error (``stop`` must work
     while the file is broken)."""
-    from streamops.platform.appdir import AppDir
+    from streamops.app.dir import AppDir
     from streamops.specfile import effective, open_spec_file
 
     if last_good_ok:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from streamops.platform.exceptions import JavaMissingError
-from streamops.platform.java import find_java, java_major
+from streamops.host.exceptions import JavaMissingError
+from streamops.host.java import find_java, java_major
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import psutil
 
-from streamops.platform.process import PidRecord, port_in_use, read_pid, shown, spawn, tail, terminate
+from streamops.host.process import PidRecord, port_in_use, read_pid, shown, spawn, tail, terminate
 
 
 def _env() -> dict[str, str]:
@@ -65,7 +65,7 @@ def test_recycled_pid_is_not_ours(tmp_path: Path) -> None:
 
 
 def test_identity_uses_start_ticks_not_the_wall_clock() -> None:
-    from streamops.platform.process import start_ticks
+    from streamops.host.process import start_ticks
 
     me = psutil.Process()
     ticks = start_ticks(me.pid)
@@ -112,7 +112,7 @@ def _until_sleeping(pid: int, timeout: float = 30.0) -> None:
 
 
 def test_a_tracked_process_is_known_by_its_start_ticks_not_psutils_create_time(tmp_path: Path) -> None:
-    from streamops.platform.process import Tracked, start_ticks
+    from streamops.host.process import Tracked, start_ticks
 
     rec = spawn(["bash", "-c", "trap '' TERM; sleep 300"], env=_env(),
                 log_path=tmp_path / "c.log", pid_path=tmp_path / "c.pid")

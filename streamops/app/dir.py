@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from streamops.platform import process
-from streamops.platform.files import read_json, write_json
+from streamops.host import process
+from streamops.host.files import read_json, write_json
 
 if TYPE_CHECKING:
     from streamops.settings import Settings
@@ -48,7 +48,7 @@ class AppDir:
     # the files --------------------------------------------------------------------------------
     @property
     def pid(self) -> Path:
-        """The driver's pid record (``platform.process``)."""
+        """The driver's pid record (``host.process``)."""
         return self.root / "driver.pid"
 
     @property

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import psutil
 
-from streamops.platform.files import write_json
+from streamops.host.files import write_json
 
 _CHILDREN: dict[int, subprocess.Popen] = {}
 

@@ -13,7 +13,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from streamops.platform.exceptions import PlatformError
+from streamops.host.exceptions import PlatformError
 
 KAFKA_BROKER = "kafka-broker"
 SPARK_KAFKA = "spark-kafka"

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from streamops.platform import failpoints
+from streamops.host import failpoints
 
 
 def test_unarmed_failpoints_do_nothing(monkeypatch) -> None:
@@ -22,7 +22,7 @@ def test_raise_and_kill(monkeypatch) -> None:
     assert failpoints.armed() == {"reset.rewind": "raise", "undo.install": "kill"}
     with pytest.raises(failpoints.FailpointError, match="failpoint reset.rewind fired"):
         failpoints.hit("reset.rewind")
-    r = subprocess.run([sys.executable, "-c", ("from streamops.platform import failpoints as f; "
+    r = subprocess.run([sys.executable, "-c", ("from streamops.host import failpoints as f; "
                                                "f.hit('undo.install'); print('survived')")],
                        capture_output=True, text=True, check=False)
     assert r.returncode == -9 and "survived" not in r.stdout

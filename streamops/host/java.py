@@ -8,7 +8,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from streamops.platform.exceptions import JavaMissingError
+from streamops.host.exceptions import JavaMissingError
 
 MIN_JAVA = 17
 INSTALL_HINT = (

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from streamops.platform import jars
+from streamops.host import jars
 
 
 @pytest.fixture

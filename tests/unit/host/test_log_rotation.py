@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from streamops.platform.process import rotate_log
+from streamops.host.process import rotate_log
 
 pytestmark = pytest.mark.unit
 

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from streamops.platform.locks import LockHeld, acquire, holder
+from streamops.host.locks import LockHeld, acquire, holder
 
 HOLD = """
 import sys, time
 from pathlib import Path
-from streamops.platform.locks import acquire
+from streamops.host.locks import acquire
 lock = acquire(Path(sys.argv[1]), "the test checkpoint")
 print("held", flush=True)
 time.sleep(300)

@@ -1,0 +1,70 @@
+"""An app's batch markers on its compacted commits topic (``spark.commit`` writes them in each
+batch's transaction): the latest one says which batch of which checkpoint was last committed, which
+every driver start, deploy, restore and check reads before anything else."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+from streamops.exceptions import StreamopsError
+from streamops.kafka.admin import watermark_offsets
+from streamops.kafka.security import librdkafka_for
+
+
+class MarkerReadError(StreamopsError):
+    """The app's last batch marker could not be read to the end of its commits topic.
+
+    Operator action: check that the broker is up and reachable (`streamops platform status`), then
+    start the app again; nothing was written.
+    """
+
+
+def last_committed_batch(bootstrap: str, commits_topic: str, app: str, *, config: dict | None = None,
+                         timeout: float = 30.0) -> int:
+    """Batch id of ``app``'s latest committed marker (-1 if none)."""
+    marker = last_marker(bootstrap, commits_topic, app, config=config, timeout=timeout)
+    return -1 if marker is None else int(marker["batch_id"])
+
+
+def last_marker(bootstrap: str, commits_topic: str, app: str, *, config: dict | None = None,
+                timeout: float = 30.0) -> dict | None:
+    """``app``'s latest committed marker (None if none)."""
+    c = Consumer({
+        "bootstrap.servers": bootstrap, **librdkafka_for(bootstrap), "group.id": f"_streamops-{app}-marker-reader",
+        "enable.auto.commit": False, "isolation.level": "read_committed",
+        "enable.partition.eof": True,
+        **(config or {}),
+    })
+    try:
+        md = c.list_topics(commits_topic, timeout=timeout).topics.get(commits_topic)
+        if md is None or md.error is not None or not md.partitions:
+            return None  # no commits topic yet: nothing was ever committed
+        last = None
+        for p in md.partitions:
+            low, high = watermark_offsets(c, TopicPartition(commits_topic, p), timeout)
+            if high <= low:
+                continue
+            # markers are tiny and one per batch; the tail holds the latest (plus control records)
+            c.assign([TopicPartition(commits_topic, p, max(low, high - 200))])
+            deadline = time.monotonic() + timeout
+            done = False
+            while not done:
+                if time.monotonic() > deadline:  # a partial read could miss the latest marker: never guess
+                    raise MarkerReadError(f"{app}: could not read {commits_topic} partition {p} up to its end "
+                                          f"(offset {high}) in {timeout:.0f} s; is the broker reachable?")
+                msgs = c.consume(1000, timeout=1.0)
+                for m in msgs:
+                    if m.error():
+                        if m.error().code() == KafkaError._PARTITION_EOF:
+                            done = True
+                            continue
+                        raise KafkaException(m.error())
+                    if m.key() == app.encode():
+                        last = json.loads(m.value())  # in offset order: the latest wins
+            c.unassign()
+        return last
+    finally:
+        c.close()

@@ -1,0 +1,58 @@
+"""The names an app is known by on the broker: its topics (as created when missing), its consumer
+group, its transactional id, and every header name its records carry. One place for each, so the
+driver that writes them and the tools that read them (check, verify, the DLQ digest, reset --undo)
+cannot disagree."""
+
+from __future__ import annotations
+
+from streamops.kafka.admin import TopicSpec, ensure_topics
+from streamops.settings import Settings
+from streamops.spec import AppSpec
+
+# -- record headers (values are UTF-8 strings) --------------------------------------------------
+#: a DLQ record's reason
+H_REASON = "streamops.dlq.reason"
+#: a DLQ record whose key or value was cut to fit one message: the original sizes (JSON)
+H_TRUNCATED = "streamops.dlq.truncated"
+#: every record a job writes carries the micro-batch that produced it
+H_BATCH_ID = "streamops.batch_id"
+#: records tied to one input record carry its position (the committer relies on it after a rewind)
+H_SOURCE_TOPIC = "streamops.source.topic"
+H_SOURCE_PARTITION = "streamops.source.partition"
+H_SOURCE_OFFSET = "streamops.source.offset"
+
+#: how the committer spreads keys over the output, changelog and DLQ partitions; anything that
+#: writes records the app's readers treat as "latest per key" (reset --undo) must use the same
+SINK_PARTITIONER = "consistent_random"
+
+
+def consumer_group(app: str) -> str:
+    """The consumer group that carries ``app``'s committed input offsets (``kafka-consumer-groups
+    --describe --group APP``). Reserved for the app: a consumer that joins it would make the
+    batch's offset commit, and so the batch, fail."""
+    return app
+
+
+def transactional_id(app: str) -> str:
+    """The one transactional id every writer of ``app``'s batches uses (drivers, rewinds)."""
+    return f"streamops-{app}"
+
+
+def app_topic_specs(spec: AppSpec, *, ticks: bool = False) -> dict[str, TopicSpec]:
+    """The topics an app reads and writes, as they are created when missing, by role (``ticks``:
+    a job with stream time's, which its driver writes and reads back)."""
+    compact = {"cleanup.policy": "compact"}
+    specs = {
+        **{f"input:{t}": TopicSpec(name=t, partitions=spec.input_partitions) for t in spec.input_topics},
+        "output": TopicSpec(name=spec.live_output_topic, partitions=spec.input_partitions),
+        "changelog": TopicSpec(name=spec.changelog_topic, partitions=spec.input_partitions, config=compact),
+        "dlq": TopicSpec(name=spec.dlq_topic, partitions=spec.input_partitions),
+        "commits": TopicSpec(name=spec.commits_topic, partitions=1, config=compact),
+    }
+    if ticks:
+        specs["ticks"] = TopicSpec(name=spec.ticks_topic, partitions=1, config={"retention.ms": str(24 * 3600 * 1000)})
+    return specs
+
+
+def ensure_app_topics(settings: Settings, spec: AppSpec, *, ticks: bool = False) -> None:
+    ensure_topics(settings.kafka_bootstrap, list(app_topic_specs(spec, ticks=ticks).values()))
