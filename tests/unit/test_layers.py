@@ -54,3 +54,31 @@ def test_the_core_never_imports_airflow() -> None:
              if (isinstance(n, ast.ImportFrom) and (n.module or "").split(".")[0] == "airflow")
              or (isinstance(n, ast.Import) and any(a.name.split(".")[0] == "airflow" for a in n.names))]
     assert not found, found
+
+
+def _platform_imports() -> dict[str, set[str]]:
+    """Each ``streamops.platform`` module and the platform modules it imports (function-level too)."""
+    folder = ROOT / "platform"
+    mods = {p.stem for p in folder.glob("*.py") if p.stem != "__init__"}
+    graph: dict[str, set[str]] = {m: set() for m in mods}
+    for m in mods:
+        for node in ast.walk(ast.parse((folder / f"{m}.py").read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "streamops.platform":
+                graph[m] |= {a.name for a in node.names} & mods
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("streamops.platform."):
+                graph[m] |= {node.module.split(".")[2]} & mods
+            elif isinstance(node, ast.Import):
+                graph[m] |= {a.name.split(".")[2] for a in node.names
+                             if a.name.startswith("streamops.platform.")} & mods
+    return graph
+
+
+def test_no_import_cycle_among_the_platform_modules() -> None:
+    """A cycle (kafka_auth <-> kafka_broker once) makes either module's import order matter."""
+    graph = _platform_imports()
+
+    def reaches(start: str, goal: str, seen: set[str]) -> bool:
+        return any(n == goal or (n not in seen and not seen.add(n) and reaches(n, goal, seen)) for n in graph[start])
+
+    cycles = sorted(m for m in graph if reaches(m, m, set()))
+    assert not cycles, f"platform modules in an import cycle: {cycles}"
