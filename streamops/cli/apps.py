@@ -4,26 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from streamops.cli.check import load_app
-from streamops.cli.common import emit, progress_printer
-
-
-def _ledger(settings):
-    from streamops.ledger import Ledger
-
-    return Ledger.open(settings.ledger_db_url)
+from streamops.cli.common import app_ledger, emit, progress_printer, run_operation
 
 
 def cmd_deploy(args: argparse.Namespace) -> int:
     from streamops.lifecycle.operations import deploy
 
-    settings, spec = load_app(args)
-    ledger = _ledger(settings)
-    try:
-        out = deploy(settings, spec, ledger, parallelism=args.parallelism, timeout=args.timeout,
-                     progress=progress_printer(args))
-    finally:
-        ledger.close()
+    spec, out = run_operation(args, deploy, parallelism=args.parallelism, timeout=args.timeout)
     emit(args, out, f"{spec.name}: running x{out['parallelism']} (operation #{out['operation_id']}, "
                     f"batch {out['after']['batch']}, {out['seconds']} s)")
     return 0
@@ -32,12 +19,8 @@ def cmd_deploy(args: argparse.Namespace) -> int:
 def cmd_stop(args: argparse.Namespace) -> int:
     from streamops.lifecycle.operations import stop
 
-    settings, spec = load_app(args, last_good_ok=True)  # stopping must work while the file is broken
-    ledger = _ledger(settings)
-    try:
-        out = stop(settings, spec, ledger, now=args.now, timeout=args.timeout, progress=progress_printer(args))
-    finally:
-        ledger.close()
+    # stopping must work while the spec file is broken: on the last good one then
+    spec, out = run_operation(args, stop, last_good_ok=True, now=args.now, timeout=args.timeout)
     emit(args, out, f"{spec.name}: stopped at batch {out['after']['batch']} (operation #{out['operation_id']}, "
                     f"{out['seconds']} s)")
     return 0
@@ -46,13 +29,8 @@ def cmd_stop(args: argparse.Namespace) -> int:
 def cmd_resize(args: argparse.Namespace) -> int:
     from streamops.lifecycle.operations import resize
 
-    settings, spec = load_app(args)
-    ledger = _ledger(settings)
-    try:
-        out = resize(settings, spec, ledger, parallelism=args.parallelism, strategy=args.strategy,
-                     timeout=args.timeout, progress=progress_printer(args))
-    finally:
-        ledger.close()
+    spec, out = run_operation(args, resize, parallelism=args.parallelism, strategy=args.strategy,
+                              timeout=args.timeout)
     what = "already at" if out["noop"] else "resized to"
     emit(args, out, f"{spec.name}: {what} x{out['parallelism']} (operation #{out['operation_id']}, "
                     f"{out['seconds']} s)")
@@ -63,9 +41,7 @@ def cmd_scale_windows(args: argparse.Namespace) -> int:
     from streamops.lifecycle.operations import resize
     from streamops.lifecycle.windows import window_plan
 
-    settings, spec = load_app(args)
-    ledger = _ledger(settings)
-    try:
+    with app_ledger(args) as (settings, spec, ledger):
         if args.override is not None:
             spec.check_parallelism(args.override)
         plan = window_plan(spec, ledger.desired(spec.name), override=args.override)
@@ -75,8 +51,6 @@ def cmd_scale_windows(args: argparse.Namespace) -> int:
             return 0
         out = resize(settings, spec, ledger, parallelism=plan["target"], timeout=args.timeout,
                      progress=progress_printer(args))
-    finally:
-        ledger.close()
     emit(args, {**plan, "dry_run": False, "resize": out},
          f"{spec.name}: resized {plan['reason']} (operation #{out['operation_id']}, {out['seconds']} s)")
     return 0

@@ -4,19 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from streamops.cli.common import comparing, emit, progress_printer, settings_from
-
-
-def load_app(args: argparse.Namespace, *, last_good_ok: bool = False):
-    """(settings, spec) for ``args.app``; unknown app -> usage error listing the known ones.
-    ``last_good_ok``: on the last good spec file if the file does not load (``stop``)."""
-    from streamops.kafka.security import use_app
-    from streamops.ledger.outputs import load_live_spec
-
-    settings = settings_from(args)
-    spec = load_live_spec(settings, args.app, last_good_ok=last_good_ok)
-    use_app(spec, settings)  # this command's Kafka clients are the app's (its spec's kafka overrides)
-    return settings, spec
+from streamops.cli.common import comparing, emit_report, load_app, progress_printer
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -39,8 +27,7 @@ def cmd_check(args: argparse.Namespace) -> int:
                 progress_printer(args)(f"{spec.name}: {left} input records not committed after {args.wait:.0f} s; "
                                        f"comparing up to the last committed batch")
         report = run_check(spec, settings, since_ms=since, progress=progress_printer(args))
-    emit(args, report.to_dict(), render(report))
-    return 0 if report.ok else 1
+    return emit_report(args, report, render(report))
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:

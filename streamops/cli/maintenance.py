@@ -4,21 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from streamops.cli.apps import _ledger
-from streamops.cli.check import load_app
-from streamops.cli.common import emit, progress_printer
-from streamops.cli.savepoints import _human
+from streamops.cli.common import emit, human_bytes, run_operation
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
     from streamops.lifecycle.maintenance import compact
 
-    settings, spec = load_app(args)
-    ledger = _ledger(settings)
-    try:
-        out = compact(settings, spec, ledger, dry_run=args.dry_run, progress=progress_printer(args))
-    finally:
-        ledger.close()
+    spec, out = run_operation(args, compact, dry_run=args.dry_run)
     chains = out["chains_before"]
     longest = max((c["changelogs"] for c in chains.values()), default=0)
     lines = [(f"{spec.name}: {'would compact' if out['dry_run'] else 'compacted'} at batch {out['batch_id']} "
@@ -26,11 +18,11 @@ def cmd_compact(args: argparse.Namespace) -> int:
     lines += [f"  state {k}: snapshot {c['snapshot']} + {c['changelogs']} changelogs -> snapshot "
               f"{out['state_version']} + 0" for k, c in sorted(chains.items())]
     lines.append(f"  snapshots to install: {', '.join(out['install_snapshots']) or 'none (already there)'}; "
-                 f"files to delete: {out['delete_files']} ({_human(out['delete_bytes'])}); longest chain before: "
+                 f"files to delete: {out['delete_files']} ({human_bytes(out['delete_bytes'])}); longest chain before: "
                  f"{longest} changelogs")
     lines.append(f"  savepoints beyond retention: {', '.join(out['savepoints_beyond_retention']) or 'none'}")
     if not out["dry_run"]:
-        lines.append(f"  checkpoint {_human(out['bytes_before'])} -> {_human(out['bytes_after'])}; state restore "
+        lines.append(f"  checkpoint {human_bytes(out['bytes_before'])} -> {human_bytes(out['bytes_after'])}; state restore "
                      f"{out['restore_seconds_before']} s -> {out['restore_seconds_after']} s; took {out['seconds']} s "
                      f"(operation #{out['operation_id']})")
     emit(args, out, "\n".join(lines))
@@ -40,13 +32,8 @@ def cmd_compact(args: argparse.Namespace) -> int:
 def cmd_rebuild(args: argparse.Namespace) -> int:
     from streamops.lifecycle.maintenance import rebuild_state
 
-    settings, spec = load_app(args)
-    ledger = _ledger(settings)
-    try:
-        out = rebuild_state(settings, spec, ledger, state_partitions=args.state_partitions, dry_run=args.dry_run,
-                            stop_first=args.stop_first, timeout=args.timeout, progress=progress_printer(args))
-    finally:
-        ledger.close()
+    spec, out = run_operation(args, rebuild_state, state_partitions=args.state_partitions, dry_run=args.dry_run,
+                              stop_first=args.stop_first, timeout=args.timeout)
     lines = [(f"{spec.name}: {'would rebuild' if out['dry_run'] else 'rebuilt'} the state from "
               f"{out['changelog_topic']} ({out['changelog_keys']} keys, as of batch marker {out['marker_batch']}): "
               f"{out['state_partitions_before']} -> {out['state_partitions_after']} state partitions"),

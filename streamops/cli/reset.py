@@ -6,12 +6,17 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from streamops.cli.apps import _ledger
-from streamops.cli.check import load_app
-from streamops.cli.common import emit, progress_printer
+from streamops.cli.common import app_ledger, emit, progress_printer, run_operation
 from streamops.exceptions import UsageError
+
+if TYPE_CHECKING:
+    from streamops.ledger import Ledger
+    from streamops.settings import Settings
+    from streamops.spec import AppSpec
 
 
 def _offsets_file(path: str) -> dict:
@@ -34,13 +39,20 @@ def _table(offsets: list[dict]) -> list[str]:
     return lines
 
 
+def _finish(args: argparse.Namespace, out: dict[str, Any], lines: list[str], done: Callable[[], str]) -> int:
+    """Print what reset and undo end alike with: their steps, then "dry run" or ``done()`` (called only
+    after a real run: a plan's output lacks the keys it reads)."""
+    lines += [f"  - {a}" for a in out["actions"]]
+    lines.append("  dry run: nothing changed" if out["dry_run"] else done())
+    emit(args, out, "\n".join(lines))
+    return 0
+
+
 def cmd_reset(args: argparse.Namespace) -> int:
     from streamops.reset import tool
     from streamops.reset.targets import make_target
 
-    settings, spec = load_app(args)
-    ledger = _ledger(settings)
-    try:
+    with app_ledger(args) as (settings, spec, ledger):
         if args.undo is not None:
             if args.state != "wipe" or args.force or args.output_version:
                 raise UsageError("--undo takes no --state, --force or --output-version: it puts back what the "
@@ -52,24 +64,16 @@ def cmd_reset(args: argparse.Namespace) -> int:
         out = tool.reset(settings, spec, ledger, target, state=args.state, force=args.force,
                          output_version=args.output_version, dry_run=args.dry_run, stop_first=args.stop_first,
                          timeout=args.timeout, progress=progress_printer(args))
-    finally:
-        ledger.close()
     lines = [(f"{spec.name}: {'plan for' if out['dry_run'] else 'done:'} reset {out['target']} "
              f"(state {out['state']}; app {'running' if out['running'] else 'stopped'}; checkpoint at batch "
              f"{out['batch_id']})"), *_table(out["offsets"]),
              (f"  records to reprocess {out['records_to_reprocess']}, to skip {out['records_to_skip']}, "
              f"to process from the new offsets {out['records_to_process']}")]
-    lines += [f"  - {a}" for a in out["actions"]]
-    if out["dry_run"]:
-        lines.append("  dry run: nothing changed")
-    else:
-        lines.append(f"  previous checkpoint and topic copies kept at {out['aside']}; undo with `streamops undo "
-                     f"{spec.name} {out['operation_id']}` ({out['seconds']} s)")
-    emit(args, out, "\n".join(lines))
-    return 0
+    return _finish(args, out, lines, lambda: f"  previous checkpoint and topic copies kept at {out['aside']}; undo "
+                   f"with `streamops undo {spec.name} {out['operation_id']}` ({out['seconds']} s)")
 
 
-def _undo(args: argparse.Namespace, settings, spec, ledger, op_id: int) -> int:
+def _undo(args: argparse.Namespace, settings: Settings, spec: AppSpec, ledger: Ledger, op_id: int) -> int:
     from streamops.lifecycle.undo import undo
 
     out = undo(settings, spec, ledger, op_id, dry_run=args.dry_run, stop_first=args.stop_first,
@@ -79,36 +83,21 @@ def _undo(args: argparse.Namespace, settings, spec, ledger, op_id: int) -> int:
               f"{out['restore_batch']}"),
              f"  its steps: {', '.join(out['steps']) or 'none'}"]
     lines += [f"  {o['topic']}[{o['partition']}] {o['current']} -> {o['restore_to']}" for o in out["offsets"]]
-    lines += [f"  - {a}" for a in out["actions"]]
-    if out["dry_run"]:
-        lines.append("  dry run: nothing changed")
-    else:
-        lines.append(f"  done in {out['seconds']} s (operation #{out['operation_id']}; undo it with "
-                     f"`streamops undo {spec.name} {out['operation_id']}`)")
-    emit(args, out, "\n".join(lines))
-    return 0
+    return _finish(args, out, lines, lambda: f"  done in {out['seconds']} s (operation #{out['operation_id']}; undo "
+                   f"it with `streamops undo {spec.name} {out['operation_id']}`)")
 
 
 def cmd_undo(args: argparse.Namespace) -> int:
-    settings, spec = load_app(args)
-    ledger = _ledger(settings)
-    try:
+    with app_ledger(args) as (settings, spec, ledger):
         return _undo(args, settings, spec, ledger, args.op_id)
-    finally:
-        ledger.close()
 
 
 def cmd_reprocess(args: argparse.Namespace) -> int:
     from streamops.reset.reprocess import reprocess
 
-    settings, spec = load_app(args)
-    ledger = _ledger(settings)
-    try:
-        out = reprocess(settings, spec, ledger, frm=args.frm, to=args.to, output_version=args.output_version,
-                        dry_run=args.dry_run, master=args.master, parallelism=args.parallelism,
-                        timeout=args.timeout, progress=progress_printer(args))
-    finally:
-        ledger.close()
+    spec, out = run_operation(args, reprocess, frm=args.frm, to=args.to, output_version=args.output_version,
+                              dry_run=args.dry_run, master=args.master, parallelism=args.parallelism,
+                              timeout=args.timeout)
     lines = [(f"{spec.name}: {'would reprocess' if out['dry_run'] else 'reprocessed'} {out['records']} records "
              f"[{out['from']} .. {out['to']}) into {out['output_topic']} (as {out['run_as']}; the live app writes "
              f"{out['live_output_topic']}), batches of up to {out['max_offsets_per_trigger'] or 'all'} records"),
@@ -127,13 +116,7 @@ def cmd_reprocess(args: argparse.Namespace) -> int:
 def cmd_promote(args: argparse.Namespace) -> int:
     from streamops.reset.reprocess import promote
 
-    settings, spec = load_app(args)
-    ledger = _ledger(settings)
-    try:
-        out = promote(settings, spec, ledger, args.output_version, dry_run=args.dry_run, timeout=args.timeout,
-                      progress=progress_printer(args))
-    finally:
-        ledger.close()
+    spec, out = run_operation(args, promote, args.output_version, dry_run=args.dry_run, timeout=args.timeout)
     verb = "already writes" if out["noop"] else "would write" if out["dry_run"] else "now writes"
     lines = [(f"{spec.name} {verb} {out['output_topic_after']} ({out['records_in_topic']} records there; before: "
              f"{out['output_topic_before']})"), *[f"  - {a}" for a in out["actions"]]]

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from streamops.cli.check import load_app
-from streamops.cli.common import comparing, emit, progress_printer
+from streamops.cli.common import comparing, emit_report, load_app, progress_printer
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -15,8 +14,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     with comparing():
         report = verify(spec, settings, progress=progress_printer(args), record=not args.no_record,
                         html=not args.no_html)
-    emit(args, report.to_dict(), render(report))
-    return 0 if report.ok else 1
+    return emit_report(args, report, render(report))
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
