@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import argparse
 
-from streamops.cli.common import app_ledger, emit, progress_printer, run_operation
+from streamops.cli.common import (
+    add_operation_flags,
+    app_command,
+    app_ledger,
+    emit,
+    int_within,
+    progress_printer,
+    run_operation,
+)
 
 
 def cmd_deploy(args: argparse.Namespace) -> int:
@@ -56,47 +64,31 @@ def cmd_scale_windows(args: argparse.Namespace) -> int:
     return 0
 
 
-def _positive(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
-    return n
+_positive = int_within(1)
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("deploy", parents=[common], help="run an app (returns when its first batch committed)",
-                       description="Set the app's desired state to running and wait until a micro-batch "
-                                   "after the start has committed (or it runs with nothing to read).")
-    p.add_argument("app", help="app name from include/streams.yaml")
+    p = app_command(sub, common, "deploy", cmd_deploy, help="run an app (returns when its first batch committed)",
+                    description="Set the app's desired state to running and wait until a micro-batch "
+                                "after the start has committed (or it runs with nothing to read).")
     p.add_argument("--parallelism", type=_positive, help="executor cores (default: the spec's default)")
-    p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait (default 300)")
-    p.set_defaults(func=cmd_deploy)
+    add_operation_flags(p, dry_run=None, waits="to wait")
 
-    p = sub.add_parser("resize", parents=[common], help="change a running app's parallelism",
-                       description="restart: graceful stop at a batch boundary and relaunch from the same "
-                                   "checkpoint with the new executor count.")
-    p.add_argument("app", help="app name from include/streams.yaml")
+    p = app_command(sub, common, "resize", cmd_resize, help="change a running app's parallelism",
+                    description="restart: graceful stop at a batch boundary and relaunch from the same "
+                                "checkpoint with the new executor count.")
     p.add_argument("--parallelism", type=_positive, required=True, help="executor cores")
     p.add_argument("--strategy", choices=["restart", "live"], default="restart",
                    help="restart: new driver from the same checkpoint; live: add/remove executors of the running app")
-    p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait (default 300)")
-    p.set_defaults(func=cmd_resize)
+    add_operation_flags(p, dry_run=None, waits="to wait")
 
-    p = sub.add_parser("scale-windows", parents=[common], help="resize a running app to its scale window",
-                       description="Apply the spec's scale windows now: resize (restart strategy) when the "
-                                   "window's parallelism differs from the desired one; a no-op otherwise.")
-    p.add_argument("app", help="app name from include/streams.yaml")
+    p = app_command(sub, common, "scale-windows", cmd_scale_windows, help="resize a running app to its scale window",
+                    description="Apply the spec's scale windows now: resize (restart strategy) when the "
+                                "window's parallelism differs from the desired one; a no-op otherwise.")
     p.add_argument("--override", type=_positive, metavar="N", help="use N instead of the schedule")
-    p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
-    p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the resize (default 300)")
-    p.set_defaults(func=cmd_scale_windows)
+    add_operation_flags(p, waits="to wait for the resize")
 
-    p = sub.add_parser("stop", parents=[common], help="stop an app at a batch boundary (--now: kill)",
-                       description="Set the app's desired state to stopped and wait until its driver exited.")
-    p.add_argument("app", help="app name from include/streams.yaml")
+    p = app_command(sub, common, "stop", cmd_stop, help="stop an app at a batch boundary (--now: kill)",
+                    description="Set the app's desired state to stopped and wait until its driver exited.")
     p.add_argument("--now", action="store_true", help="kill the driver instead of a graceful stop")
-    p.add_argument("--timeout", type=float, default=180.0, help="seconds to wait (default 180)")
-    p.set_defaults(func=cmd_stop)
+    add_operation_flags(p, dry_run=None, timeout=180.0, waits="to wait")

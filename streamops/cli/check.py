@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from streamops.cli.common import comparing, emit_report, load_app, progress_printer
+from streamops.cli.common import app_command, comparing, emit_report, load_app, progress_printer
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -31,18 +31,16 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser(
-        "check", parents=[common],
+    p = app_command(
+        sub, common, "check", cmd_check,
         help="truth oracle: fold the input in plain Python, compare state/changelog/output/DLQ",
         description="Exit 0 when state store, changelog, output and DLQ all equal the plain-Python "
                     "fold of the input up to the last committed batch; exit 1 on any difference, 2 when it "
                     "could not compare (as diff does).",
     )
-    p.add_argument("app", help="app name from include/streams.yaml")
     p.add_argument("--since", metavar="ISO8601",
                    help="fold only input records with a timestamp at or after this instant (after a reset "
                         "to a datetime); a checkpoint made by reset is folded from its start offsets anyway")
     p.add_argument("--wait", type=float, metavar="SECONDS", default=0,
                    help="first wait (at most SECONDS) until the running app has committed the input "
                         "present now, e.g. right after `streamops produce`")
-    p.set_defaults(func=cmd_check)

@@ -1,5 +1,5 @@
 """Helpers every subcommand shares: settings from flags/env, the app and the ledger an operation
-works on, --json output, progress lines."""
+works on, --json output, progress lines, and the arguments several commands spell alike."""
 
 from __future__ import annotations
 
@@ -16,6 +16,9 @@ from streamops.settings import Settings
 if TYPE_CHECKING:
     from streamops.ledger import Ledger
     from streamops.spec import AppSpec
+
+#: the help of the APP argument of every command on one app
+APP_HELP = "app name from include/streams.yaml"
 
 
 class CouldNotRun(StreamopsError):
@@ -130,3 +133,40 @@ def common_parser() -> argparse.ArgumentParser:
     common.add_argument("--home", metavar="DIR", help="state dir (default $STREAMOPS_HOME, else .streamops in the checkout)")
     return common
 
+
+def int_within(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer from ``low`` (to ``high``); argparse makes a refusal a usage error (exit 2)."""
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if high is None and n < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, got {n}")
+        if high is not None and not low <= n <= high:
+            raise argparse.ArgumentTypeError(f"must be within {low}..{high}, got {n}")
+        return n
+
+    return parse
+
+
+def app_command(sub: argparse._SubParsersAction, common: argparse.ArgumentParser, name: str,
+                func: Callable[[argparse.Namespace], int], *, help: str, description: str) -> argparse.ArgumentParser:
+    """A subcommand on one app: the common flags, then APP, then what the caller adds."""
+    p = sub.add_parser(name, parents=[common], help=help, description=description)
+    p.add_argument("app", help=APP_HELP)
+    p.set_defaults(func=func)
+    return p
+
+
+def add_operation_flags(p: argparse.ArgumentParser, *, stop_first: bool = False,
+                        dry_run: str | None = "print the plan, change nothing", timeout: float | None = 300.0,
+                        waits: str = "to wait for stop/start") -> None:
+    """--stop-first, --dry-run and --timeout, in this order (their order in --help), as the audited
+    operations all spell them; ``None`` leaves one out, ``waits`` says what the timeout bounds."""
+    if stop_first:
+        p.add_argument("--stop-first", action="store_true", help="stop a running app first and start it after")
+    if dry_run is not None:
+        p.add_argument("--dry-run", action="store_true", help=dry_run)
+    if timeout is not None:
+        p.add_argument("--timeout", type=float, default=timeout, help=f"seconds {waits} (default {timeout:g})")

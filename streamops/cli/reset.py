@@ -10,7 +10,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from streamops.cli.common import app_ledger, emit, progress_printer, run_operation
+from streamops.cli.common import (
+    add_operation_flags,
+    app_command,
+    app_ledger,
+    emit,
+    progress_printer,
+    run_operation,
+)
 from streamops.exceptions import UsageError
 
 if TYPE_CHECKING:
@@ -125,13 +132,12 @@ def cmd_promote(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser(
-        "reset", parents=[common], help="reset an app's input offsets and state (the application reset tool)",
+    p = app_command(
+        sub, common, "reset", cmd_reset, help="reset an app's input offsets and state (the application reset tool)",
         description="Move the app's input offsets (exactly one target) and wipe its state (default) or keep it. "
                     "The changelog is recreated to match a wiped state; outputs are untouched unless "
                     "--output-version starts a new one. The old checkpoint and copies of the changelog and output "
                     "are kept aside, and --undo OP puts them back. --dry-run prints the plan and changes nothing.")
-    p.add_argument("app", help="app name from include/streams.yaml")
     to = p.add_mutually_exclusive_group(required=True)
     to.add_argument("--to-earliest", action="store_true", help="every input partition from its first record")
     to.add_argument("--to-latest", action="store_true", help="skip everything there is now")
@@ -146,46 +152,36 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                    help="wipe (default): start from empty state; keep: keep it (needs --force: double counts)")
     p.add_argument("--force", action="store_true", help="allow --state keep")
     p.add_argument("--output-version", metavar="vN", help="write the output to <output>.vN from now on")
-    p.add_argument("--stop-first", action="store_true", help="stop a running app first and start it after")
-    p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
-    p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for stop/start (default 300)")
-    p.set_defaults(func=cmd_reset)
+    add_operation_flags(p, stop_first=True)
 
-    p = sub.add_parser(
-        "undo", parents=[common], help="reverse a reset, restore, rebuild-state, promote or undo, even a failed one",
+    p = app_command(
+        sub, common, "undo", cmd_undo,
+        help="reverse a reset, restore, rebuild-state, promote or undo, even a failed one",
         description="Put back what operation OP_ID did, step by step from its journal in the ledger: the "
                     "checkpoint it set aside, the changelog and output it saved, the output version, the batch "
                     "marker; an app that ran before it runs again. Works for operations that succeeded, failed "
                     "half way or whose process was killed. The undo is itself an operation that can be undone. "
                     "--dry-run prints the plan and changes nothing.")
-    p.add_argument("app", help="app name from include/streams.yaml")
     p.add_argument("op_id", type=int, metavar="OP_ID", help="the operation (`streamops status APP` lists them)")
-    p.add_argument("--stop-first", action="store_true", help="stop a running app first and start it after")
-    p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
-    p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for stop/start (default 300)")
-    p.set_defaults(func=cmd_undo)
+    add_operation_flags(p, stop_first=True)
 
-    p = sub.add_parser(
-        "reprocess", parents=[common], help="reprocess an input range into a versioned output, beside the live app",
+    p = app_command(
+        sub, common, "reprocess", cmd_reprocess,
+        help="reprocess an input range into a versioned output, beside the live app",
         description="Run the app's job over [--from, --to) under its own checkpoint and identity (the live app "
                     "keeps running) into <output>.vN, with versioned changelog and DLQ topics; it stops by itself "
                     "at the end of the range. A rerun starts over and gives the same output per key.")
-    p.add_argument("app", help="app name from include/streams.yaml")
     p.add_argument("--from", dest="frm", required=True, metavar="T1",
                    help="earliest, an ISO 8601 date-time (no zone: UTC), or JSON offsets {topic: {partition: offset}}")
     p.add_argument("--to", required=True, metavar="T2", help="latest, an ISO 8601 date-time or JSON offsets (exclusive)")
     p.add_argument("--output-version", metavar="vN", help="the version to write (default: the one after the live one)")
     p.add_argument("--master", help="Spark master for the run (default: the spec's, then the platform's)")
     p.add_argument("--parallelism", type=int, help="executors/cores for the run (default: the spec's minimum)")
-    p.add_argument("--dry-run", action="store_true", help="print the range per partition, change nothing")
-    p.add_argument("--timeout", type=float, default=3600.0, help="seconds before the run is given up (default 3600)")
-    p.set_defaults(func=cmd_reprocess)
+    add_operation_flags(p, dry_run="print the range per partition, change nothing", timeout=3600.0,
+                        waits="before the run is given up")
 
-    p = sub.add_parser("promote", parents=[common], help="make an output version the one the live app writes",
-                       description="Record in the ledger that the app writes <output>.vN (v1: the spec's own topic) "
-                                   "and restart a running app at a batch boundary so its next batch writes there.")
-    p.add_argument("app", help="app name from include/streams.yaml")
+    p = app_command(sub, common, "promote", cmd_promote, help="make an output version the one the live app writes",
+                    description="Record in the ledger that the app writes <output>.vN (v1: the spec's own topic) "
+                                "and restart a running app at a batch boundary so its next batch writes there.")
     p.add_argument("--output-version", required=True, metavar="vN", help="e.g. v2; v1 is the spec's own topic")
-    p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
-    p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for stop/start (default 300)")
-    p.set_defaults(func=cmd_promote)
+    add_operation_flags(p)

@@ -6,7 +6,14 @@ import argparse
 from datetime import UTC, datetime
 from typing import Any
 
-from streamops.cli.common import app_ledger, emit, human_bytes, run_operation
+from streamops.cli.common import (
+    add_operation_flags,
+    app_command,
+    app_ledger,
+    emit,
+    human_bytes,
+    run_operation,
+)
 
 
 def cmd_savepoint(args: argparse.Namespace) -> int:
@@ -62,24 +69,18 @@ def cmd_restore(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("savepoint", parents=[common], help="snapshot the checkpoint while the app runs",
-                       description="Copy what the last committed batch needs (offsets, commits, state) with a "
-                                   "SHA-256 manifest; the app keeps running. Applies the spec's retention.")
-    p.add_argument("app", help="app name from include/streams.yaml")
-    p.set_defaults(func=cmd_savepoint)
+    app_command(sub, common, "savepoint", cmd_savepoint, help="snapshot the checkpoint while the app runs",
+                description="Copy what the last committed batch needs (offsets, commits, state) with a "
+                            "SHA-256 manifest; the app keeps running. Applies the spec's retention.")
 
-    p = sub.add_parser("savepoints", parents=[common], help="list an app's savepoints (newest first)",
-                       description="Newest first: batch, the checkpoint lineage each was taken from (batch "
-                                   "numbers start again after a reset), when it was taken and how long it "
-                                   "took, size and checksum.")
-    p.add_argument("app", help="app name from include/streams.yaml")
-    p.set_defaults(func=cmd_savepoints)
+    app_command(sub, common, "savepoints", cmd_savepoints, help="list an app's savepoints (newest first)",
+                description="Newest first: batch, the checkpoint lineage each was taken from (batch "
+                            "numbers start again after a reset), when it was taken and how long it "
+                            "took, size and checksum.")
 
-    p = sub.add_parser("restore", parents=[common], help="restore an app to a savepoint (--dry-run: show the plan)",
-                       description="Stop at a batch boundary, set the current checkpoint aside, install the "
-                                   "verified savepoint and start again; the batches after it are reprocessed.")
-    p.add_argument("app", help="app name from include/streams.yaml")
+    p = app_command(sub, common, "restore", cmd_restore,
+                    help="restore an app to a savepoint (--dry-run: show the plan)",
+                    description="Stop at a batch boundary, set the current checkpoint aside, install the "
+                                "verified savepoint and start again; the batches after it are reprocessed.")
     p.add_argument("savepoint", help="savepoint id (see `streamops savepoints APP`)")
-    p.add_argument("--dry-run", action="store_true", help="print the offsets and state version, change nothing")
-    p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for each step (default 300)")
-    p.set_defaults(func=cmd_restore)
+    add_operation_flags(p, dry_run="print the offsets and state version, change nothing", waits="to wait for each step")

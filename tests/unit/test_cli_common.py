@@ -1,5 +1,5 @@
 """The helpers the subcommands share (streamops.cli.common): the app and ledger an operation runs on,
-the ledger closed before the result is printed and on failure, report exit codes."""
+the ledger closed before the result is printed and on failure, report exit codes, argument types."""
 
 from __future__ import annotations
 
@@ -80,3 +80,29 @@ def test_emit_report_exits_1_on_any_difference(ok: bool, code: int, capsys) -> N
 def test_human_bytes(n: int, text: str) -> None:
     assert common.human_bytes(n) == text
 
+
+@pytest.mark.parametrize(("low", "high", "text", "error"), [
+    (1, None, "x", "not an integer: 'x'"), (1, None, "0", "must be at least 1, got 0"),
+    (1, 200, "201", "must be within 1..200, got 201"), (1, 200, "0", "must be within 1..200, got 0"),
+])
+def test_int_within_refuses_with_the_bound_in_the_message(low: int, high: int | None, text: str, error: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError, match=f"^{error}$"):
+        common.int_within(low, high)(text)
+    assert common.int_within(low, high)(str(low)) == low
+
+
+def test_app_command_with_operation_flags_in_their_help_order() -> None:
+    parser = argparse.ArgumentParser(prog="streamops")
+    sub = parser.add_subparsers()
+    p = common.app_command(sub, common.common_parser(), "op", lambda a: 0, help="h", description="d")
+    common.add_operation_flags(p, stop_first=True, timeout=3600.0, waits="before the run is given up")
+    args = parser.parse_args(["op", "shop", "--json"])
+    assert (args.app, args.json, args.stop_first, args.dry_run, args.timeout) == ("shop", True, False, False, 3600.0)
+    assert args.func(args) == 0
+    text = p.format_help()
+    assert text.index("--stop-first") < text.index("--dry-run") < text.index("--timeout")
+    assert "seconds before the run is given up (default 3600)" in " ".join(text.split())
+    assert common.APP_HELP in text
+    p = common.app_command(sub, common.common_parser(), "plain", lambda a: 0, help="h", description="d")
+    common.add_operation_flags(p, dry_run=None, timeout=None)
+    assert "--dry-run" not in p.format_help() and "--timeout" not in p.format_help()
