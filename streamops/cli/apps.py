@@ -4,26 +4,21 @@ from __future__ import annotations
 
 import argparse
 
-from streamops.cli.check import load_app
-from streamops.cli.common import emit, progress_printer
-
-
-def _ledger(settings):
-    from streamops.ledger import Ledger
-
-    return Ledger.open(settings.ledger_db_url)
+from streamops.cli.common import (
+    add_operation_flags,
+    app_command,
+    app_ledger,
+    emit,
+    int_within,
+    progress_printer,
+    run_operation,
+)
 
 
 def cmd_deploy(args: argparse.Namespace) -> int:
     from streamops.lifecycle.operations import deploy
 
-    settings, spec = load_app(args)
-    ledger = _ledger(settings)
-    try:
-        out = deploy(settings, spec, ledger, parallelism=args.parallelism, timeout=args.timeout,
-                     progress=progress_printer(args))
-    finally:
-        ledger.close()
+    spec, out = run_operation(args, deploy, parallelism=args.parallelism, timeout=args.timeout)
     emit(args, out, f"{spec.name}: running x{out['parallelism']} (operation #{out['operation_id']}, "
                     f"batch {out['after']['batch']}, {out['seconds']} s)")
     return 0
@@ -32,12 +27,8 @@ def cmd_deploy(args: argparse.Namespace) -> int:
 def cmd_stop(args: argparse.Namespace) -> int:
     from streamops.lifecycle.operations import stop
 
-    settings, spec = load_app(args, last_good_ok=True)  # stopping must work while the file is broken
-    ledger = _ledger(settings)
-    try:
-        out = stop(settings, spec, ledger, now=args.now, timeout=args.timeout, progress=progress_printer(args))
-    finally:
-        ledger.close()
+    # stopping must work while the spec file is broken: on the last good one then
+    spec, out = run_operation(args, stop, last_good_ok=True, now=args.now, timeout=args.timeout)
     emit(args, out, f"{spec.name}: stopped at batch {out['after']['batch']} (operation #{out['operation_id']}, "
                     f"{out['seconds']} s)")
     return 0
@@ -46,13 +37,8 @@ def cmd_stop(args: argparse.Namespace) -> int:
 def cmd_resize(args: argparse.Namespace) -> int:
     from streamops.lifecycle.operations import resize
 
-    settings, spec = load_app(args)
-    ledger = _ledger(settings)
-    try:
-        out = resize(settings, spec, ledger, parallelism=args.parallelism, strategy=args.strategy,
-                     timeout=args.timeout, progress=progress_printer(args))
-    finally:
-        ledger.close()
+    spec, out = run_operation(args, resize, parallelism=args.parallelism, strategy=args.strategy,
+                              timeout=args.timeout)
     what = "already at" if out["noop"] else "resized to"
     emit(args, out, f"{spec.name}: {what} x{out['parallelism']} (operation #{out['operation_id']}, "
                     f"{out['seconds']} s)")
@@ -63,9 +49,7 @@ def cmd_scale_windows(args: argparse.Namespace) -> int:
     from streamops.lifecycle.operations import resize
     from streamops.lifecycle.windows import window_plan
 
-    settings, spec = load_app(args)
-    ledger = _ledger(settings)
-    try:
+    with app_ledger(args) as (settings, spec, ledger):
         if args.override is not None:
             spec.check_parallelism(args.override)
         plan = window_plan(spec, ledger.desired(spec.name), override=args.override)
@@ -75,54 +59,36 @@ def cmd_scale_windows(args: argparse.Namespace) -> int:
             return 0
         out = resize(settings, spec, ledger, parallelism=plan["target"], timeout=args.timeout,
                      progress=progress_printer(args))
-    finally:
-        ledger.close()
     emit(args, {**plan, "dry_run": False, "resize": out},
          f"{spec.name}: resized {plan['reason']} (operation #{out['operation_id']}, {out['seconds']} s)")
     return 0
 
 
-def _positive(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
-    return n
+_positive = int_within(1)
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("deploy", parents=[common], help="run an app (returns when its first batch committed)",
-                       description="Set the app's desired state to running and wait until a micro-batch "
-                                   "after the start has committed (or it runs with nothing to read).")
-    p.add_argument("app", help="app name from include/streams.yaml")
+    p = app_command(sub, common, "deploy", cmd_deploy, help="run an app (returns when its first batch committed)",
+                    description="Set the app's desired state to running and wait until a micro-batch "
+                                "after the start has committed (or it runs with nothing to read).")
     p.add_argument("--parallelism", type=_positive, help="executor cores (default: the spec's default)")
-    p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait (default 300)")
-    p.set_defaults(func=cmd_deploy)
+    add_operation_flags(p, dry_run=None, waits="to wait")
 
-    p = sub.add_parser("resize", parents=[common], help="change a running app's parallelism",
-                       description="restart: graceful stop at a batch boundary and relaunch from the same "
-                                   "checkpoint with the new executor count.")
-    p.add_argument("app", help="app name from include/streams.yaml")
+    p = app_command(sub, common, "resize", cmd_resize, help="change a running app's parallelism",
+                    description="restart: graceful stop at a batch boundary and relaunch from the same "
+                                "checkpoint with the new executor count.")
     p.add_argument("--parallelism", type=_positive, required=True, help="executor cores")
     p.add_argument("--strategy", choices=["restart", "live"], default="restart",
                    help="restart: new driver from the same checkpoint; live: add/remove executors of the running app")
-    p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait (default 300)")
-    p.set_defaults(func=cmd_resize)
+    add_operation_flags(p, dry_run=None, waits="to wait")
 
-    p = sub.add_parser("scale-windows", parents=[common], help="resize a running app to its scale window",
-                       description="Apply the spec's scale windows now: resize (restart strategy) when the "
-                                   "window's parallelism differs from the desired one; a no-op otherwise.")
-    p.add_argument("app", help="app name from include/streams.yaml")
+    p = app_command(sub, common, "scale-windows", cmd_scale_windows, help="resize a running app to its scale window",
+                    description="Apply the spec's scale windows now: resize (restart strategy) when the "
+                                "window's parallelism differs from the desired one; a no-op otherwise.")
     p.add_argument("--override", type=_positive, metavar="N", help="use N instead of the schedule")
-    p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
-    p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the resize (default 300)")
-    p.set_defaults(func=cmd_scale_windows)
+    add_operation_flags(p, waits="to wait for the resize")
 
-    p = sub.add_parser("stop", parents=[common], help="stop an app at a batch boundary (--now: kill)",
-                       description="Set the app's desired state to stopped and wait until its driver exited.")
-    p.add_argument("app", help="app name from include/streams.yaml")
+    p = app_command(sub, common, "stop", cmd_stop, help="stop an app at a batch boundary (--now: kill)",
+                    description="Set the app's desired state to stopped and wait until its driver exited.")
     p.add_argument("--now", action="store_true", help="kill the driver instead of a graceful stop")
-    p.add_argument("--timeout", type=float, default=180.0, help="seconds to wait (default 180)")
-    p.set_defaults(func=cmd_stop)
+    add_operation_flags(p, dry_run=None, timeout=180.0, waits="to wait")

@@ -4,19 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from streamops.cli.common import comparing, emit, progress_printer, settings_from
-
-
-def load_app(args: argparse.Namespace, *, last_good_ok: bool = False):
-    """(settings, spec) for ``args.app``; unknown app -> usage error listing the known ones.
-    ``last_good_ok``: on the last good spec file if the file does not load (``stop``)."""
-    from streamops.app.outputs import load_live_spec
-    from streamops.kafka.security import use_app
-
-    settings = settings_from(args)
-    spec = load_live_spec(settings, args.app, last_good_ok=last_good_ok)
-    use_app(spec, settings)  # this command's Kafka clients are the app's (its spec's kafka overrides)
-    return settings, spec
+from streamops.cli.common import app_command, comparing, emit_report, load_app, progress_printer
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -39,23 +27,20 @@ def cmd_check(args: argparse.Namespace) -> int:
                 progress_printer(args)(f"{spec.name}: {left} input records not committed after {args.wait:.0f} s; "
                                        f"comparing up to the last committed batch")
         report = run_check(spec, settings, since_ms=since, progress=progress_printer(args))
-    emit(args, report.to_dict(), render(report))
-    return 0 if report.ok else 1
+    return emit_report(args, report, render(report))
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser(
-        "check", parents=[common],
+    p = app_command(
+        sub, common, "check", cmd_check,
         help="truth oracle: fold the input in plain Python, compare state/changelog/output/DLQ",
         description="Exit 0 when state store, changelog, output and DLQ all equal the plain-Python "
                     "fold of the input up to the last committed batch; exit 1 on any difference, 2 when it "
                     "could not compare (as diff does).",
     )
-    p.add_argument("app", help="app name from include/streams.yaml")
     p.add_argument("--since", metavar="ISO8601",
                    help="fold only input records with a timestamp at or after this instant (after a reset "
                         "to a datetime); a checkpoint made by reset is folded from its start offsets anyway")
     p.add_argument("--wait", type=float, metavar="SECONDS", default=0,
                    help="first wait (at most SECONDS) until the running app has committed the input "
                         "present now, e.g. right after `streamops produce`")
-    p.set_defaults(func=cmd_check)

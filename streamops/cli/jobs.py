@@ -6,7 +6,7 @@ import argparse
 import re
 import sys
 
-from streamops.cli.common import emit, progress_printer, settings_from
+from streamops.cli.common import emit, emit_report, progress_printer, settings_from
 from streamops.exceptions import UsageError
 
 
@@ -23,8 +23,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
         job_cls = find_job(import_job(spec, settings.repo))
     except JobDeclarationError as exc:
         report = LintReport(spec.job, 0, [LintCheck("declaration", False, str(exc))])
-        emit(args, report.to_dict(), render(report))
-        return 1
+        return emit_report(args, report, render(report))
     if files is not None:  # keyed by the job's key, as `produce --from-file` keys them
         values = [(t, k, v) for t, lines in files.items() for k, v in keyed_lines(job_cls, t, lines)]
     elif job_cls.can_generate():
@@ -35,8 +34,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
         records = sample_records(job_cls, spec.input_topics, spec.input_partitions, values)
     except JobDeclarationError as exc:
         report = LintReport(job_cls.__name__, 0, [LintCheck("generate", False, str(exc))])
-        emit(args, report.to_dict(), render(report))
-        return 1
+        return emit_report(args, report, render(report))
     spark = None
     if not args.no_spark:
         from streamops.state.seed import seed_session
@@ -49,8 +47,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
     finally:
         if spark is not None:
             spark.stop()
-    emit(args, report.to_dict(), render(report))
-    return 0 if report.ok else 1
+    return emit_report(args, report, render(report))
 
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,40}$")

@@ -4,21 +4,20 @@ from __future__ import annotations
 
 import argparse
 
-from streamops.cli.apps import _ledger
-from streamops.cli.check import load_app
-from streamops.cli.common import emit, progress_printer
-from streamops.cli.savepoints import _human
+from streamops.cli.common import (
+    add_operation_flags,
+    app_command,
+    emit,
+    human_bytes,
+    int_within,
+    run_operation,
+)
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
     from streamops.lifecycle.maintenance import compact
 
-    settings, spec = load_app(args)
-    ledger = _ledger(settings)
-    try:
-        out = compact(settings, spec, ledger, dry_run=args.dry_run, progress=progress_printer(args))
-    finally:
-        ledger.close()
+    spec, out = run_operation(args, compact, dry_run=args.dry_run)
     chains = out["chains_before"]
     longest = max((c["changelogs"] for c in chains.values()), default=0)
     lines = [(f"{spec.name}: {'would compact' if out['dry_run'] else 'compacted'} at batch {out['batch_id']} "
@@ -26,11 +25,11 @@ def cmd_compact(args: argparse.Namespace) -> int:
     lines += [f"  state {k}: snapshot {c['snapshot']} + {c['changelogs']} changelogs -> snapshot "
               f"{out['state_version']} + 0" for k, c in sorted(chains.items())]
     lines.append(f"  snapshots to install: {', '.join(out['install_snapshots']) or 'none (already there)'}; "
-                 f"files to delete: {out['delete_files']} ({_human(out['delete_bytes'])}); longest chain before: "
+                 f"files to delete: {out['delete_files']} ({human_bytes(out['delete_bytes'])}); longest chain before: "
                  f"{longest} changelogs")
     lines.append(f"  savepoints beyond retention: {', '.join(out['savepoints_beyond_retention']) or 'none'}")
     if not out["dry_run"]:
-        lines.append(f"  checkpoint {_human(out['bytes_before'])} -> {_human(out['bytes_after'])}; state restore "
+        lines.append(f"  checkpoint {human_bytes(out['bytes_before'])} -> {human_bytes(out['bytes_after'])}; state restore "
                      f"{out['restore_seconds_before']} s -> {out['restore_seconds_after']} s; took {out['seconds']} s "
                      f"(operation #{out['operation_id']})")
     emit(args, out, "\n".join(lines))
@@ -40,13 +39,8 @@ def cmd_compact(args: argparse.Namespace) -> int:
 def cmd_rebuild(args: argparse.Namespace) -> int:
     from streamops.lifecycle.maintenance import rebuild_state
 
-    settings, spec = load_app(args)
-    ledger = _ledger(settings)
-    try:
-        out = rebuild_state(settings, spec, ledger, state_partitions=args.state_partitions, dry_run=args.dry_run,
-                            stop_first=args.stop_first, timeout=args.timeout, progress=progress_printer(args))
-    finally:
-        ledger.close()
+    spec, out = run_operation(args, rebuild_state, state_partitions=args.state_partitions, dry_run=args.dry_run,
+                              stop_first=args.stop_first, timeout=args.timeout)
     lines = [(f"{spec.name}: {'would rebuild' if out['dry_run'] else 'rebuilt'} the state from "
               f"{out['changelog_topic']} ({out['changelog_keys']} keys, as of batch marker {out['marker_batch']}): "
               f"{out['state_partitions_before']} -> {out['state_partitions_after']} state partitions"),
@@ -62,37 +56,23 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
     return 0
 
 
-def _partitions(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if not 1 <= n <= 200:
-        raise argparse.ArgumentTypeError(f"must be within 1..200, got {n}")
-    return n
-
-
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("compact", parents=[common], help="consolidate an app's state and drop what nothing needs",
-                       description="Install one snapshot of the state at the last committed batch (so a restore "
-                                   "reads one snapshot instead of a changelog chain), delete checkpoint files no "
-                                   "retained batch needs and savepoints beyond retention. Safe while the app runs. "
-                                   "It never touches savepoints within retention or files of later batches.")
-    p.add_argument("app", help="app name from include/streams.yaml")
-    p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
-    p.set_defaults(func=cmd_compact)
+    p = app_command(sub, common, "compact", cmd_compact,
+                    help="consolidate an app's state and drop what nothing needs",
+                    description="Install one snapshot of the state at the last committed batch (so a restore "
+                                "reads one snapshot instead of a changelog chain), delete checkpoint files no "
+                                "retained batch needs and savepoints beyond retention. Safe while the app runs. "
+                                "It never touches savepoints within retention or files of later batches.")
+    add_operation_flags(p, timeout=None)
 
-    p = sub.add_parser("rebuild-state", parents=[common], help="rebuild an app's checkpoint from its changelog topic",
-                       description="Build a new checkpoint whose state is the changelog topic's latest value per "
-                                   "key and whose input offsets are those that state reflects, optionally with "
-                                   "another number of state partitions. The old checkpoint is set aside, never "
-                                   "deleted. Output topics are not touched.")
-    p.add_argument("app", help="app name from include/streams.yaml")
+    p = app_command(sub, common, "rebuild-state", cmd_rebuild,
+                    help="rebuild an app's checkpoint from its changelog topic",
+                    description="Build a new checkpoint whose state is the changelog topic's latest value per "
+                                "key and whose input offsets are those that state reflects, optionally with "
+                                "another number of state partitions. The old checkpoint is set aside, never "
+                                "deleted. Output topics are not touched.")
     p.add_argument("--from-changelog", action="store_true", required=True,
                    help="the source of the state (the only one for now; required so the command says it)")
-    p.add_argument("--state-partitions", type=_partitions, help="state partitions of the new checkpoint "
+    p.add_argument("--state-partitions", type=int_within(1, 200), help="state partitions of the new checkpoint "
                    "(default: as now)")
-    p.add_argument("--stop-first", action="store_true", help="stop a running app first and start it after")
-    p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
-    p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for stop/start (default 300)")
-    p.set_defaults(func=cmd_rebuild)
+    add_operation_flags(p, stop_first=True)

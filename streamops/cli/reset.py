@@ -6,12 +6,24 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from streamops.cli.apps import _ledger
-from streamops.cli.check import load_app
-from streamops.cli.common import emit, progress_printer
+from streamops.cli.common import (
+    add_operation_flags,
+    app_command,
+    app_ledger,
+    emit,
+    progress_printer,
+    run_operation,
+)
 from streamops.exceptions import UsageError
+
+if TYPE_CHECKING:
+    from streamops.ledger import Ledger
+    from streamops.settings import Settings
+    from streamops.spec import AppSpec
 
 
 def _offsets_file(path: str) -> dict:
@@ -34,13 +46,20 @@ def _table(offsets: list[dict]) -> list[str]:
     return lines
 
 
+def _finish(args: argparse.Namespace, out: dict[str, Any], lines: list[str], done: Callable[[], str]) -> int:
+    """Print what reset and undo end alike with: their steps, then "dry run" or ``done()`` (called only
+    after a real run: a plan's output lacks the keys it reads)."""
+    lines += [f"  - {a}" for a in out["actions"]]
+    lines.append("  dry run: nothing changed" if out["dry_run"] else done())
+    emit(args, out, "\n".join(lines))
+    return 0
+
+
 def cmd_reset(args: argparse.Namespace) -> int:
     from streamops.reset import tool
     from streamops.reset.targets import make_target
 
-    settings, spec = load_app(args)
-    ledger = _ledger(settings)
-    try:
+    with app_ledger(args) as (settings, spec, ledger):
         if args.undo is not None:
             if args.state != "wipe" or args.force or args.output_version:
                 raise UsageError("--undo takes no --state, --force or --output-version: it puts back what the "
@@ -52,24 +71,16 @@ def cmd_reset(args: argparse.Namespace) -> int:
         out = tool.reset(settings, spec, ledger, target, state=args.state, force=args.force,
                          output_version=args.output_version, dry_run=args.dry_run, stop_first=args.stop_first,
                          timeout=args.timeout, progress=progress_printer(args))
-    finally:
-        ledger.close()
     lines = [(f"{spec.name}: {'plan for' if out['dry_run'] else 'done:'} reset {out['target']} "
              f"(state {out['state']}; app {'running' if out['running'] else 'stopped'}; checkpoint at batch "
              f"{out['batch_id']})"), *_table(out["offsets"]),
              (f"  records to reprocess {out['records_to_reprocess']}, to skip {out['records_to_skip']}, "
              f"to process from the new offsets {out['records_to_process']}")]
-    lines += [f"  - {a}" for a in out["actions"]]
-    if out["dry_run"]:
-        lines.append("  dry run: nothing changed")
-    else:
-        lines.append(f"  previous checkpoint and topic copies kept at {out['aside']}; undo with `streamops undo "
-                     f"{spec.name} {out['operation_id']}` ({out['seconds']} s)")
-    emit(args, out, "\n".join(lines))
-    return 0
+    return _finish(args, out, lines, lambda: f"  previous checkpoint and topic copies kept at {out['aside']}; undo "
+                   f"with `streamops undo {spec.name} {out['operation_id']}` ({out['seconds']} s)")
 
 
-def _undo(args: argparse.Namespace, settings, spec, ledger, op_id: int) -> int:
+def _undo(args: argparse.Namespace, settings: Settings, spec: AppSpec, ledger: Ledger, op_id: int) -> int:
     from streamops.lifecycle.undo import undo
 
     out = undo(settings, spec, ledger, op_id, dry_run=args.dry_run, stop_first=args.stop_first,
@@ -79,36 +90,21 @@ def _undo(args: argparse.Namespace, settings, spec, ledger, op_id: int) -> int:
               f"{out['restore_batch']}"),
              f"  its steps: {', '.join(out['steps']) or 'none'}"]
     lines += [f"  {o['topic']}[{o['partition']}] {o['current']} -> {o['restore_to']}" for o in out["offsets"]]
-    lines += [f"  - {a}" for a in out["actions"]]
-    if out["dry_run"]:
-        lines.append("  dry run: nothing changed")
-    else:
-        lines.append(f"  done in {out['seconds']} s (operation #{out['operation_id']}; undo it with "
-                     f"`streamops undo {spec.name} {out['operation_id']}`)")
-    emit(args, out, "\n".join(lines))
-    return 0
+    return _finish(args, out, lines, lambda: f"  done in {out['seconds']} s (operation #{out['operation_id']}; undo "
+                   f"it with `streamops undo {spec.name} {out['operation_id']}`)")
 
 
 def cmd_undo(args: argparse.Namespace) -> int:
-    settings, spec = load_app(args)
-    ledger = _ledger(settings)
-    try:
+    with app_ledger(args) as (settings, spec, ledger):
         return _undo(args, settings, spec, ledger, args.op_id)
-    finally:
-        ledger.close()
 
 
 def cmd_reprocess(args: argparse.Namespace) -> int:
     from streamops.reset.reprocess import reprocess
 
-    settings, spec = load_app(args)
-    ledger = _ledger(settings)
-    try:
-        out = reprocess(settings, spec, ledger, frm=args.frm, to=args.to, output_version=args.output_version,
-                        dry_run=args.dry_run, master=args.master, parallelism=args.parallelism,
-                        timeout=args.timeout, progress=progress_printer(args))
-    finally:
-        ledger.close()
+    spec, out = run_operation(args, reprocess, frm=args.frm, to=args.to, output_version=args.output_version,
+                              dry_run=args.dry_run, master=args.master, parallelism=args.parallelism,
+                              timeout=args.timeout)
     lines = [(f"{spec.name}: {'would reprocess' if out['dry_run'] else 'reprocessed'} {out['records']} records "
              f"[{out['from']} .. {out['to']}) into {out['output_topic']} (as {out['run_as']}; the live app writes "
              f"{out['live_output_topic']}), batches of up to {out['max_offsets_per_trigger'] or 'all'} records"),
@@ -127,13 +123,7 @@ def cmd_reprocess(args: argparse.Namespace) -> int:
 def cmd_promote(args: argparse.Namespace) -> int:
     from streamops.reset.reprocess import promote
 
-    settings, spec = load_app(args)
-    ledger = _ledger(settings)
-    try:
-        out = promote(settings, spec, ledger, args.output_version, dry_run=args.dry_run, timeout=args.timeout,
-                      progress=progress_printer(args))
-    finally:
-        ledger.close()
+    spec, out = run_operation(args, promote, args.output_version, dry_run=args.dry_run, timeout=args.timeout)
     verb = "already writes" if out["noop"] else "would write" if out["dry_run"] else "now writes"
     lines = [(f"{spec.name} {verb} {out['output_topic_after']} ({out['records_in_topic']} records there; before: "
              f"{out['output_topic_before']})"), *[f"  - {a}" for a in out["actions"]]]
@@ -142,13 +132,12 @@ def cmd_promote(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser(
-        "reset", parents=[common], help="reset an app's input offsets and state (the application reset tool)",
+    p = app_command(
+        sub, common, "reset", cmd_reset, help="reset an app's input offsets and state (the application reset tool)",
         description="Move the app's input offsets (exactly one target) and wipe its state (default) or keep it. "
                     "The changelog is recreated to match a wiped state; outputs are untouched unless "
                     "--output-version starts a new one. The old checkpoint and copies of the changelog and output "
                     "are kept aside, and --undo OP puts them back. --dry-run prints the plan and changes nothing.")
-    p.add_argument("app", help="app name from include/streams.yaml")
     to = p.add_mutually_exclusive_group(required=True)
     to.add_argument("--to-earliest", action="store_true", help="every input partition from its first record")
     to.add_argument("--to-latest", action="store_true", help="skip everything there is now")
@@ -163,46 +152,36 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                    help="wipe (default): start from empty state; keep: keep it (needs --force: double counts)")
     p.add_argument("--force", action="store_true", help="allow --state keep")
     p.add_argument("--output-version", metavar="vN", help="write the output to <output>.vN from now on")
-    p.add_argument("--stop-first", action="store_true", help="stop a running app first and start it after")
-    p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
-    p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for stop/start (default 300)")
-    p.set_defaults(func=cmd_reset)
+    add_operation_flags(p, stop_first=True)
 
-    p = sub.add_parser(
-        "undo", parents=[common], help="reverse a reset, restore, rebuild-state, promote or undo, even a failed one",
+    p = app_command(
+        sub, common, "undo", cmd_undo,
+        help="reverse a reset, restore, rebuild-state, promote or undo, even a failed one",
         description="Put back what operation OP_ID did, step by step from its journal in the ledger: the "
                     "checkpoint it set aside, the changelog and output it saved, the output version, the batch "
                     "marker; an app that ran before it runs again. Works for operations that succeeded, failed "
                     "half way or whose process was killed. The undo is itself an operation that can be undone. "
                     "--dry-run prints the plan and changes nothing.")
-    p.add_argument("app", help="app name from include/streams.yaml")
     p.add_argument("op_id", type=int, metavar="OP_ID", help="the operation (`streamops status APP` lists them)")
-    p.add_argument("--stop-first", action="store_true", help="stop a running app first and start it after")
-    p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
-    p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for stop/start (default 300)")
-    p.set_defaults(func=cmd_undo)
+    add_operation_flags(p, stop_first=True)
 
-    p = sub.add_parser(
-        "reprocess", parents=[common], help="reprocess an input range into a versioned output, beside the live app",
+    p = app_command(
+        sub, common, "reprocess", cmd_reprocess,
+        help="reprocess an input range into a versioned output, beside the live app",
         description="Run the app's job over [--from, --to) under its own checkpoint and identity (the live app "
                     "keeps running) into <output>.vN, with versioned changelog and DLQ topics; it stops by itself "
                     "at the end of the range. A rerun starts over and gives the same output per key.")
-    p.add_argument("app", help="app name from include/streams.yaml")
     p.add_argument("--from", dest="frm", required=True, metavar="T1",
                    help="earliest, an ISO 8601 date-time (no zone: UTC), or JSON offsets {topic: {partition: offset}}")
     p.add_argument("--to", required=True, metavar="T2", help="latest, an ISO 8601 date-time or JSON offsets (exclusive)")
     p.add_argument("--output-version", metavar="vN", help="the version to write (default: the one after the live one)")
     p.add_argument("--master", help="Spark master for the run (default: the spec's, then the platform's)")
     p.add_argument("--parallelism", type=int, help="executors/cores for the run (default: the spec's minimum)")
-    p.add_argument("--dry-run", action="store_true", help="print the range per partition, change nothing")
-    p.add_argument("--timeout", type=float, default=3600.0, help="seconds before the run is given up (default 3600)")
-    p.set_defaults(func=cmd_reprocess)
+    add_operation_flags(p, dry_run="print the range per partition, change nothing", timeout=3600.0,
+                        waits="before the run is given up")
 
-    p = sub.add_parser("promote", parents=[common], help="make an output version the one the live app writes",
-                       description="Record in the ledger that the app writes <output>.vN (v1: the spec's own topic) "
-                                   "and restart a running app at a batch boundary so its next batch writes there.")
-    p.add_argument("app", help="app name from include/streams.yaml")
+    p = app_command(sub, common, "promote", cmd_promote, help="make an output version the one the live app writes",
+                    description="Record in the ledger that the app writes <output>.vN (v1: the spec's own topic) "
+                                "and restart a running app at a batch boundary so its next batch writes there.")
     p.add_argument("--output-version", required=True, metavar="vN", help="e.g. v2; v1 is the spec's own topic")
-    p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
-    p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for stop/start (default 300)")
-    p.set_defaults(func=cmd_promote)
+    add_operation_flags(p)

@@ -6,30 +6,22 @@ import argparse
 from datetime import UTC, datetime
 from typing import Any
 
-from streamops.cli.apps import _ledger
-from streamops.cli.check import load_app
-from streamops.cli.common import emit, progress_printer
-
-
-def _human(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
+from streamops.cli.common import (
+    add_operation_flags,
+    app_command,
+    app_ledger,
+    emit,
+    human_bytes,
+    run_operation,
+)
 
 
 def cmd_savepoint(args: argparse.Namespace) -> int:
     from streamops.lifecycle.savepoints import take
 
-    settings, spec = load_app(args)
-    ledger = _ledger(settings)
-    try:
-        out = take(settings, spec, ledger, progress=progress_printer(args))
-    finally:
-        ledger.close()
+    spec, out = run_operation(args, take)
     emit(args, out, f"{spec.name}: savepoint {out['id']} at batch {out['batch_id']} ({out['files']} files, "
-                    f"{_human(out['bytes'])}, sha256 {out['sha256'][:12]}, {out['seconds']} s)"
+                    f"{human_bytes(out['bytes'])}, sha256 {out['sha256'][:12]}, {out['seconds']} s)"
                     + (f"; removed by retention: {', '.join(out['removed'])}" if out["removed"] else ""))
     return 0
 
@@ -44,7 +36,7 @@ def render_listing(app: str, rows: list[dict[str, Any]]) -> str:
         lineage = (r["lineage"] or "?")[:8] + ("*" if r["current"] else "")
         taken = datetime.fromisoformat(r["created_at"]).astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
         took = "-" if r["seconds"] is None else f"{r['seconds']:.1f} s"
-        lines.append(f"{r['id']:<40} {r['batch_id']:>6}  {lineage:<9} {taken:<19} {took:>8} {_human(r['bytes']):>10}  "
+        lines.append(f"{r['id']:<40} {r['batch_id']:>6}  {lineage:<9} {taken:<19} {took:>8} {human_bytes(r['bytes']):>10}  "
                      f"{r['sha256'][:12]}" + ("" if r["present"] else "  (files missing)"))
     lines.append("LINEAGE: the checkpoint each was taken from (a reset starts a new one); "
                  "*: the one the app runs on now")
@@ -54,12 +46,8 @@ def render_listing(app: str, rows: list[dict[str, Any]]) -> str:
 def cmd_savepoints(args: argparse.Namespace) -> int:
     from streamops.lifecycle.savepoints import listing
 
-    settings, spec = load_app(args)
-    ledger = _ledger(settings)
-    try:
+    with app_ledger(args) as (settings, spec, ledger):
         rows = listing(settings, spec, ledger)
-    finally:
-        ledger.close()
     emit(args, rows, render_listing(spec.name, rows))
     return 0
 
@@ -67,13 +55,7 @@ def cmd_savepoints(args: argparse.Namespace) -> int:
 def cmd_restore(args: argparse.Namespace) -> int:
     from streamops.lifecycle.savepoints import restore
 
-    settings, spec = load_app(args)
-    ledger = _ledger(settings)
-    try:
-        out = restore(settings, spec, ledger, args.savepoint, dry_run=args.dry_run, timeout=args.timeout,
-                      progress=progress_printer(args))
-    finally:
-        ledger.close()
+    spec, out = run_operation(args, restore, args.savepoint, dry_run=args.dry_run, timeout=args.timeout)
     head = (f"{spec.name}: {'would restore' if out['dry_run'] else 'restored'} {out['savepoint']} "
             f"(batch {out['batch_id']}, state version {out['state_version']}, checksum verified)")
     lines = [head, f"  {'TOPIC':<20} {'PART':>4} {'CURRENT':>10} {'RESTORE TO':>10} {'REPROCESS':>10}"]
@@ -87,24 +69,18 @@ def cmd_restore(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("savepoint", parents=[common], help="snapshot the checkpoint while the app runs",
-                       description="Copy what the last committed batch needs (offsets, commits, state) with a "
-                                   "SHA-256 manifest; the app keeps running. Applies the spec's retention.")
-    p.add_argument("app", help="app name from include/streams.yaml")
-    p.set_defaults(func=cmd_savepoint)
+    app_command(sub, common, "savepoint", cmd_savepoint, help="snapshot the checkpoint while the app runs",
+                description="Copy what the last committed batch needs (offsets, commits, state) with a "
+                            "SHA-256 manifest; the app keeps running. Applies the spec's retention.")
 
-    p = sub.add_parser("savepoints", parents=[common], help="list an app's savepoints (newest first)",
-                       description="Newest first: batch, the checkpoint lineage each was taken from (batch "
-                                   "numbers start again after a reset), when it was taken and how long it "
-                                   "took, size and checksum.")
-    p.add_argument("app", help="app name from include/streams.yaml")
-    p.set_defaults(func=cmd_savepoints)
+    app_command(sub, common, "savepoints", cmd_savepoints, help="list an app's savepoints (newest first)",
+                description="Newest first: batch, the checkpoint lineage each was taken from (batch "
+                            "numbers start again after a reset), when it was taken and how long it "
+                            "took, size and checksum.")
 
-    p = sub.add_parser("restore", parents=[common], help="restore an app to a savepoint (--dry-run: show the plan)",
-                       description="Stop at a batch boundary, set the current checkpoint aside, install the "
-                                   "verified savepoint and start again; the batches after it are reprocessed.")
-    p.add_argument("app", help="app name from include/streams.yaml")
+    p = app_command(sub, common, "restore", cmd_restore,
+                    help="restore an app to a savepoint (--dry-run: show the plan)",
+                    description="Stop at a batch boundary, set the current checkpoint aside, install the "
+                                "verified savepoint and start again; the batches after it are reprocessed.")
     p.add_argument("savepoint", help="savepoint id (see `streamops savepoints APP`)")
-    p.add_argument("--dry-run", action="store_true", help="print the offsets and state version, change nothing")
-    p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for each step (default 300)")
-    p.set_defaults(func=cmd_restore)
+    add_operation_flags(p, dry_run="print the offsets and state version, change nothing", waits="to wait for each step")

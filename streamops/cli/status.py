@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import argparse
 
-from streamops.cli.common import emit, settings_from
+from streamops.cli.common import emit, open_ledger, settings_from
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     from streamops.exceptions import ConfigError
-    from streamops.ledger import Ledger
     from streamops.lifecycle.status import app_status, render
     from streamops.spec import get_app
     from streamops.specfile import open_spec_file
@@ -22,7 +21,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         raise ConfigError(spec_file.error or "no app specs")
     specs = spec_file.specs
     chosen = [get_app(specs, args.app)] if args.app else list(specs.values())
-    ledger = Ledger.open(settings.ledger_db_url)
+    ledger = open_ledger(settings)
     try:
         states = [app_status(spec, settings, ledger, with_lag=not args.no_lag) for spec in chosen]
         for st in states if spec_file.error else ():

@@ -7,13 +7,12 @@ import logging
 import signal
 import threading
 
-from streamops.cli.common import emit, settings_from
+from streamops.cli.common import emit, open_ledger, settings_from
 
 
 def cmd_supervise(args: argparse.Namespace) -> int:
     from streamops.exceptions import ConfigError
     from streamops.host.locks import acquire
-    from streamops.ledger import Ledger
     from streamops.lifecycle.supervisor import Supervisor
     from streamops.specfile import open_spec_file
 
@@ -29,7 +28,7 @@ def cmd_supervise(args: argparse.Namespace) -> int:
     lock = acquire(settings.state_dir / "supervisor.lock", f"the supervisor of {settings.state_dir}",
                    refused="Only one supervisor may run per state dir: `streamops platform status` shows it; "
                            "`streamops platform down --only supervisor` stops it.")
-    ledger = Ledger.open(settings.ledger_db_url)
+    ledger = open_ledger(settings)
     sup = Supervisor(settings, dict(spec_file.specs), ledger, spec_file=spec_file)
     server = None
     try:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from streamops.cli.check import load_app
-from streamops.cli.common import comparing, emit, progress_printer
+from streamops.cli.common import app_command, comparing, emit_report, load_app, progress_printer
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -15,13 +14,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
     with comparing():
         report = verify(spec, settings, progress=progress_printer(args), record=not args.no_record,
                         html=not args.no_html)
-    emit(args, report.to_dict(), render(report))
-    return 0 if report.ok else 1
+    return emit_report(args, report, render(report))
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser(
-        "verify", parents=[common],
+    p = app_command(
+        sub, common, "verify", cmd_verify,
         help="changelog verification: state store vs changelog and output topics, with GX suites",
         description="Compare the state store at the last committed batch with the changelog's and the "
                     "output topic's latest value per key, validate the state and the result with the Great "
@@ -31,7 +29,5 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                     "M expired (well-formed), K malformed'; over no compared key it says 'nothing to compare'. "
                     "Exit 0 when everything holds, 1 on any violation, 2 when it could not compare (as diff does).",
     )
-    p.add_argument("app", help="app name from include/streams.yaml")
     p.add_argument("--no-html", action="store_true", help="skip the HTML report (the suites still run)")
     p.add_argument("--no-record", action="store_true", help="do not record the outcome in the ledger")
-    p.set_defaults(func=cmd_verify)

@@ -20,3 +20,11 @@ class ComponentStartError(PlatformError):
     Operator action: read the log lines in the message (full log path included); everything
     this ``up`` started has been stopped again.
     """
+
+
+class KafkaStorageError(PlatformError):
+    """The embedded broker's storage folder is not one it can start on.
+
+    Operator action: the message names the folder. Move it aside (its topics are then gone: the
+    platform starts with an empty broker) or restore it from a copy, and run ``platform up`` again.
+    """

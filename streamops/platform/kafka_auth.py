@@ -20,7 +20,7 @@ import subprocess
 from pathlib import Path
 
 from streamops.kafka.security import embedded_client_properties, embedded_security, embedded_security_dir
-from streamops.platform.exceptions import PlatformError
+from streamops.platform.exceptions import KafkaStorageError, PlatformError
 from streamops.settings import ENV_VARS, Settings
 
 MECHANISM = "SCRAM-SHA-512"
@@ -193,8 +193,6 @@ def check_formatted_with_users(settings: Settings, cluster_id: str, data: Path) 
     """A secured start on a storage formatted without the SCRAM users: no client could log in."""
     marker = users_marker(settings)
     if secured(settings) and (not marker.is_file() or marker.read_text().strip() != cluster_id):
-        from streamops.platform.kafka_broker import KafkaStorageError
-
         raise KafkaStorageError(
             f"the embedded broker's storage {data} was formatted without SCRAM users (it ran PLAINTEXT), so no "
             f"client could log in over SASL_SSL. Either run it PLAINTEXT (`streamops platform up "

@@ -16,9 +16,10 @@ import subprocess
 import uuid
 from pathlib import Path
 
+from streamops.exceptions import UsageError
 from streamops.host import jars
 from streamops.platform import kafka_auth
-from streamops.platform.exceptions import PlatformError
+from streamops.platform.exceptions import KafkaStorageError, PlatformError
 from streamops.settings import Settings
 
 MAIN_CLASS = "kafka.Kafka"
@@ -37,14 +38,6 @@ TOOLS = {
 #: the option that hands each client tool its client properties (the platform's client security)
 CONFIG_FLAGS = {name: "--command-config" for name in TOOLS if name not in ("storage", "console-consumer")}
 CONFIG_FLAGS["console-consumer"] = "--consumer.config"
-
-
-class KafkaStorageError(PlatformError):
-    """The embedded broker's storage folder is not one it can start on.
-
-    Operator action: the message names the folder. Move it aside (its topics are then gone: the
-    platform starts with an empty broker) or restore it from a copy, and run ``platform up`` again.
-    """
 
 
 def broker_dir(settings: Settings) -> Path:
@@ -139,8 +132,6 @@ def argv(settings: Settings) -> tuple[str, ...]:
 def tool_argv(name: str, args: list[str]) -> list[str]:
     """A Kafka command-line tool (``kafka-NAME.sh``) from the pinned jars."""
     if name not in TOOLS:
-        from streamops.exceptions import UsageError
-
         raise UsageError(f"unknown Kafka tool {name!r}; one of: {', '.join(sorted(TOOLS))}")
     jars.jars(jars.KAFKA_BROKER)
     quiet = Path(__file__).with_name("kafka_tools_log4j2.properties")

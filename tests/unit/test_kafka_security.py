@@ -389,13 +389,14 @@ def test_prepare_makes_a_ca_a_broker_certificate_and_client_properties(tmp_path:
 
 def test_a_secured_start_on_a_storage_formatted_without_users_is_refused(tmp_path: Path) -> None:
     from streamops.platform import kafka_broker
+    from streamops.platform.exceptions import KafkaStorageError
 
     s = _settings(tmp_path, kafka_security="sasl_ssl")
     data = kafka_broker.data_dir(s)
     data.mkdir(parents=True)
     (data / "meta.properties").write_text("node.id=1\ncluster.id=abc\nversion=1\n")
-    with pytest.raises(kafka_broker.KafkaStorageError, match="formatted without SCRAM users.*--kafka-security "
-                                                              "plaintext.*move .* aside"):
+    with pytest.raises(KafkaStorageError, match="formatted without SCRAM users.*--kafka-security "
+                                                 "plaintext.*move .* aside"):
         kafka_broker.prepare_storage(s, {})
     assert kafka_broker.prepare_storage(_settings(tmp_path), {}) == "storage checked"
 

@@ -9,7 +9,7 @@ import pytest
 
 from streamops.host import jars
 from streamops.platform import kafka_broker
-from streamops.platform.exceptions import PlatformError
+from streamops.platform.exceptions import KafkaStorageError, PlatformError
 from streamops.settings import Settings
 
 
@@ -59,7 +59,7 @@ def test_a_storage_folder_without_its_meta_properties_is_refused_not_reformatted
     data = kafka_broker.data_dir(s)
     (data / "__cluster_metadata-0").mkdir(parents=True)
     (data / "__cluster_metadata-0" / "00000000000000000000.log").write_bytes(b"x")
-    with pytest.raises(kafka_broker.KafkaStorageError, match="holds files but no meta.properties.*move .* aside"):
+    with pytest.raises(KafkaStorageError, match="holds files but no meta.properties.*move .* aside"):
         kafka_broker.prepare_storage(s, {})
     assert (data / "__cluster_metadata-0" / "00000000000000000000.log").read_bytes() == b"x"  # untouched
 
@@ -69,7 +69,7 @@ def test_a_meta_properties_of_another_node_is_refused(tmp_path: Path) -> None:
     data = kafka_broker.data_dir(s)
     data.mkdir(parents=True)
     (data / "meta.properties").write_text("version=1\nnode.id=3\ncluster.id=abc\n")
-    with pytest.raises(kafka_broker.KafkaStorageError, match="not a KRaft node 1's"):
+    with pytest.raises(KafkaStorageError, match="not a KRaft node 1's"):
         kafka_broker.prepare_storage(s, {})
     (data / "meta.properties").write_text("version=1\nnode.id=1\ncluster.id=abc\n")
     assert kafka_broker.prepare_storage(s, {}) == "storage checked"

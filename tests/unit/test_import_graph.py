@@ -1,0 +1,169 @@
+"""Rules on the core's file-level import graph (function-level imports count: they are the ones
+that creep in). Each failure names the offending import and the rule it breaks."""
+
+from __future__ import annotations
+
+import ast
+import re
+from functools import cache
+from pathlib import Path
+
+import streamops
+
+ROOT = Path(streamops.__file__).parent
+REPO = ROOT.parent
+
+
+@cache
+def modules() -> dict[str, Path]:
+    out = {}
+    for path in sorted(ROOT.rglob("*.py")):
+        parts = list(path.relative_to(REPO).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+def _imports(path: Path, package: str) -> list[tuple[str, int]]:
+    """(module named, line) for every import in the file, relative ones resolved."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [(a.name, node.lineno) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join(parts + ([base] if base else []))
+            found += [(f"{base}.{a.name}", node.lineno) for a in node.names] + [(base, node.lineno)]
+    return found
+
+
+def _resolve(name: str) -> str | None:
+    mods = modules()
+    while name and name not in mods:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+@cache
+def graph() -> dict[str, dict[str, int]]:
+    """module -> {project module it imports: first line}"""
+    out: dict[str, dict[str, int]] = {}
+    for mod, path in modules().items():
+        package = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
+        edges: dict[str, int] = {}
+        for name, line in _imports(path, package):
+            dst = _resolve(name) if name.startswith("streamops") else None
+            if dst and dst != mod and not (path.name == "__init__.py" and dst.startswith(mod + ".")):
+                edges.setdefault(dst, line)
+        out[mod] = edges
+    return out
+
+
+def _where(mod: str, dst: str) -> str:
+    return f"{modules()[mod].relative_to(REPO)}:{graph()[mod][dst]} imports {dst}"
+
+
+def closure(start: str) -> dict[str, str]:
+    """Every project module ``start`` reaches, with the one that imports it first."""
+    seen: dict[str, str] = {}
+    todo = [start]
+    while todo:
+        mod = todo.pop()
+        for dst in graph()[mod]:
+            if dst not in seen and dst != start:
+                seen[dst] = mod
+                todo.append(dst)
+    return seen
+
+
+def _chain(seen: dict[str, str], mod: str, start: str) -> str:
+    chain = [mod]
+    while chain[-1] != start:
+        chain.append(seen[chain[-1]])
+    return " <- ".join(chain)
+
+
+def test_no_cycle_in_the_import_graph() -> None:
+    """Rule: no two core modules import each other, directly or through others."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph()[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                cycles.append("; ".join(_where(a, b) for a in sorted(comp) for b in graph()[a] if b in comp))
+
+    for v in graph():
+        if v not in index:
+            visit(v)
+    assert not cycles, "import circles (rule: no cycle in the import graph):\n" + "\n".join(cycles)
+
+
+def test_a_deploy_request_never_reaches_the_spark_runtime() -> None:
+    """Rule: deploy, resize and stop requests (``lifecycle.operations``) are decided from app-wide
+    facts (``streamops.app``); nothing they import, however indirectly, is Spark's runtime."""
+    seen = closure("streamops.lifecycle.operations")
+    bad = [_chain(seen, m, "streamops.lifecycle.operations") for m in seen if m.startswith("streamops.spark")]
+    assert not bad, "a deploy request reaches the Spark runtime (rule: deploy never imports spark/):\n" + "\n".join(bad)
+
+
+def _third_party(mod: str) -> set[str]:
+    path = modules()[mod]
+    return {name.split(".")[0] for name, _ in _imports(path, mod) if not name.startswith("streamops")}
+
+
+def test_observe_loads_neither_pyspark_nor_pyarrow() -> None:
+    """Rule: status, metrics, alerts and the DLQ digest run in the Airflow UI and the triggerer:
+    nothing they import, however indirectly, loads pyspark or pyarrow."""
+    bad = []
+    for mod in [m for m in modules() if m.startswith("streamops.observe")]:
+        seen = closure(mod)
+        for m in [mod, *seen]:
+            heavy = _third_party(m) & {"pyspark", "pyarrow"}
+            if heavy:
+                bad.append(f"{_chain(seen, m, mod) if m != mod else mod} imports {sorted(heavy)}")
+    assert not bad, "observe/ loads pyspark or pyarrow (rule: observe imports neither):\n" + "\n".join(sorted(set(bad)))
+
+
+def test_the_ledger_knows_nothing_of_operations_reset_or_airflow() -> None:
+    """Rule: the ledger stores rows; it imports nothing from the operations, reset or the plugins."""
+    bad = [_where(m, d) for m in graph() if m.startswith("streamops.ledger")
+           for d in graph()[m] if d.startswith(("streamops.lifecycle", "streamops.ops", "streamops.reset"))]
+    bad += [f"{modules()[m].relative_to(REPO)} imports {n}" for m in modules() if m.startswith("streamops.ledger")
+            for n in _third_party(m) if n in ("airflow", "streamops_airflow")]
+    assert not bad, "the ledger imports an operation or Airflow (rule: the ledger knows only storage):\n" + "\n".join(bad)
+
+
+HEADER = re.compile(r"""["'](streamops\.(?:dlq|source|batch)[a-z_.]*)["']""")
+
+
+def test_each_record_header_name_is_defined_once() -> None:
+    """Rule: every header name a record carries is spelled in ``streamops/app/topics.py`` alone."""
+    owner = ROOT / "app" / "topics.py"
+    bad = []
+    for path in sorted([*ROOT.rglob("*.py"), *(REPO / "jobs").rglob("*.py"), *(REPO / "plugins").rglob("*.py")]):
+        if path == owner:
+            continue
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            for name in HEADER.findall(line):
+                bad.append(f"{path.relative_to(REPO)}:{n} spells {name!r}")
+    assert not bad, "header names spelled outside streamops/app/topics.py (rule: one definition):\n" + "\n".join(bad)
