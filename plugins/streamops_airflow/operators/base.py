@@ -1,5 +1,5 @@
-"""What the operators share: an app's core objects for a task, and the readers of rendered
-template values (a templated field arrives as a string, "None" included)."""
+"""What the operators share: one way to get an app's core objects in a task, and the readers of
+rendered template values (a templated field arrives as a string, "None" included)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,19 @@ if TYPE_CHECKING:
 
 
 @contextmanager
-def app_session(app: Any, what: str) -> Iterator[tuple[Settings, AppSpec, Ledger]]:
-    """(settings, spec, ledger) for ``app``; a refusal from the core becomes a failed task."""
+def app_session(app: Any, what: str | None) -> Iterator[tuple[Settings, AppSpec, Ledger]]:
+    """(settings, spec, ledger) for ``app`` during the block; the ledger is closed after it.
+
+    The Kafka clients made in the block are the app's (its spec's ``kafka`` overrides) through
+    ``app_scope``, the scope ``streamops.kafka.security`` gives an Airflow task, not through the
+    process-wide ``use_app`` of a driver or a CLI command: every client an operator makes is made
+    in the block's own thread (a trigger's poll scopes its own, ``lifecycle.status.lag``), and
+    nothing after the task, in the same process, inherits the app's credentials.
+
+    ``what`` names the action when the core refuses: its ``StreamopsError`` (bad parameters, a
+    lease held, no supervisor: nothing changed) becomes a failed task saying ``{what} {app}: ...``.
+    None lets the core's error through as it is (``AppOperationOperator.execute_complete``).
+    """
     from streamops.exceptions import StreamopsError
     from streamops.kafka.security import app_scope
     from streamops.ledger import Ledger
@@ -29,11 +40,13 @@ def app_session(app: Any, what: str) -> Iterator[tuple[Settings, AppSpec, Ledger
         ledger = Ledger.open(settings.ledger_db_url)
         try:
             spec = load_live_spec(settings, str(app), ledger)
-            with app_scope(spec, settings):  # the task's Kafka clients are the app's
+            with app_scope(spec, settings):
                 yield settings, spec, ledger
         finally:
             ledger.close()
     except StreamopsError as exc:
+        if what is None:
+            raise
         raise AirflowException(f"{what} {app}: {exc}") from exc
 
 

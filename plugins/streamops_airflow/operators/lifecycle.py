@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.exceptions import AirflowException
 from airflow.sdk import BaseOperator
 
-from streamops_airflow.operators.base import as_bool, as_int, requested_by
+from streamops_airflow.operators.base import app_session, as_bool, as_int, requested_by
 
 if TYPE_CHECKING:
     from streamops.ledger import Ledger
@@ -35,41 +35,18 @@ class AppOperationOperator(BaseOperator):
         self.timeout_s = timeout_s
         self.poll_interval = poll_interval
 
-    def _context(self) -> tuple[Settings, AppSpec, Ledger]:
-        from streamops.kafka.security import use_app
-        from streamops.ledger import Ledger
-        from streamops.ledger.outputs import load_live_spec
-        from streamops.settings import Settings
-
-        settings = Settings.from_env()
-        ledger = Ledger.open(settings.ledger_db_url)
-        try:
-            spec = load_live_spec(settings, str(self.app), ledger)
-            use_app(spec, settings)  # the task's Kafka clients are the app's (its spec's kafka overrides)
-            return settings, spec, ledger
-        except BaseException:
-            ledger.close()
-            raise
-
     def request(self, settings: Settings, spec: AppSpec, ledger: Ledger, who: str,
                 timeout: float) -> Pending | dict[str, Any]:
         """The core's request: a ``Pending`` to wait for, or a result with nothing to wait for."""
         raise NotImplementedError
 
     def execute(self, context: Any) -> dict[str, Any]:
-        from streamops.exceptions import StreamopsError
         from streamops.lifecycle.operations import Pending
         from streamops_airflow.triggers import LedgerConvergenceTrigger
 
         timeout = float(self.timeout_s)
-        try:
-            settings, spec, ledger = self._context()
-            try:
-                pending = self.request(settings, spec, ledger, requested_by(context), timeout)
-            finally:
-                ledger.close()
-        except StreamopsError as exc:  # refused: bad params, lease held, no supervisor — nothing changed
-            raise AirflowException(f"{self.kind} {self.app}: {exc}") from exc
+        with app_session(self.app, self.kind) as (settings, spec, ledger):  # a refusal: nothing changed
+            pending = self.request(settings, spec, ledger, requested_by(context), timeout)
         if not isinstance(pending, Pending):
             self.log.info("%s %s: %s", self.kind, self.app, pending)
             return pending  # nothing to wait for (a dry run / no-op plan)
@@ -85,15 +62,12 @@ class AppOperationOperator(BaseOperator):
         from streamops.lifecycle.operations import Pending, abandon, complete
 
         pending = Pending.from_dict(event["pending"])
-        settings, spec, ledger = self._context()
-        try:
+        with app_session(self.app, None) as (settings, spec, ledger):
             if event["status"] != "converged":
                 abandon(ledger, pending, event.get("error", "did not converge"))
                 raise AirflowException(f"{self.kind} {self.app} (operation #{pending.operation_id}) failed: "
                                        f"{event.get('error')}")
             result = complete(settings, spec, ledger, pending, ledger.observed(spec.name) or {})
-        finally:
-            ledger.close()
         self.log.info("%s %s converged: %s", self.kind, self.app, result)
         return result
 
