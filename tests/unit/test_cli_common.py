@@ -25,8 +25,8 @@ class _Ledger:
 def events(monkeypatch, tmp_path) -> list[str]:
     """load_app and open_ledger on stubs: what they were called with, and when the ledger closed."""
     import streamops.ledger as ledger_mod
-    from streamops.kafka import security
     from streamops.app import outputs
+    from streamops.kafka import security
 
     seen: list[str] = []
     monkeypatch.setenv("STREAMOPS_HOME", str(tmp_path))

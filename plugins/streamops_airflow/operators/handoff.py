@@ -1,0 +1,89 @@
+"""The base of the long operations (restore, rebuild-state, reset, promote, reprocess): their waits
+go to the triggerer, so a worker slot is held only while the core works."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from airflow.exceptions import AirflowException
+from airflow.sdk import BaseOperator
+
+
+class HandsOffWaits(BaseOperator):
+    """Base of the long operations: the waits for a running app to stop and to run again
+    (``LedgerConvergenceTrigger``) and for a reprocess run's driver (``ReprocessRunTrigger``) are
+    handed to the triggerer (``streamops.ledger.handoff``), so no worker slot is held meanwhile.
+    Subclasses give ``run_core`` (the core call) and ``report`` (the log lines of its result)."""
+
+    def run_core(self, context: Any) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def report(self, out: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        return self._attempt(context, resume=None)
+
+    def _attempt(self, context: Any, resume: int | None) -> dict[str, Any]:
+        from streamops.ledger.handoff import OperationDeferred, deferrable
+
+        try:
+            with deferrable(resume=resume) as mode:
+                out = self.run_core(context)
+        except OperationDeferred as waiting:
+            self.log.info("operation #%s: %s; deferring until it has", waiting.pending["operation_id"],
+                          "the run's driver started" if waiting.pending["kind"] == "reprocess" else
+                          "the app stops at a batch boundary")
+            self._defer(waiting.pending, "resume_after_wait", {})
+        if not mode.handed_off:
+            self.report(out)
+            return out
+        (op_id, pending), = mode.handed_off.items()
+        self.log.info("operation #%s: the app starts again; deferring until its first batch", op_id)
+        self._defer(pending, "finish_after_restart", {"result": out})
+
+    def _defer(self, pending: dict[str, Any], method: str, kwargs: dict[str, Any]) -> None:
+        import time
+
+        from streamops_airflow.triggers import LedgerConvergenceTrigger, ReprocessRunTrigger
+
+        trigger = ReprocessRunTrigger(pending=pending) if pending["kind"] == "reprocess" else \
+            LedgerConvergenceTrigger(pending=pending)
+        self.defer(trigger=trigger, method_name=method, kwargs=kwargs,
+                   timeout=timedelta(seconds=max(60.0, pending["deadline"] - time.time()) + 120))
+
+    def resume_after_wait(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
+        pending = event["pending"]
+        if event["status"] != "converged":
+            if pending["kind"] == "reprocess":
+                from streamops.reset.reprocess import stop_run
+
+                stop_run(pending)
+            self._fail(pending, event.get("error") or "the app did not stop")
+        return self._attempt(context, resume=pending["operation_id"])
+
+    def finish_after_restart(self, context: Any, event: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+        pending = event["pending"]
+        if event["status"] != "converged":
+            self._fail(pending, event.get("error") or "the app did not start again")
+        self._finish(pending, "succeeded")
+        self.report(result)
+        return result
+
+    def _fail(self, pending: dict[str, Any], error: str) -> None:
+        self._finish(pending, "failed", error=error[:4000])
+        raise AirflowException(f"{pending['app']} operation #{pending['operation_id']} failed: {error} "
+                               f"(`streamops undo {pending['app']} {pending['operation_id']}` reverses its steps)")
+
+    @staticmethod
+    def _finish(pending: dict[str, Any], outcome: str, error: str | None = None) -> None:
+        """Record the handed-off operation's outcome: the ledger alone, no spec is needed."""
+        from streamops.ledger import Ledger
+        from streamops.settings import Settings
+
+        ledger = Ledger.open(Settings.from_env().ledger_db_url)
+        try:
+            ledger.finish_handed_off(pending["operation_id"], outcome, error=error)
+        finally:
+            ledger.close()
