@@ -18,7 +18,7 @@ XDIST := -n $(PYTEST_WORKERS) --dist loadgroup
 test: bootstrap-test
 	$(BIN)/python -m pytest $(XDIST)
 
-# only the short seeded chaos run (tests/integration/test_chaos.py, about 4 minutes; part of `make test`)
+# only the short seeded chaos run (tests/integration/faults/test_chaos.py, about 4 minutes; part of `make test`)
 chaos: bootstrap-test
 	$(BIN)/python -m pytest -m chaos
 

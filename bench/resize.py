@@ -145,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     strategies = [s for s in args.strategies.split(",") if s]
 
     from streamops.app.checkpoint import checkpoint_dir
+    from streamops.app.context import AppContext
     from streamops.ledger import Ledger
     from streamops.lifecycle import operations as ops
     from streamops.lifecycle.savepoints import take
@@ -165,12 +166,13 @@ def main(argv: list[str] | None = None) -> int:
 
         os.environ.update(settings.env())
         ledger = Ledger.open(settings.ledger_db_url)
+        ctx = AppContext(settings, spec, ledger)
         from streamops.kafka.admin import TopicSpec, ensure_topics
 
         ensure_topics(settings.kafka_bootstrap, [TopicSpec(name=c.INPUT_TOPIC, partitions=spec.input_partitions)])
         feeder = Feeder(settings, args.rate, args.users, spec.input_partitions)
         feeder.start()
-        out = ops.deploy(settings, spec, ledger, parallelism=1, timeout=600)
+        out = ops.deploy(ctx, parallelism=1, timeout=600)
         print(f"deployed x1 in {out['seconds']} s", flush=True)
         time.sleep(10)
         baseline = []
@@ -186,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
                 for n in (2, 1):
                     first_stage = _last_stage(settings, spec)
                     t0 = time.time()
-                    res = ops.resize(settings, spec, ledger, parallelism=n, strategy=strategy, timeout=600)
+                    res = ops.resize(ctx, parallelism=n, strategy=strategy, timeout=600)
                     t1 = time.time()
                     time.sleep(SETTLE_S)  # the first batches at the new size count too (cold executors)
                     pause = longest_gap(ckpt, t0 - 5, time.time())
@@ -246,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
             for run in range(1, args.idle_runs + 1):
                 for n in (2, 1):
                     t0 = time.time()
-                    ops.resize(settings, spec, ledger, parallelism=n, strategy="live", timeout=600)
+                    ops.resize(ctx, parallelism=n, strategy="live", timeout=600)
                     idle.setdefault(f"{3 - n}->{n}", []).append(time.time() - t0)
                     print(f"idle live run {run} {3 - n}->{n}: converged in {idle[f'{3 - n}->{n}'][-1]:.1f} s",
                           flush=True)
@@ -255,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
                     time.sleep(SETTLE_S)
             if layout.last_committed_batch(ckpt) != idle_batch:
                 print("note: a batch ran during the idle resizes", flush=True)
-        ops.stop(settings, spec, ledger, timeout=300)
+        ops.stop(ctx, timeout=300)
         report = run_check(spec, settings)
         lost = sum(d.summary()["missing"] for d in report.diffs)
         dup = sum(d.summary()["different"] + d.summary()["extra"] + d.summary()["duplicates"] for d in report.diffs)

@@ -150,18 +150,13 @@ def use_page_and_exporter(settings, app: str, requests: int, timings: dict[str, 
 def deploy_app(settings, app: str, events: int) -> float:
     """Produce ``events`` of the app's records, deploy it at its spec's parallelism; seconds taken."""
     from bench.apps import produce_input
-    from streamops.ledger import Ledger
+    from streamops.app.context import open_app
     from streamops.lifecycle.operations import deploy
-    from streamops.spec import default_spec_path, get_app, load_specs
 
     t0 = time.monotonic()
     produce_input(settings, app, events, seed=1)
-    spec = get_app(load_specs(default_spec_path(settings.repo)), app)
-    ledger = Ledger.open(settings.ledger_db_url)
-    try:
-        deploy(settings, spec, ledger, who="bench", timeout=300)
-    finally:
-        ledger.close()
+    with open_app(settings, app, kafka="process") as ctx:
+        deploy(ctx, who="bench", timeout=300)
     return time.monotonic() - t0
 
 

@@ -19,13 +19,37 @@ def _classpath(trigger: BaseTrigger) -> str:
     return f"{type(trigger).__module__}.{type(trigger).__qualname__}"
 
 
+class _Serialized:
+    """A trigger whose ``serialize`` is its constructor's arguments, plain values named in ``FIELDS``
+    (the triggerer rebuilds it from them)."""
+
+    FIELDS: tuple[str, ...] = ()
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return _classpath(self), {name: getattr(self, name) for name in self.FIELDS}
+
+
+class _PendingTrigger(_Serialized, BaseTrigger):
+    """Waits for an operation handed over by a task (``pending``: its ``Pending`` as a dict)."""
+
+    FIELDS = ("pending", "poll_interval", "min_dwell_s")
+    POLL_S = 2.0
+
+    def __init__(self, pending: dict[str, Any], poll_interval: float | None = None,
+                 min_dwell_s: float = MIN_DWELL_S) -> None:
+        super().__init__()
+        self.pending = pending
+        self.poll_interval = self.POLL_S if poll_interval is None else poll_interval
+        self.min_dwell_s = min_dwell_s
+
+
 async def _dwell(started: float, min_dwell_s: float) -> None:
     """Fire no sooner than ``min_dwell_s`` after ``started`` (see LedgerConvergenceTrigger)."""
     if (left := min_dwell_s - (time.monotonic() - started)) > 0:
         await asyncio.sleep(left)
 
 
-class LedgerConvergenceTrigger(BaseTrigger):
+class LedgerConvergenceTrigger(_PendingTrigger):
     """Poll ``streamops.lifecycle.operations.poll`` for a pending operation until it converges.
 
     The poll is blocking I/O (ledger, checkpoint files, the broker for lag), so it runs in a
@@ -39,32 +63,21 @@ class LedgerConvergenceTrigger(BaseTrigger):
     converged in 3 s.
     """
 
-    def __init__(self, pending: dict[str, Any], poll_interval: float = 2.0, min_dwell_s: float = MIN_DWELL_S) -> None:
-        super().__init__()
-        self.pending = pending
-        self.poll_interval = poll_interval
-        self.min_dwell_s = min_dwell_s
-
-    def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (_classpath(self),
-                {"pending": self.pending, "poll_interval": self.poll_interval, "min_dwell_s": self.min_dwell_s})
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        from streamops.app.outputs import load_live_spec
         from streamops.exceptions import StreamopsError
-        from streamops.ledger import Ledger
         from streamops.lifecycle.operations import Pending, poll
-        from streamops.settings import Settings
+        from streamops_airflow.hooks import StreamopsHook
 
         started = time.monotonic()
         pending = Pending.from_dict(self.pending)
-        settings = Settings.from_env()
-        ledger = await asyncio.to_thread(Ledger.open, settings.ledger_db_url)
+        hook = StreamopsHook()
+        ledger = await asyncio.to_thread(hook.get_conn)
         try:
-            spec = await asyncio.to_thread(load_live_spec, settings, pending.app, ledger)
+            ctx = await asyncio.to_thread(hook.load_context, pending.app, ledger)
             while True:
                 try:
-                    observed = await asyncio.to_thread(poll, settings, spec, ledger, pending)
+                    observed = await asyncio.to_thread(poll, ctx, pending)
                 except StreamopsError as exc:
                     await _dwell(started, self.min_dwell_s)
                     yield TriggerEvent({"status": "failed", "pending": pending.to_dict(), "error": str(exc)})
@@ -78,17 +91,11 @@ class LedgerConvergenceTrigger(BaseTrigger):
         finally:
             ledger.close()
 
-class ReprocessRunTrigger(BaseTrigger):
+class ReprocessRunTrigger(_PendingTrigger):
     """Wait for a handed-over reprocess run's driver to end (``streamops.reset.reprocess.watch_run``),
     logging the records it has committed; ``failed`` past the run's deadline."""
 
-    def __init__(self, pending: dict[str, Any], poll_interval: float = 5.0, min_dwell_s: float = MIN_DWELL_S) -> None:
-        super().__init__()
-        self.pending, self.poll_interval, self.min_dwell_s = pending, poll_interval, min_dwell_s
-
-    def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (_classpath(self),
-                {"pending": self.pending, "poll_interval": self.poll_interval, "min_dwell_s": self.min_dwell_s})
+    POLL_S = 5.0
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         from streamops.reset.reprocess import watch_run
@@ -109,17 +116,15 @@ class ReprocessRunTrigger(BaseTrigger):
                 return
             await asyncio.sleep(self.poll_interval)
 
-class AppWatchTrigger(BaseTrigger):
+class AppWatchTrigger(_Serialized, BaseTrigger):
     """Watch one app in the triggerer (``streamops.observe.alerts``) until ``until`` (epoch s):
     fire with the new alerts as soon as there are any, or with none at the end of the watch."""
+
+    FIELDS = ("app", "until", "since_iso", "min_dwell_s")
 
     def __init__(self, app: str, until: float, since_iso: str, min_dwell_s: float = MIN_DWELL_S) -> None:
         super().__init__()
         self.app, self.until, self.since_iso, self.min_dwell_s = app, until, since_iso, min_dwell_s
-
-    def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (_classpath(self),
-                {"app": self.app, "until": self.until, "since_iso": self.since_iso, "min_dwell_s": self.min_dwell_s})
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         from datetime import UTC, datetime
@@ -148,7 +153,7 @@ class AppWatchTrigger(BaseTrigger):
         finally:
             ledger.close()
 
-class BatchCommitTrigger(BaseEventTrigger):
+class BatchCommitTrigger(_Serialized, BaseEventTrigger):
     """The output asset's watcher (``streamops_airflow.assets.output_asset``): fires with the
     batches ``app`` committed since the last event (``streamops.observe.events``), at most once per
     the spec's ``events.batch_every_s``. It runs as long as a DAG is scheduled on the asset.
@@ -156,13 +161,11 @@ class BatchCommitTrigger(BaseEventTrigger):
     A failure to read (a spec that does not load, a file being replaced) is logged and retried: a
     watcher that died would silently stop the downstream DAGs."""
 
+    FIELDS = ("app", "poll_interval")
+
     def __init__(self, app: str, poll_interval: float = 2.0) -> None:
         super().__init__()
         self.app, self.poll_interval = app, poll_interval
-
-    def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (_classpath(self),
-                {"app": self.app, "poll_interval": self.poll_interval})
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         from streamops.observe import events
@@ -194,7 +197,7 @@ class BatchCommitTrigger(BaseEventTrigger):
             after, last_event = found.committed_at_ms, time.monotonic()
 
 
-class DlqRecordsTrigger(BaseEventTrigger):
+class DlqRecordsTrigger(_Serialized, BaseEventTrigger):
     """The DLQ asset's watcher (``streamops_airflow.assets.dlq_asset``): fires when the app's DLQ
     topic holds records no digest has counted (``streamops.observe.dlq.new_records``) beyond those
     it fired for, at most once per ``every_s`` (records meanwhile are in the next event).
@@ -202,13 +205,11 @@ class DlqRecordsTrigger(BaseEventTrigger):
     It compares the topic's end offsets with the digest's cursor (one metadata request per poll,
     no consumer group). A topic that does not exist yet (an app never deployed) is no news."""
 
+    FIELDS = ("app", "poll_interval", "every_s")
+
     def __init__(self, app: str, poll_interval: float = 2.0, every_s: float = 10.0) -> None:
         super().__init__()
         self.app, self.poll_interval, self.every_s = app, poll_interval, every_s
-
-    def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (_classpath(self),
-                {"app": self.app, "poll_interval": self.poll_interval, "every_s": self.every_s})
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         from streamops.observe.dlq import new_records

@@ -1,14 +1,16 @@
 """An app's batch markers on its compacted commits topic (``spark.commit`` writes them in each
 batch's transaction): the latest one says which batch of which checkpoint was last committed, which
-every driver start, deploy, restore and check reads before anything else."""
+every driver start, deploy, restore and check reads before anything else. And the app's one
+transaction, which an operation ends when a killed driver left it open."""
 
 from __future__ import annotations
 
 import json
 import time
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from streamops.app.topics import transactional_id
 from streamops.exceptions import StreamopsError
 from streamops.kafka.admin import watermark_offsets
 from streamops.kafka.security import librdkafka_for
@@ -68,3 +70,16 @@ def last_marker(bootstrap: str, commits_topic: str, app: str, *, config: dict | 
         return last
     finally:
         c.close()
+
+
+def abort_open_transaction(bootstrap: str, app: str, *, timeout: float = 60.0) -> None:
+    """Abort a transaction a dead driver of ``app`` left open, as a starting driver does.
+
+    Until then it holds back every committed record after it from read_committed readers (what an
+    operation saves, what it checks). Only while no driver of ``app`` runs: it fences the one that does.
+    """
+    producer = Producer({"bootstrap.servers": bootstrap, **librdkafka_for(bootstrap),
+                         "transactional.id": transactional_id(app),
+                         "enable.idempotence": True})
+    producer.init_transactions(timeout)
+    producer.flush(timeout)

@@ -7,7 +7,7 @@ import argparse
 from streamops.cli.common import (
     add_operation_flags,
     app_command,
-    app_ledger,
+    app_context,
     emit,
     int_within,
     progress_printer,
@@ -49,15 +49,16 @@ def cmd_scale_windows(args: argparse.Namespace) -> int:
     from streamops.lifecycle.operations import resize
     from streamops.lifecycle.windows import window_plan
 
-    with app_ledger(args) as (settings, spec, ledger):
+    with app_context(args) as ctx:
+        spec = ctx.spec
         if args.override is not None:
             spec.check_parallelism(args.override)
-        plan = window_plan(spec, ledger.desired(spec.name), override=args.override)
+        plan = window_plan(spec, ctx.ledger.desired(spec.name), override=args.override)
         if args.dry_run or plan["action"] == "none":
             emit(args, {**plan, "dry_run": args.dry_run},
                  f"{spec.name}: {plan['action']} — {plan['reason']}" + (" (dry run)" if args.dry_run else ""))
             return 0
-        out = resize(settings, spec, ledger, parallelism=plan["target"], timeout=args.timeout,
+        out = resize(ctx, parallelism=plan["target"], timeout=args.timeout,
                      progress=progress_printer(args))
     emit(args, {**plan, "dry_run": False, "resize": out},
          f"{spec.name}: resized {plan['reason']} (operation #{out['operation_id']}, {out['seconds']} s)")

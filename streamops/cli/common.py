@@ -14,6 +14,7 @@ from streamops.exceptions import StreamopsError, UsageError
 from streamops.settings import Settings
 
 if TYPE_CHECKING:
+    from streamops.app.context import AppContext
     from streamops.ledger import Ledger
     from streamops.spec import AppSpec
 
@@ -60,8 +61,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
 def load_app(args: argparse.Namespace, *, last_good_ok: bool = False) -> tuple[Settings, AppSpec]:
     """(settings, spec) for ``args.app``; unknown app -> usage error listing the known ones.
     ``last_good_ok``: on the last good spec file if the file does not load (``stop``)."""
-    from streamops.kafka.security import use_app
     from streamops.app.outputs import load_live_spec
+    from streamops.kafka.security import use_app
 
     settings = settings_from(args)
     spec = load_live_spec(settings, args.app, last_good_ok=last_good_ok)
@@ -77,23 +78,36 @@ def open_ledger(settings: Settings) -> Ledger:
 
 
 @contextmanager
+def app_context(args: argparse.Namespace, *, last_good_ok: bool = False) -> Iterator[AppContext]:
+    """The one context a command on ``args.app`` works with (``streamops.app.context``); its
+    Kafka clients, in any thread, are the app's; the ledger is closed on the way out whatever
+    happens (the output is printed after, from what the operation returned)."""
+    from streamops.app.context import open_app
+
+    with open_app(settings_from(args), args.app, kafka="process", last_good_ok=last_good_ok) as ctx:
+        yield ctx
+
+
+@contextmanager
 def app_ledger(args: argparse.Namespace, *, last_good_ok: bool = False) -> Iterator[tuple[Settings, AppSpec, Ledger]]:
-    """What an audited operation on ``args.app`` runs with: ``load_app`` and the ledger, closed on
-    the way out whatever happens (the output is printed after, from what the operation returned)."""
-    settings, spec = load_app(args, last_good_ok=last_good_ok)
-    ledger = open_ledger(settings)
-    try:
-        yield settings, spec, ledger
-    finally:
-        ledger.close()
+    """``app_context`` as the (settings, spec, ledger) the operations not yet on ``AppContext`` take."""
+    with app_context(args, last_good_ok=last_good_ok) as ctx:
+        yield ctx.settings, ctx.spec, ctx.ledger
 
 
 def run_operation(args: argparse.Namespace, operation: Callable[..., Any], *params: Any, last_good_ok: bool = False,
                   **options: Any) -> tuple[AppSpec, Any]:
-    """(spec, result) of ``operation(settings, spec, ledger, *params, progress=..., **options)`` on
-    ``args.app``: the calling convention of the audited operations, whose progress lines go where
-    ``progress_printer`` sends them; the ledger is closed before the caller prints the result."""
-    with app_ledger(args, last_good_ok=last_good_ok) as (settings, spec, ledger):
+    """(spec, result) of ``operation(ctx, *params, progress=..., **options)`` on ``args.app``: the
+    calling convention of the audited operations, whose progress lines go where ``progress_printer``
+    sends them; the ledger is closed before the caller prints the result."""
+    with app_context(args, last_good_ok=last_good_ok) as ctx:
+        return ctx.spec, operation(ctx, *params, progress=progress_printer(args), **options)
+
+
+def run_legacy_operation(args: argparse.Namespace, operation: Callable[..., Any], *params: Any,
+                         **options: Any) -> tuple[AppSpec, Any]:
+    """``run_operation`` for the operations that still take ``(settings, spec, ledger)`` first."""
+    with app_ledger(args) as (settings, spec, ledger):
         return spec, operation(settings, spec, ledger, *params, progress=progress_printer(args), **options)
 
 

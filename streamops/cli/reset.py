@@ -16,7 +16,7 @@ from streamops.cli.common import (
     app_ledger,
     emit,
     progress_printer,
-    run_operation,
+    run_legacy_operation,
 )
 from streamops.exceptions import UsageError
 
@@ -102,7 +102,7 @@ def cmd_undo(args: argparse.Namespace) -> int:
 def cmd_reprocess(args: argparse.Namespace) -> int:
     from streamops.reset.reprocess import reprocess
 
-    spec, out = run_operation(args, reprocess, frm=args.frm, to=args.to, output_version=args.output_version,
+    spec, out = run_legacy_operation(args, reprocess, frm=args.frm, to=args.to, output_version=args.output_version,
                               dry_run=args.dry_run, master=args.master, parallelism=args.parallelism,
                               timeout=args.timeout)
     lines = [(f"{spec.name}: {'would reprocess' if out['dry_run'] else 'reprocessed'} {out['records']} records "
@@ -123,7 +123,7 @@ def cmd_reprocess(args: argparse.Namespace) -> int:
 def cmd_promote(args: argparse.Namespace) -> int:
     from streamops.reset.reprocess import promote
 
-    spec, out = run_operation(args, promote, args.output_version, dry_run=args.dry_run, timeout=args.timeout)
+    spec, out = run_legacy_operation(args, promote, args.output_version, dry_run=args.dry_run, timeout=args.timeout)
     verb = "already writes" if out["noop"] else "would write" if out["dry_run"] else "now writes"
     lines = [(f"{spec.name} {verb} {out['output_topic_after']} ({out['records_in_topic']} records there; before: "
              f"{out['output_topic_before']})"), *[f"  - {a}" for a in out["actions"]]]

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from streamops.app.checkpoint import checkpoint_dir
+from streamops.app.context import AppContext
 from streamops.app.control import supports_live
 from streamops.app.dir import AppDir
 from streamops.checkpoints import layout
@@ -174,7 +175,8 @@ class Pending:
         return Operation(self.operation_id, self.app, self.kind, self.requested_by)
 
 
-def _snapshot(settings: Settings, spec: AppSpec, ledger: Ledger) -> dict[str, Any]:
+def _snapshot(ctx: AppContext) -> dict[str, Any]:
+    settings, spec, ledger = ctx.settings, ctx.spec, ctx.ledger
     ckpt = checkpoint_dir(settings, spec)
     desired = ledger.desired(spec.name) or {}
     return {"status": desired.get("status"), "parallelism": desired.get("parallelism"),
@@ -182,9 +184,10 @@ def _snapshot(settings: Settings, spec: AppSpec, ledger: Ledger) -> dict[str, An
             "offsets": {t: {str(p): o for p, o in ps.items()} for t, ps in layout.committed_offsets(ckpt).items()}}
 
 
-def _begin(settings: Settings, spec: AppSpec, ledger: Ledger, kind: str, params: dict[str, Any],
+def _begin(ctx: AppContext, kind: str, params: dict[str, Any],
            who: str | None, timeout: float, parallelism: int | None) -> Pending:
-    before = _snapshot(settings, spec, ledger)
+    spec, ledger = ctx.spec, ctx.ledger
+    before = _snapshot(ctx)
     op = ledger.begin(spec.name, kind, params, who=who, before=before, ttl_s=max(600.0, timeout + 120))
     t0 = time.time()
     return Pending(app=spec.name, kind=kind, operation_id=op.id, requested_by=op.requested_by, t0=t0,
@@ -201,16 +204,17 @@ def _guarded(ledger: Ledger, pending: Pending, step: Callable[[], None]) -> Pend
     return pending
 
 
-def request_deploy(settings: Settings, spec: AppSpec, ledger: Ledger, *, parallelism: int | None = None,
+def request_deploy(ctx: AppContext, *, parallelism: int | None = None,
                    who: str | None = None, timeout: float = 300.0) -> Pending:
     """Desired running at ``parallelism`` (the spec's default when None)."""
+    settings, spec, ledger = ctx.settings, ctx.spec, ctx.ledger
     n = spec.check_parallelism(spec.parallelism.default if parallelism is None else parallelism)
     require_supervisor(settings)
     target = spec_to_deploy(settings, spec)  # an app no longer in the file: a usage error, at once
     require_loaded(settings, spec.name)
     target.check_parallelism(n)
     check_compatible(settings, target)
-    pending = _begin(settings, spec, ledger, "deploy", {"parallelism": n}, who, timeout, n)
+    pending = _begin(ctx, "deploy", {"parallelism": n}, who, timeout, n)
 
     def step() -> None:
         AppDir.of(settings, spec.name).pin_spec(target)
@@ -239,18 +243,19 @@ def check_strategy(settings: Settings, spec: AppSpec, strategy: str) -> str:
     return strategy
 
 
-def request_resize(settings: Settings, spec: AppSpec, ledger: Ledger, *, parallelism: int,
+def request_resize(ctx: AppContext, *, parallelism: int,
                    strategy: str = "restart", who: str | None = None, timeout: float = 300.0) -> Pending:
     """Change a running app's parallelism. ``restart``: graceful stop at a batch boundary and a new
     driver from the same checkpoint with the new executor count; ``live``: the running driver adds
     or removes executors, the query keeps running. Already at that size: a finished no-op."""
+    settings, spec, ledger = ctx.settings, ctx.spec, ctx.ledger
     check_strategy(settings, spec, strategy)
     n = spec.check_parallelism(parallelism)
     require_supervisor(settings)
     desired = ledger.desired(spec.name)
     if desired is None or desired["status"] != "running":
         raise UsageError(f"{spec.name} is not deployed; `streamops deploy {spec.name} --parallelism {n}`")
-    pending = _begin(settings, spec, ledger, "resize", {"parallelism": n, "strategy": strategy}, who, timeout, n)
+    pending = _begin(ctx, "resize", {"parallelism": n, "strategy": strategy}, who, timeout, n)
     pending.extra["strategy"] = strategy
     observed = ledger.observed(spec.name) or {}
     if desired["parallelism"] == n and observed.get("parallelism") == n:
@@ -263,11 +268,12 @@ def request_resize(settings: Settings, spec: AppSpec, ledger: Ledger, *, paralle
         spec.name, status="running", parallelism=n, who=who, op=pending.op, strategy=strategy))
 
 
-def request_stop(settings: Settings, spec: AppSpec, ledger: Ledger, *, now: bool = False, who: str | None = None,
+def request_stop(ctx: AppContext, *, now: bool = False, who: str | None = None,
                  timeout: float = 180.0) -> Pending:
     """Desired stopped; graceful (batch boundary) unless ``now`` (the driver is killed at once)."""
+    settings, spec, ledger = ctx.settings, ctx.spec, ctx.ledger
     require_supervisor(settings)
-    pending = _begin(settings, spec, ledger, "stop", {"now": now}, who, timeout, None)
+    pending = _begin(ctx, "stop", {"now": now}, who, timeout, None)
 
     def step() -> None:
         desired = ledger.desired(spec.name)
@@ -280,9 +286,10 @@ def request_stop(settings: Settings, spec: AppSpec, ledger: Ledger, *, now: bool
     return _guarded(ledger, pending, step)
 
 
-def poll(settings: Settings, spec: AppSpec, ledger: Ledger, pending: Pending) -> dict[str, Any] | None:
+def poll(ctx: AppContext, pending: Pending) -> dict[str, Any] | None:
     """Non-blocking: the observed state once converged, else None. Raises ``NotConverged`` when it
     cannot converge any more (crash loop, deadline passed). Keeps the lease alive."""
+    settings, spec, ledger = ctx.settings, ctx.spec, ctx.ledger
     if pending.result is not None:
         return pending.result
     if time.time() - pending.extra.get("renewed", pending.t0) > 60:
@@ -303,7 +310,7 @@ def poll(settings: Settings, spec: AppSpec, ledger: Ledger, pending: Pending) ->
     if gave_up or time.time() > pending.deadline:
         what = "a batch" if pending.kind == "deploy" else f"a batch at x{pending.parallelism}"
         raise NotConverged(f"{spec.name} did not commit {what} within {pending.deadline - pending.t0:.0f} s "
-                           f"(observed: {o.get('status')}): {diagnose(settings, spec, ledger, pending)}")
+                           f"(observed: {o.get('status')}): {diagnose(ctx, pending)}")
     return None
 
 
@@ -311,10 +318,11 @@ def poll(settings: Settings, spec: AppSpec, ledger: Ledger, pending: Pending) ->
 LAUNCHES = ("supervisor-launch", "supervisor-restart", "supervisor-resize")
 
 
-def diagnose(settings: Settings, spec: AppSpec, ledger: Ledger, pending: Pending) -> str:
+def diagnose(ctx: AppContext, pending: Pending) -> str:
     """Why an app has not converged, in the operator's terms: its driver was never launched (and
     who should have), was launched and exited (its last log lines), or runs without a batch (what
     it waits for)."""
+    settings, spec, ledger = ctx.settings, ctx.spec, ctx.ledger
     app = spec.name
     since = [op for op in ledger.operations(app, limit=200) if op["started_at"].timestamp() >= pending.t0 - 1]
     launches = [op for op in since if op["kind"] in LAUNCHES]
@@ -365,12 +373,13 @@ def _converged(settings: Settings, spec: AppSpec, o: dict[str, Any], pending: Pe
     return lags is not None and sum(sum(p.values()) for p in lags.values()) == 0  # caught up: no batch to wait for
 
 
-def complete(settings: Settings, spec: AppSpec, ledger: Ledger, pending: Pending,
+def complete(ctx: AppContext, pending: Pending,
              observed: dict[str, Any]) -> dict[str, Any]:
     """Record the converged operation as succeeded (with "after") and release the lease."""
+    spec, ledger = ctx.spec, ctx.ledger
     if pending.result is not None:
         return pending.result
-    after = _snapshot(settings, spec, ledger)
+    after = _snapshot(ctx)
     if pending.kind != "stop":
         after.update(pid=observed.get("pid"), spark_app_id=observed.get("spark_app_id"),
                      executors=observed.get("executors"))
@@ -390,41 +399,45 @@ def abandon(ledger: Ledger, pending: Pending, error: str) -> None:
         ledger.finish(pending.op, "failed", error=error[:4000])
 
 
-def wait(settings: Settings, spec: AppSpec, ledger: Ledger, pending: Pending, *, interval: float = 0.5,
+def wait(ctx: AppContext, pending: Pending, *, interval: float = 0.5,
          progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
     """Block until converged (then ``complete``), or ``abandon`` and raise."""
+    ledger = ctx.ledger
     try:
-        while (observed := poll(settings, spec, ledger, pending)) is None:
+        while (observed := poll(ctx, pending)) is None:
             time.sleep(interval)
     except BaseException as exc:
         abandon(ledger, pending, f"{type(exc).__name__}: {exc}")
         raise
-    return complete(settings, spec, ledger, pending, observed)
+    return complete(ctx, pending, observed)
 
 
-def deploy(settings: Settings, spec: AppSpec, ledger: Ledger, *, parallelism: int | None = None,
+def deploy(ctx: AppContext, *, parallelism: int | None = None,
            who: str | None = None, timeout: float = 300.0,
            progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
     """Returns once a batch after the start has committed (or the driver runs with nothing to read)."""
-    pending = request_deploy(settings, spec, ledger, parallelism=parallelism, who=who, timeout=timeout)
+    spec = ctx.spec
+    pending = request_deploy(ctx, parallelism=parallelism, who=who, timeout=timeout)
     progress(f"{spec.name}: desired running x{pending.parallelism}; waiting for the first committed batch ...")
-    return wait(settings, spec, ledger, pending)
+    return wait(ctx, pending)
 
 
-def resize(settings: Settings, spec: AppSpec, ledger: Ledger, *, parallelism: int, strategy: str = "restart",
+def resize(ctx: AppContext, *, parallelism: int, strategy: str = "restart",
            who: str | None = None, timeout: float = 300.0,
            progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
     """Returns once a batch committed at the new size (or it runs caught up at that size)."""
-    pending = request_resize(settings, spec, ledger, parallelism=parallelism, strategy=strategy, who=who,
+    spec = ctx.spec
+    pending = request_resize(ctx, parallelism=parallelism, strategy=strategy, who=who,
                              timeout=timeout)
     if pending.result is None:
         progress(f"{spec.name}: desired x{pending.parallelism} ({strategy}); waiting for a batch at the new size ...")
-    return wait(settings, spec, ledger, pending)
+    return wait(ctx, pending)
 
 
-def stop(settings: Settings, spec: AppSpec, ledger: Ledger, *, now: bool = False, who: str | None = None,
+def stop(ctx: AppContext, *, now: bool = False, who: str | None = None,
          timeout: float = 180.0, progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
     """Returns once no driver runs."""
-    pending = request_stop(settings, spec, ledger, now=now, who=who, timeout=timeout)
+    spec = ctx.spec
+    pending = request_stop(ctx, now=now, who=who, timeout=timeout)
     progress(f"{spec.name}: desired stopped; waiting for the driver to exit ...")
-    return wait(settings, spec, ledger, pending)
+    return wait(ctx, pending)

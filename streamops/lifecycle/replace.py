@@ -34,6 +34,8 @@ from pathlib import Path
 from typing import Any, Self
 
 from streamops.app.checkpoint import checkpoint_dir, lock_checkpoint
+from streamops.app.context import AppContext
+from streamops.app.marker import abort_open_transaction
 from streamops.checkpoints import layout
 from streamops.exceptions import UsageError
 from streamops.host import failpoints
@@ -88,10 +90,9 @@ class Replacement:
                  who: str | None, timeout: float, progress: Progress = lambda _m: None,
                  abort_open: Callable[[str, str], None] | None = None) -> None:
         """``abort_open(bootstrap, app)``: ends a transaction a killed driver left open
-        (``spark.commit.abort_open_transaction``, the default; tests without a broker pass their own)."""
-        from streamops.spark.commit import abort_open_transaction
-
+        (``app.marker.abort_open_transaction``, the default; tests without a broker pass their own)."""
         self.settings, self.spec, self.ledger, self.op = settings, spec, ledger, op
+        self.ctx = AppContext(settings, spec, ledger)
         self.abort_open = abort_open or abort_open_transaction
         self.running, self.who, self.timeout, self.progress = running, who, timeout, progress
         self.checkpoint = checkpoint_dir(settings, spec)
@@ -116,8 +117,7 @@ class Replacement:
         resumed = self._journaled_stop()
         if resumed is not None:
             self.running, parallelism = bool(resumed.get("was_running")), int(resumed["parallelism"])
-            if self.running and ops.poll(self.settings, self.spec, self.ledger,
-                                         self._pending("stop", None, None)) is None:
+            if self.running and ops.poll(self.ctx, self._pending("stop", None, None)) is None:
                 raise OperationDeferred(self._pending("stop", None, None).to_dict())  # not stopped yet
         else:
             desired = self.ledger.desired(self.spec.name)
@@ -227,5 +227,5 @@ class Replacement:
                            batch_before=batch_before)
 
     def _wait(self, pending: ops.Pending) -> None:
-        while ops.poll(self.settings, self.spec, self.ledger, pending) is None:
+        while ops.poll(self.ctx, pending) is None:
             time.sleep(0.5)

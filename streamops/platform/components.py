@@ -199,7 +199,8 @@ def kafka_connection(settings: Settings) -> dict[str, str]:
     protocol a member joins and leaves alone, and a missing topic is waited for
     (bench/dlq_watcher.py)."""
     from streamops.exceptions import ConfigError
-    from streamops.kafka.security import librdkafka, platform_properties, resolve
+    from streamops.kafka.properties import librdkafka, resolve
+    from streamops.kafka.security import platform_properties
 
     try:
         security = librdkafka(resolve(platform_properties(settings), "the platform's Kafka client properties"))

@@ -94,19 +94,6 @@ def already_emitted(record: OutRecord, emitted_until: Offsets) -> bool:
     return offset < emitted_until.get(topic, {}).get(partition, -1)
 
 
-def abort_open_transaction(bootstrap: str, app: str, *, timeout: float = 60.0) -> None:
-    """Abort a transaction a dead driver of ``app`` left open, as a starting driver does.
-
-    Until then it holds back every committed record after it from read_committed readers (what an
-    operation saves, what it checks). Only while no driver of ``app`` runs: it fences the one that does.
-    """
-    producer = Producer({"bootstrap.servers": bootstrap, **librdkafka_for(bootstrap),
-                         "transactional.id": transactional_id(app),
-                         "enable.idempotence": True})
-    producer.init_transactions(timeout)
-    producer.flush(timeout)
-
-
 class BatchCommitter:
     """Commits each micro-batch's records exactly once (see module docstring)."""
 

@@ -2,7 +2,7 @@
 
 Paths that need no running app: form validation, refusals that must change nothing, the
 scale-window plan for an app that is not running. Deploy/resize through the scheduler and the
-triggerer run in tests/integration/test_airflow_operations.py.
+triggerer run in tests/integration/airflow/test_airflow_operations.py.
 """
 
 from __future__ import annotations

@@ -19,7 +19,6 @@ def core(monkeypatch):
     """The core objects, faked: the settings, an app ``ua`` without ``kafka`` overrides, a ledger
     that records its closing. No app scope, no process-wide app at the start."""
     import streamops.app.outputs
-
     import streamops.ledger
     import streamops.settings
     from streamops.kafka import security
@@ -39,7 +38,7 @@ def core(monkeypatch):
     monkeypatch.setattr(streamops.settings.Settings, "from_env", staticmethod(lambda: SimpleNamespace(ledger_db_url="x")))
     monkeypatch.setattr(streamops.ledger.Ledger, "open", staticmethod(open_ledger))
     monkeypatch.setattr(streamops.app.outputs, "load_live_spec",
-                        lambda settings, app, ledger: SimpleNamespace(name=app, kafka={}))
+                        lambda settings, app, ledger, last_good_ok=False: SimpleNamespace(name=app, kafka={}))
     monkeypatch.setattr(security, "_PROCESS_APP", None)
     token = security._APP.set(None)
     yield ledgers
@@ -51,7 +50,8 @@ def test_the_blocks_kafka_clients_are_the_apps_and_nothing_after_it(core) -> Non
 
     from streamops.kafka import security
 
-    with app_session("ua", "verify") as (_settings, spec, ledger):
+    with app_session("ua", "verify") as ctx:
+        spec, ledger = ctx.spec, ctx.ledger
         assert spec.name == "ua"
         assert security.current_app() == "ua"
         assert not ledger.closed
@@ -83,7 +83,7 @@ def test_an_app_operation_leaves_no_process_wide_app_behind(core, monkeypatch) -
 
     seen = []
 
-    def request_deploy(settings, spec, ledger, **kwargs):
+    def request_deploy(ctx, **kwargs):
         seen.append(security.current_app())
         return {"action": "none"}
 

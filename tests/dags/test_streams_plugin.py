@@ -1,7 +1,7 @@
 """The Airflow plugin's Streams view (``plugins/streamops_plugin.py``), without a running Airflow:
 its UI entries pass Airflow's own response model (a plugin that does not is silently left out of
 the UI), and its FastAPI app answers from the ledger and the apps' progress files. Its login check
-and the pages in a browser are tests/integration/test_streams_view.py's."""
+and the pages in a browser are tests/integration/airflow/test_streams_view.py's."""
 
 from __future__ import annotations
 

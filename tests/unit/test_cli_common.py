@@ -30,7 +30,7 @@ def events(monkeypatch, tmp_path) -> list[str]:
 
     seen: list[str] = []
     monkeypatch.setenv("STREAMOPS_HOME", str(tmp_path))
-    monkeypatch.setattr(outputs, "load_live_spec", lambda settings, app, last_good_ok=False: SimpleNamespace(
+    monkeypatch.setattr(outputs, "load_live_spec", lambda settings, app, ledger=None, last_good_ok=False: SimpleNamespace(
         name=app, last_good_ok=last_good_ok))
     monkeypatch.setattr(security, "use_app", lambda spec, settings: seen.append(f"use_app {spec.name}"))
     monkeypatch.setattr(ledger_mod.Ledger, "open", classmethod(lambda cls, url: (seen.append("open"), _Ledger(seen))[1]))
@@ -51,19 +51,31 @@ def test_app_ledger_closes_the_ledger_when_the_operation_fails(events: list[str]
     with pytest.raises(StreamopsError, match="refused"), common.app_ledger(_args()) as (_s, spec, ledger):
         assert isinstance(ledger, _Ledger) and spec.name == "shop"
         raise StreamopsError("refused")
-    assert events == ["use_app shop", "open", "closed"]
+    assert events == ["open", "use_app shop", "closed"]
 
 
 def test_run_operation_passes_progress_and_closes_the_ledger_before_returning(events, capsys) -> None:
-    def operation(settings, spec, ledger, first, *, progress, flag):
-        progress(f"working on {spec.name}")
-        events.append(f"ran {first} {flag}")
+    def operation(ctx, first, *, progress, flag):
+        progress(f"working on {ctx.spec.name}")
+        events.append(f"ran {first} {flag} on {type(ctx).__name__}")
         return {"ok": True}
 
     spec, out = common.run_operation(_args(json=True), operation, "one", flag=2)
     assert (spec.name, out) == ("shop", {"ok": True})
-    assert events == ["use_app shop", "open", "ran one 2", "closed"]
+    assert events == ["open", "use_app shop", "ran one 2 on AppContext", "closed"]
     assert capsys.readouterr().err == "working on shop\n"  # under --json progress goes to stderr
+
+
+def test_run_legacy_operation_passes_settings_spec_and_ledger(events, capsys) -> None:
+    def operation(settings, spec, ledger, first, *, progress, flag):
+        progress(f"working on {spec.name}")
+        events.append(f"ran {first} {flag} on {type(ledger).__name__}")
+        return {"ok": True}
+
+    spec, out = common.run_legacy_operation(_args(json=False), operation, "one", flag=2)
+    assert (spec.name, out) == ("shop", {"ok": True})
+    assert events == ["open", "use_app shop", "ran one 2 on _Ledger", "closed"]
+    assert capsys.readouterr().out == "working on shop\n"
 
 
 @pytest.mark.parametrize(("ok", "code"), [(True, 0), (False, 1)])

@@ -1,6 +1,6 @@
 """Kafka client security (streamops.kafka.security, platform.kafka_auth): the model, its three
 renderings, merging, references, masking and validation, and the secured embedded broker's
-configuration. No broker runs here (tests/integration/test_kafka_security.py runs one)."""
+configuration. No broker runs here (tests/integration/kafka/test_kafka_security.py runs one)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from streamops.exceptions import ConfigError
-from streamops.kafka import security
+from streamops.kafka import properties, security
 from streamops.settings import Settings
 from streamops.spec import AppSpec, parse_specs
 
@@ -52,7 +52,7 @@ def test_a_java_properties_file_is_read_as_java_reads_it() -> None:
             "ssl.endpoint.identification.algorithm=\n"
             f'sasl.jaas.config={SCRAM} required \\\n    username="a" \\\n    password="b";\n'
             "key\\ with\\ space value with spaces\ntab=a\\tb\nuni=\\u00e9\n")
-    props = security.parse_properties(text)
+    props = properties.parse_properties(text)
     assert props == {
         "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-256",
         "ssl.endpoint.identification.algorithm": "",
@@ -63,8 +63,8 @@ def test_a_java_properties_file_is_read_as_java_reads_it() -> None:
 
 def test_the_java_rendering_reads_back_to_the_same_properties() -> None:
     props = _sasl_ssl(**{"ssl.endpoint.identification.algorithm": ""})
-    text = security.java_properties(props)
-    assert security.parse_properties(text) == props
+    text = properties.java_properties(props)
+    assert properties.parse_properties(text) == props
 
 
 # -- validation --------------------------------------------------------------------------------------
@@ -88,7 +88,7 @@ def test_the_java_rendering_reads_back_to_the_same_properties() -> None:
 ])
 def test_bad_properties_are_a_config_error_naming_the_property_never_the_secret(props, needle) -> None:
     with pytest.raises(ConfigError, match="^where: .*" + __import__("re").escape(needle)) as err:
-        security.validate(props, "where")
+        properties.validate(props, "where")
     assert err.value.exit_code == 2
     assert SECRET not in str(err.value)
 
@@ -104,26 +104,26 @@ def test_bad_properties_are_a_config_error_naming_the_property_never_the_secret(
      "config.providers": "file", "config.providers.file.class": "x"},
 ])
 def test_supported_configurations_pass(props) -> None:
-    security.validate(props, "where")
+    properties.validate(props, "where")
 
 
 # -- merging -----------------------------------------------------------------------------------------
 def test_an_app_override_replaces_the_credentials_whole_and_keeps_the_rest() -> None:
     base = _sasl_ssl()
-    merged = security.merge(base, {"sasl.username": "orders", "sasl.password": "${file:/run/orders.pw}"})
+    merged = properties.merge(base, {"sasl.username": "orders", "sasl.password": "${file:/run/orders.pw}"})
     assert "sasl.jaas.config" not in merged
     assert merged["sasl.username"] == "orders" and merged["ssl.truststore.location"] == "/etc/kafka/ca.pem"
-    security.validate(merged, "merged")
-    merged = security.merge(base, {"ssl.truststore.location": "/other/ca.pem"})
+    properties.validate(merged, "merged")
+    merged = properties.merge(base, {"ssl.truststore.location": "/other/ca.pem"})
     assert "ssl.truststore.type" not in merged  # the truststore group is the override's alone
     assert merged["sasl.jaas.config"] == base["sasl.jaas.config"]
 
 
 def test_an_override_of_the_protocol_drops_what_it_does_not_use() -> None:
-    merged = security.merge(_sasl_ssl(), {"security.protocol": "SSL"})
+    merged = properties.merge(_sasl_ssl(), {"security.protocol": "SSL"})
     assert not [k for k in merged if k.startswith("sasl.")]
     assert merged["ssl.truststore.location"] == "/etc/kafka/ca.pem"
-    assert security.merge(_sasl_ssl(), {"security.protocol": "PLAINTEXT"}) == {"security.protocol": "PLAINTEXT"}
+    assert properties.merge(_sasl_ssl(), {"security.protocol": "PLAINTEXT"}) == {"security.protocol": "PLAINTEXT"}
 
 
 # -- references --------------------------------------------------------------------------------------
@@ -133,10 +133,10 @@ def test_references_resolve_from_files_properties_and_the_environment(tmp_path: 
     props = {"sasl.jaas.config": f'{SCRAM} required username="a" password="${{file:{tmp_path}/pw}}";',
              "ssl.keystore.password": f"${{file:{tmp_path}/creds.properties:ks}}",
              "ssl.key.password": "${env:KEY_PW}", "config.providers": "file"}
-    got = security.resolve(props, "where", {"KEY_PW": 'q"uote'})
+    got = properties.resolve(props, "where", {"KEY_PW": 'q"uote'})
     assert got == {"sasl.jaas.config": f'{SCRAM} required username="a" password="{SECRET}";',
                    "ssl.keystore.password": "ks-pass", "ssl.key.password": 'q"uote'}
-    jaas = security.resolve({"sasl.jaas.config": 'x password="${env:P}";'}, "w", {"P": 'a"b\\c'})
+    jaas = properties.resolve({"sasl.jaas.config": 'x password="${env:P}";'}, "w", {"P": 'a"b\\c'})
     assert jaas["sasl.jaas.config"] == 'x password="a\\"b\\\\c";'  # escaped inside the quotes
 
 
@@ -148,47 +148,47 @@ def test_references_resolve_from_files_properties_and_the_environment(tmp_path: 
 ])
 def test_a_reference_that_does_not_resolve_is_a_config_error(value, needle) -> None:
     with pytest.raises(ConfigError, match=needle):
-        security.resolve({"sasl.password": value}, "where", {})
+        properties.resolve({"sasl.password": value}, "where", {})
 
 
 # -- renderings --------------------------------------------------------------------------------------
 def test_the_librdkafka_rendering() -> None:
-    conf = security.librdkafka(_sasl_ssl())
+    conf = properties.librdkafka(_sasl_ssl())
     assert conf == {"security.protocol": "sasl_ssl", "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "app",
                     "sasl.password": SECRET, "ssl.ca.location": "/etc/kafka/ca.pem"}
-    pem = security.librdkafka({"security.protocol": "SSL", "ssl.keystore.type": "PEM",
+    pem = properties.librdkafka({"security.protocol": "SSL", "ssl.keystore.type": "PEM",
                                "ssl.keystore.location": "/k.pem", "ssl.key.password": "x",
                                "ssl.endpoint.identification.algorithm": ""})
     assert pem == {"security.protocol": "ssl", "ssl.key.location": "/k.pem", "ssl.certificate.location": "/k.pem",
                    "ssl.key.password": "x", "ssl.endpoint.identification.algorithm": "none"}
-    p12 = security.librdkafka({"security.protocol": "SSL", "ssl.keystore.location": "/k.p12",
+    p12 = properties.librdkafka({"security.protocol": "SSL", "ssl.keystore.location": "/k.p12",
                                "ssl.keystore.password": "x", "ssl.keystore.type": "PKCS12"})
     assert p12 == {"security.protocol": "ssl", "ssl.keystore.location": "/k.p12", "ssl.keystore.password": "x"}
-    assert security.librdkafka({}) == {}
+    assert properties.librdkafka({}) == {}
 
 
 def test_the_spark_and_java_renderings_speak_jaas() -> None:
     props = {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN", "sasl.username": "u",
              "sasl.password": 'p"w', "config.providers": "env"}
-    opts = security.spark_options(props)
+    opts = properties.spark_options(props)
     assert opts == {"kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "PLAIN",
                     "kafka.sasl.jaas.config": f'{PLAIN} required username="u" password="p\\"w";'}
-    assert security.parse_properties(security.java_properties(props)) == {k[6:]: v for k, v in opts.items()}
+    assert properties.parse_properties(properties.java_properties(props)) == {k[6:]: v for k, v in opts.items()}
     # the librdkafka rendering of the Spark options gives the same user and password back
-    assert security.librdkafka({k[6:]: v for k, v in opts.items()})["sasl.password"] == 'p"w'
+    assert properties.librdkafka({k[6:]: v for k, v in opts.items()})["sasl.password"] == 'p"w'
 
 
 # -- masking -----------------------------------------------------------------------------------------
 def test_masking_hides_every_secret_and_shows_references() -> None:
     props = {**_sasl_ssl(), "ssl.keystore.password": SECRET, "ssl.key.password": "${env:KEY_PW}"}
-    for rendering in (props, security.librdkafka(props), security.spark_options(props)):
-        masked = security.mask(rendering)
+    for rendering in (props, properties.librdkafka(props), properties.spark_options(props)):
+        masked = properties.mask(rendering)
         assert SECRET not in repr(masked)
         assert masked.keys() == rendering.keys()
-    masked = security.mask(props)
+    masked = properties.mask(props)
     assert masked["sasl.jaas.config"] == f'{SCRAM} required username="app" password="******";'
     assert masked["ssl.key.password"] == "${env:KEY_PW}"
-    assert security.mask({"sasl.jaas.config": 'x password="${file:/p}";'})["sasl.jaas.config"] == \
+    assert properties.mask({"sasl.jaas.config": 'x password="${file:/p}";'})["sasl.jaas.config"] == \
         'x password="${file:/p}";'
 
 
@@ -234,7 +234,7 @@ def test_a_client_uses_the_platform_defaults_and_the_apps_overrides(tmp_path: Pa
     (tmp_path / "pw").write_text(SECRET)
     (tmp_path / "orders.pw").write_text("orders-pw")
     defaults = tmp_path / "client.properties"
-    defaults.write_text(security.java_properties({**_sasl_ssl(), "sasl.jaas.config":
+    defaults.write_text(properties.java_properties({**_sasl_ssl(), "sasl.jaas.config":
                                                   f'{SCRAM} required username="streamops" password="${{file:{tmp_path}/pw}}";'}))
     s = security.register(_settings(tmp_path, kafka_client_properties=defaults))
     b = s.kafka_bootstrap
@@ -287,11 +287,11 @@ def test_a_secured_embedded_broker_is_remembered_by_its_client_properties(tmp_pa
 
 def test_a_tools_command_config_is_private_and_removed_after(tmp_path: Path) -> None:
     defaults = tmp_path / "client.properties"
-    defaults.write_text(security.java_properties(_sasl_ssl()))
+    defaults.write_text(properties.java_properties(_sasl_ssl()))
     s = security.register(_settings(tmp_path, kafka_client_properties=defaults))
     with security.command_config(s.kafka_bootstrap, tmp_path / "tmp") as path:
         assert path is not None and stat.S_IMODE(path.stat().st_mode) == 0o600
-        assert security.parse_properties(path.read_text()) == _sasl_ssl()
+        assert properties.parse_properties(path.read_text()) == _sasl_ssl()
     assert not path.exists()
     with security.command_config("elsewhere:1") as none:
         assert none is None
@@ -300,7 +300,7 @@ def test_a_tools_command_config_is_private_and_removed_after(tmp_path: Path) -> 
 # -- a broker's refusal ------------------------------------------------------------------------------
 def test_a_refusal_is_named_with_the_configuration_to_correct(tmp_path: Path) -> None:
     defaults = tmp_path / "client.properties"
-    defaults.write_text(security.java_properties(_sasl_ssl()))
+    defaults.write_text(properties.java_properties(_sasl_ssl()))
     s = security.register(_settings(tmp_path, kafka_client_properties=defaults))
 
     class Client:
@@ -428,7 +428,7 @@ def test_kafka_config_prints_the_configuration_with_every_secret_masked(tmp_path
 
     (tmp_path / "pw").write_text("from-a-file")
     defaults = tmp_path / "client.properties"
-    defaults.write_text(security.java_properties({**_sasl_ssl(), "ssl.keystore.type": "PEM",
+    defaults.write_text(properties.java_properties({**_sasl_ssl(), "ssl.keystore.type": "PEM",
                                                   "ssl.keystore.location": "/k.pem",
                                                   "ssl.key.password": f"${{file:{tmp_path}/pw}}"}))
     env = {**os.environ, "STREAMOPS_HOME": str(tmp_path / "home"), "STREAMOPS_KAFKA_CLIENT_PROPERTIES": str(defaults)}
@@ -439,8 +439,8 @@ def test_kafka_config_prints_the_configuration_with_every_secret_masked(tmp_path
     info = json.loads(r.stdout)
     assert (info["security_protocol"], info["sasl_username"], info["defaults"]) == ("SASL_SSL", "app", str(defaults))
     assert info["properties"]["ssl.key.password"] == f"${{file:{tmp_path}/pw}}"  # a reference is shown
-    assert info["librdkafka"]["sasl.password"] == security.MASK
-    assert info["librdkafka"]["ssl.key.password"] == security.MASK
+    assert info["librdkafka"]["sasl.password"] == properties.MASK
+    assert info["librdkafka"]["ssl.key.password"] == properties.MASK
     assert 'password="******"' in info["spark"]["kafka.sasl.jaas.config"]
     r = subprocess.run([sys.executable, "-m", "streamops.cli", "platform", "kafka-config"], env=env,
                        capture_output=True, text=True, timeout=120, check=False)

@@ -3,7 +3,7 @@
 The reference below is Kafka's ``org.apache.kafka.common.utils.Utils.murmur2`` transcribed line by
 line with Java's 32-bit int arithmetic (``i32`` wraps like Java's int, ``>>>`` is the unsigned shift),
 independent of ``streamops.kafka.produce.murmur2``; the known vectors are Kafka's own
-(``UtilsTest.testMurmur2``). The integration test (``tests/integration/test_produce.py``) checks the
+(``UtilsTest.testMurmur2``). The integration test (``tests/integration/kafka/test_produce.py``) checks the
 broker's placement of records ``streamops produce`` sent against the same reference.
 """
 

@@ -10,41 +10,28 @@ from typing import TYPE_CHECKING, Any
 from airflow.exceptions import AirflowException
 
 if TYPE_CHECKING:
-    from streamops.ledger import Ledger
-    from streamops.settings import Settings
-    from streamops.spec import AppSpec
+    from streamops.app.context import AppContext
 
 
 @contextmanager
-def app_session(app: Any, what: str | None) -> Iterator[tuple[Settings, AppSpec, Ledger]]:
-    """(settings, spec, ledger) for ``app`` during the block; the ledger is closed after it.
+def app_session(app: Any, what: str | None) -> Iterator[AppContext]:
+    """``app``'s context for the block (``StreamopsHook.app_context``); the ledger is closed after it.
 
-    The Kafka clients made in the block are the app's (its spec's ``kafka`` overrides) through
-    ``app_scope``, the scope ``streamops.kafka.security`` gives an Airflow task, not through the
-    process-wide ``use_app`` of a driver or a CLI command: every client an operator makes is made
-    in the block's own thread (a trigger's poll scopes its own, ``lifecycle.status.lag``), and
-    nothing after the task, in the same process, inherits the app's credentials.
+    The Kafka clients made in the block are the app's (its spec's ``kafka`` overrides), scoped to
+    the block, not process-wide as in a driver or a CLI command: every client an operator makes is
+    made in the block's own thread (a trigger's poll scopes its own), and nothing after the task,
+    in the same process, inherits the app's credentials.
 
     ``what`` names the action when the core refuses: its ``StreamopsError`` (bad parameters, a
     lease held, no supervisor: nothing changed) becomes a failed task saying ``{what} {app}: ...``.
     None lets the core's error through as it is (``AppOperationOperator.execute_complete``).
     """
-    from streamops.app.outputs import load_live_spec
-
     from streamops.exceptions import StreamopsError
-    from streamops.kafka.security import app_scope
-    from streamops.ledger import Ledger
-    from streamops.settings import Settings
+    from streamops_airflow.hooks import StreamopsHook
 
     try:
-        settings = Settings.from_env()
-        ledger = Ledger.open(settings.ledger_db_url)
-        try:
-            spec = load_live_spec(settings, str(app), ledger)
-            with app_scope(spec, settings):
-                yield settings, spec, ledger
-        finally:
-            ledger.close()
+        with StreamopsHook().app_context(str(app)) as ctx:
+            yield ctx
     except StreamopsError as exc:
         if what is None:
             raise

@@ -16,10 +16,8 @@ from airflow.sdk import BaseOperator
 from streamops_airflow.operators.base import app_session, as_bool, as_int, requested_by
 
 if TYPE_CHECKING:
-    from streamops.ledger import Ledger
+    from streamops.app.context import AppContext
     from streamops.lifecycle.operations import Pending
-    from streamops.settings import Settings
-    from streamops.spec import AppSpec
 
 
 class AppOperationOperator(BaseOperator):
@@ -35,8 +33,7 @@ class AppOperationOperator(BaseOperator):
         self.timeout_s = timeout_s
         self.poll_interval = poll_interval
 
-    def request(self, settings: Settings, spec: AppSpec, ledger: Ledger, who: str,
-                timeout: float) -> Pending | dict[str, Any]:
+    def request(self, ctx: AppContext, who: str, timeout: float) -> Pending | dict[str, Any]:
         """The core's request: a ``Pending`` to wait for, or a result with nothing to wait for."""
         raise NotImplementedError
 
@@ -45,8 +42,8 @@ class AppOperationOperator(BaseOperator):
         from streamops_airflow.triggers import LedgerConvergenceTrigger
 
         timeout = float(self.timeout_s)
-        with app_session(self.app, self.kind) as (settings, spec, ledger):  # a refusal: nothing changed
-            pending = self.request(settings, spec, ledger, requested_by(context), timeout)
+        with app_session(self.app, self.kind) as ctx:  # a refusal: nothing changed
+            pending = self.request(ctx, requested_by(context), timeout)
         if not isinstance(pending, Pending):
             self.log.info("%s %s: %s", self.kind, self.app, pending)
             return pending  # nothing to wait for (a dry run / no-op plan)
@@ -62,12 +59,12 @@ class AppOperationOperator(BaseOperator):
         from streamops.lifecycle.operations import Pending, abandon, complete
 
         pending = Pending.from_dict(event["pending"])
-        with app_session(self.app, None) as (settings, spec, ledger):
+        with app_session(self.app, None) as ctx:
             if event["status"] != "converged":
-                abandon(ledger, pending, event.get("error", "did not converge"))
+                abandon(ctx.ledger, pending, event.get("error", "did not converge"))
                 raise AirflowException(f"{self.kind} {self.app} (operation #{pending.operation_id}) failed: "
                                        f"{event.get('error')}")
-            result = complete(settings, spec, ledger, pending, ledger.observed(spec.name) or {})
+            result = complete(ctx, pending, ctx.ledger.observed(ctx.app) or {})
         self.log.info("%s %s converged: %s", self.kind, self.app, result)
         return result
 
@@ -82,10 +79,10 @@ class DeployAppOperator(AppOperationOperator):
         super().__init__(**kwargs)
         self.parallelism = parallelism
 
-    def request(self, settings: Settings, spec: AppSpec, ledger: Ledger, who: str, timeout: float) -> Pending:
+    def request(self, ctx: AppContext, who: str, timeout: float) -> Pending:
         from streamops.lifecycle.operations import request_deploy
 
-        return request_deploy(settings, spec, ledger, parallelism=as_int(self.parallelism, "parallelism"),
+        return request_deploy(ctx, parallelism=as_int(self.parallelism, "parallelism"),
                               who=who, timeout=timeout)
 
 
@@ -100,13 +97,13 @@ class ResizeAppOperator(AppOperationOperator):
         self.parallelism = parallelism
         self.strategy = strategy
 
-    def request(self, settings: Settings, spec: AppSpec, ledger: Ledger, who: str, timeout: float) -> Pending:
+    def request(self, ctx: AppContext, who: str, timeout: float) -> Pending:
         from streamops.lifecycle.operations import request_resize
 
         n = as_int(self.parallelism, "parallelism")
         if n is None:
             raise AirflowException("parallelism is required")
-        return request_resize(settings, spec, ledger, parallelism=n, strategy=str(self.strategy), who=who,
+        return request_resize(ctx, parallelism=n, strategy=str(self.strategy), who=who,
                               timeout=timeout)
 
 
@@ -120,10 +117,10 @@ class StopAppOperator(AppOperationOperator):
         super().__init__(**kwargs)
         self.now = now
 
-    def request(self, settings: Settings, spec: AppSpec, ledger: Ledger, who: str, timeout: float) -> Pending:
+    def request(self, ctx: AppContext, who: str, timeout: float) -> Pending:
         from streamops.lifecycle.operations import request_stop
 
-        return request_stop(settings, spec, ledger, now=as_bool(self.now), who=who, timeout=timeout)
+        return request_stop(ctx, now=as_bool(self.now), who=who, timeout=timeout)
 
 
 class ScaleWindowsOperator(AppOperationOperator):
@@ -137,17 +134,17 @@ class ScaleWindowsOperator(AppOperationOperator):
         self.override = override
         self.strategy = strategy
 
-    def request(self, settings: Settings, spec: AppSpec, ledger: Ledger, who: str,
-                timeout: float) -> Pending | dict[str, Any]:
+    def request(self, ctx: AppContext, who: str, timeout: float) -> Pending | dict[str, Any]:
         from streamops.lifecycle.operations import request_resize
         from streamops.lifecycle.windows import window_plan
 
+        spec = ctx.spec
         override = as_int(self.override, "override")
         if override is not None:
             spec.check_parallelism(override)
-        plan = window_plan(spec, ledger.desired(spec.name), override=override)
+        plan = window_plan(spec, ctx.ledger.desired(spec.name), override=override)
         self.log.info("scale windows %s: %s", spec.name, plan)
         if plan["action"] == "none":
             return plan
-        return request_resize(settings, spec, ledger, parallelism=plan["target"], strategy=str(self.strategy),
+        return request_resize(ctx, parallelism=plan["target"], strategy=str(self.strategy),
                               who=who, timeout=timeout)

@@ -27,7 +27,9 @@ class CompactOperator(BaseOperator):
 
         from streamops.lifecycle.maintenance import NothingToMaintain, compact
 
-        with app_session(self.app, "compact") as (settings, spec, ledger):
+        with app_session(self.app, "compact") as ctx:
+
+            settings, spec, ledger = ctx.settings, ctx.spec, ctx.ledger
             try:
                 out = compact(settings, spec, ledger, dry_run=as_bool(self.dry_run), who=requested_by(context),
                               progress=self.log.info)
@@ -61,7 +63,9 @@ class RebuildStateOperator(HandsOffWaits):
     def run_core(self, context: Any) -> dict[str, Any]:
         from streamops.lifecycle.maintenance import rebuild_state
 
-        with app_session(self.app, "rebuild-state") as (settings, spec, ledger):
+        with app_session(self.app, "rebuild-state") as ctx:
+
+            settings, spec, ledger = ctx.settings, ctx.spec, ctx.ledger
             return rebuild_state(settings, spec, ledger, state_partitions=as_int(self.state_partitions,
                                                                                 "state_partitions"),
                                  dry_run=as_bool(self.dry_run), stop_first=as_bool(self.stop_first),
@@ -92,7 +96,9 @@ class VerifyOperator(BaseOperator):
         from streamops.state.check import NothingCommittedError
         from streamops.state.verify import render, verify
 
-        with app_session(self.app, "verify") as (settings, spec, ledger):
+        with app_session(self.app, "verify") as ctx:
+
+            settings, spec, ledger = ctx.settings, ctx.spec, ctx.ledger
             try:
                 report = verify(spec, settings, ledger=ledger, who=requested_by(context), progress=self.log.info)
             except NothingCommittedError as exc:

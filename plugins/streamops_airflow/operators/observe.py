@@ -64,7 +64,8 @@ class DlqSummaryOperator(BaseOperator):
             triggered.append(asset.name.removeprefix("streamops.").removesuffix(".dlq"))
         out = []
         for app in self._apps(triggered):
-            with app_session(app, "dlq summary") as (settings, spec, _ledger):
+            with app_session(app, "dlq summary") as ctx:
+                settings, spec = ctx.settings, ctx.spec
                 digest = digest_new(settings, spec)
             for part, (first, end) in sorted(digest.ranges.items()):
                 self.log.info("%s[%s]: offsets %s..%s", digest.topic, part, first, end - 1)

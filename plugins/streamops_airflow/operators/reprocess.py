@@ -24,7 +24,9 @@ class PromoteOperator(HandsOffWaits):
     def run_core(self, context: Any) -> dict[str, Any]:
         from streamops.reset.reprocess import promote
 
-        with app_session(self.app, "promote") as (settings, spec, ledger):
+        with app_session(self.app, "promote") as ctx:
+
+            settings, spec, ledger = ctx.settings, ctx.spec, ctx.ledger
             return promote(settings, spec, ledger, str(self.output_version), dry_run=as_bool(self.dry_run),
                            who=requested_by(context), timeout=float(self.timeout_s), progress=self.log.info)
 
@@ -59,7 +61,8 @@ class ReprocessOperator(HandsOffWaits):
             raise AirflowSkipException("scheduled runs do nothing: reprocess runs are manual or backfill runs")
         frm, to = self._range(context)
         self.log.info("reprocess %s [%s, %s)", self.app, frm, to)
-        with app_session(self.app, "reprocess") as (settings, spec, ledger):
+        with app_session(self.app, "reprocess") as ctx:
+            settings, spec, ledger = ctx.settings, ctx.spec, ctx.ledger
             version = as_text(self.output_version) or spec.reprocess.output_version
 
             def run() -> dict[str, Any]:

@@ -57,7 +57,9 @@ class ResetOperator(HandsOffWaits):
         from streamops.reset import tool
         from streamops.reset.targets import make_target
 
-        with app_session(self.app, "reset") as (settings, spec, ledger):
+        with app_session(self.app, "reset") as ctx:
+
+            settings, spec, ledger = ctx.settings, ctx.spec, ctx.ledger
             target = self._target()
             common = {"dry_run": as_bool(self.dry_run), "stop_first": as_bool(self.stop_first),
                       "who": requested_by(context), "timeout": float(self.timeout_s), "progress": self.log.info}

@@ -26,7 +26,9 @@ class SavepointOperator(BaseOperator):
         from streamops.checkpoints import layout
         from streamops.lifecycle.savepoints import take
 
-        with app_session(self.app, "savepoint") as (settings, spec, ledger):
+        with app_session(self.app, "savepoint") as ctx:
+
+            settings, spec, ledger = ctx.settings, ctx.spec, ctx.ledger
             if layout.last_committed_batch(checkpoint_dir(settings, spec)) is None:
                 raise AirflowSkipException(f"{spec.name} has committed nothing yet: no savepoint to take")
             out = take(settings, spec, ledger, who=requested_by(context), progress=self.log.info)
@@ -48,7 +50,9 @@ class RestoreOperator(HandsOffWaits):
     def run_core(self, context: Any) -> dict[str, Any]:
         from streamops.lifecycle.savepoints import restore
 
-        with app_session(self.app, "restore") as (settings, spec, ledger):
+        with app_session(self.app, "restore") as ctx:
+
+            settings, spec, ledger = ctx.settings, ctx.spec, ctx.ledger
             return restore(settings, spec, ledger, str(self.savepoint), dry_run=as_bool(self.dry_run),
                            who=requested_by(context), timeout=float(self.timeout_s), progress=self.log.info)
 

@@ -28,7 +28,7 @@ from streamops.kafka.exceptions import TopicNotFoundError
 from tests.fixtures.job_repo import KEY_TABLE, TWO_TOPICS, write_repo
 from tests.unit.test_partitioner import KEYS, kafka_partition
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 STREAMOPS = [sys.executable, "-m", "streamops.cli"]
 SEEDED = {"events": 20_000, "users": 500, "bad_ratio": 0.02, "seed": 7}
 SEEDED_ARGS = ["--events", "20000", "--users", "500", "--bad-ratio", "0.02", "--seed", "7"]

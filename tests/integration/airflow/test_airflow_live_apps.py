@@ -23,8 +23,8 @@ from streamops.platform import manager
 from streamops.spec import default_spec_path
 from tests.fixtures.apps import AppHarness
 from tests.fixtures.apps import until as _until
-from tests.integration.test_airflow_api import _request, _token
-from tests.integration.test_airflow_operations import _run
+from tests.integration.airflow.test_airflow_api import _request, _token
+from tests.integration.airflow.test_airflow_operations import _run
 
 APP = "live_counts"
 PER_APP_DAGS = (f"streamops_savepoint__{APP}", f"streamops_verify__{APP}")

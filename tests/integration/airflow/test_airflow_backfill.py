@@ -26,8 +26,8 @@ from streamops.ledger import Ledger
 from streamops.lifecycle import driver
 from streamops.spec import default_spec_path, get_app, load_job, load_specs
 from streamops.state.oracle import fold_input, record_of
-from tests.integration.test_airflow_api import _request, _token
-from tests.integration.test_airflow_operations import _run
+from tests.integration.airflow.test_airflow_api import _request, _token
+from tests.integration.airflow.test_airflow_operations import _run
 
 APP = "user_activity"
 DAG_ID = f"streamops_reprocess__{APP}"

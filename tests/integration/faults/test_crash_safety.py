@@ -181,7 +181,7 @@ def test_a_transaction_a_killed_driver_left_open_is_aborted_before_an_operation_
     committed record after it (a write-back of an undo, another writer): what an operation saved
     then was short. ``abort_open_transaction`` (an operation's stop step) aborts it, as a starting
     driver does, so everything committed is read."""
-    from streamops.spark.commit import abort_open_transaction
+    from streamops.app.marker import abort_open_transaction
 
     topic = "crash-safety-open-transaction"
     recreate_topic(kafka, TopicSpec(name=topic, partitions=1))
@@ -205,8 +205,8 @@ def test_an_open_transaction_is_named_not_read_past_silently(platform_factory) -
     once reported keys and DLQ records missing that a later check found. Now they name the open
     transaction; the broker is SIGKILLed and restarted on top, and keeps it open (its state is in
     ``__transaction_state``), until the id is used again: then everything is read."""
+    from streamops.app.marker import abort_open_transaction
     from streamops.kafka.exceptions import OpenTransactionError
-    from streamops.spark.commit import abort_open_transaction
 
     s = platform_factory("open-transaction")
     manager.up(s, only=["kafka"])

@@ -30,8 +30,8 @@ from streamops.platform import manager
 from streamops.spec import default_spec_path, get_app, load_specs
 from tests.fixtures.apps import AppHarness
 from tests.fixtures.apps import until as _until
-from tests.integration.test_airflow_api import _request, _token
-from tests.integration.test_airflow_operations import _run
+from tests.integration.airflow.test_airflow_api import _request, _token
+from tests.integration.airflow.test_airflow_operations import _run
 
 APP = "orders"
 CHROMIUM_ARGS = ["--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",

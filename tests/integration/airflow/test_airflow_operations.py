@@ -24,7 +24,7 @@ from streamops.lifecycle import driver
 from streamops.platform import manager
 from streamops.state.verify import verify
 from tests.fixtures.apps import AppHarness
-from tests.integration.test_airflow_api import _request, _token
+from tests.integration.airflow.test_airflow_api import _request, _token
 
 APP = "user_activity"
 OPERATION_DAGS = ("streamops_deploy", "streamops_resize", "streamops_stop")

@@ -19,8 +19,8 @@ from streamops.lifecycle import driver
 from streamops.spec import default_spec_path, get_app, load_job, load_specs
 from tests.fixtures.apps import AppHarness
 from tests.fixtures.apps import until as _until
-from tests.integration.test_airflow_api import _request, _token
-from tests.integration.test_airflow_operations import _run
+from tests.integration.airflow.test_airflow_api import _request, _token
+from tests.integration.airflow.test_airflow_operations import _run
 
 APP = "orders"
 WATCH = f"streamops_watch__{APP}"
