@@ -31,6 +31,7 @@ import pyarrow as pa
 
 from streamops.app.shape import input_scans
 from streamops.app.topics import H_BATCH_ID, H_REASON, H_TRUNCATED
+from streamops.arrow import DLQ_COLUMNS, parsed_arrow_schema
 from streamops.job import Job, JsonSerde, Record, Reject
 
 if TYPE_CHECKING:
@@ -53,11 +54,9 @@ OBSERVED_STATE_PARTITIONS = "streamops_state_partitions"
 #: ... and the batch's hottest keys (``hot_keys``)
 OBSERVED_HOT_KEYS = "streamops_hot_keys"
 
-_COORDS = [("reason", pa.string()), ("raw_key", pa.binary()), ("raw_value", pa.binary()),
-           ("src_topic", pa.string()), ("src_partition", pa.int32()), ("src_offset", pa.int64())]
+_COORDS = DLQ_COLUMNS
 _COORDS_DDL = ("reason string, raw_key binary, raw_value binary, src_topic string, src_partition int, "
                "src_offset long")
-_ARROW_TYPES = {"long": pa.int64(), "double": pa.float64()}
 #: update jobs: the parsed rows and the stateful operator's output rows
 UPDATE_PARSED_DDL = "key string, lane int, ev binary, " + _COORDS_DDL
 UPDATE_OUT_DDL = "kind string, key string, value binary, " + _COORDS_DDL
@@ -161,10 +160,9 @@ class JobQuery:
         return list(self.job_cls.aggregate or {})
 
     def parsed_schema(self) -> pa.Schema:
-        """Aggregate jobs: the parse stage's rows (key, fields, then the DLQ coordinates)."""
-        agg = self.job_cls.aggregate or {}
-        return pa.schema([(self.job_cls.key_name, pa.string()),
-                          *((f, _ARROW_TYPES[a.type]) for f, a in agg.items()), *_COORDS])
+        """Aggregate jobs: the parse stage's rows (key, fields, then the DLQ coordinates:
+        ``streamops.arrow.parsed_arrow_schema``)."""
+        return parsed_arrow_schema(self.job_cls)
 
     def seed_ddl(self) -> str:
         """The rows a checkpoint is seeded from: one per key holding its whole state."""
