@@ -81,14 +81,14 @@ def session():
 
 def measure(spark, job_cls, records, batches: int, partitions: int) -> dict:
     from streamops.named_state import decode_changelog
-    from streamops.spark.job_query import JobQuery, Topics
+    from streamops.spark.query.plan import JobQuery, Topics
     from streamops.state.lint import TICKS, _compare, _run_stream
     from streamops.state.oracle import fold_input
 
     root = Path(tempfile.mkdtemp(prefix="bench-named-"))
     query = JobQuery(job_cls, state_partitions=partitions, topics=Topics("out", "changelog", "dlq", TICKS))
     written = [0]
-    import streamops.spark.job_query as jq
+    import streamops.spark.query.plan as jq
 
     records_fn = jq.JobQuery.records
 

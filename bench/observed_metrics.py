@@ -1,4 +1,4 @@
-"""What the streaming query's observed metrics cost per record (``job_query.input_timestamps`` and
+"""What the streaming query's observed metrics cost per record (``observed.input_timestamps`` and
 ``state_partition_records``, ``hot_keys``, in every app's query since issue 25's metrics), on a local Spark job.
 
     .venv/bin/python bench/observed_metrics.py [--rows 4000000] [--runs 5]
@@ -27,7 +27,7 @@ def main() -> None:
     from pyspark.sql import Observation, SparkSession
     from pyspark.sql import functions as F
 
-    from streamops.spark.job_query import (
+    from streamops.spark.query.observed import (
         OBSERVED_STATE_PARTITIONS,
         hot_keys,
         input_timestamps,

@@ -1,4 +1,4 @@
-"""The update shape's per-group function (``job_query.update_state``) without Spark, against the
+"""The update shape's per-group function (``worker.update_state``) without Spark, against the
 same function at an earlier commit.
 
 PySpark's ``applyInPandasWithState`` calls it once per key and batch, so its fixed cost per group
@@ -27,18 +27,26 @@ import pyarrow as pa
 from pandas.testing import assert_frame_equal
 
 from bench._common import summary, table
-from streamops.spark import job_query
+from streamops.spark.query import worker
 from streamops.spec import default_spec_path, get_app, load_job, load_specs
 from tests.fixtures.group_state import GroupState
 
+#: where the per-group functions lived: ``spark/query/worker.py``, before it ``spark/job_query.py``
+WORKER_PATHS = ("streamops/spark/query/worker.py", "streamops/spark/job_query.py")
+
 
 def module_at(rev: str):
-    """``streamops.spark.job_query`` as it was at ``rev``."""
-    source = subprocess.run(["git", "show", f"{rev}:streamops/spark/job_query.py"], cwd=REPO, check=True,
-                            capture_output=True, text=True).stdout
-    path = Path(tempfile.mkdtemp()) / "job_query_baseline.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location("job_query_baseline", path)
+    """The module holding ``update_state`` (``WORKER_PATHS``) as it was at ``rev``."""
+    for rel in WORKER_PATHS:
+        shown = subprocess.run(["git", "show", f"{rev}:{rel}"], cwd=REPO, check=False, capture_output=True,
+                               text=True)
+        if shown.returncode == 0:
+            break
+    else:
+        raise SystemExit(f"{rev} has none of {', '.join(WORKER_PATHS)}")
+    path = Path(tempfile.mkdtemp()) / "worker_baseline.py"
+    path.write_text(shown.stdout)
+    spec = importlib.util.spec_from_file_location("worker_baseline", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
@@ -60,7 +68,7 @@ def batches(job_cls, events: int, per_batch: int) -> list[dict]:
         b = pa.RecordBatch.from_pydict({
             "key": [r[2] for r in chunk], "value": [r[3] for r in chunk], "topic": ["in"] * len(chunk),
             "partition": pa.array([r[0] for r in chunk], pa.int32()), "offset": [r[1] for r in chunk]})
-        parsed = next(job_query.parse_update(job_cls)(iter([b]))).to_pandas()
+        parsed = next(worker.parse_update(job_cls)(iter([b]))).to_pandas()
         groups = {}
         for n, ((key, lane), g) in enumerate(parsed.groupby(["key", "lane"], sort=False)):
             g = g.sample(frac=1, random_state=n).reset_index(drop=True)  # arrival order is not input order
@@ -99,7 +107,7 @@ def main() -> None:
         times: dict[str, list[float]] = {"baseline": [], "current": []}
         for _ in range(args.runs):
             t_base, out_base, st_base = one_run(baseline.update_state(job_cls), data)
-            t_cur, out_cur, st_cur = one_run(job_query.update_state(job_cls), data)
+            t_cur, out_cur, st_cur = one_run(worker.update_state(job_cls), data)
             times["baseline"].append(t_base / n * 1000)
             times["current"].append(t_cur / n * 1000)
             assert st_base == st_cur and len(out_base) == len(out_cur)

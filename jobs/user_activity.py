@@ -17,6 +17,7 @@ from typing import Any
 import pyarrow as pa
 
 from jobs.demo.contract import amount_cents
+from streamops.arrow import parsed_arrow_schema
 from streamops.job import Job, Max, Record, Reject, Sum
 
 Event = dict[str, Any]
@@ -125,10 +126,4 @@ class UserActivity(Job[Event, dict]):
     parse_arrow = parse_canonical
 
 
-def _parsed_schema() -> pa.Schema:
-    from streamops.spark.job_query import JobQuery
-
-    return JobQuery(UserActivity, state_partitions=1).parsed_schema()
-
-
-_PARSED = _parsed_schema()
+_PARSED = parsed_arrow_schema(UserActivity)

@@ -256,8 +256,9 @@ class Job(Generic[E, S]):
         raise NotImplementedError
 
     #: optional vectorized parser for ``aggregate`` jobs: pyarrow RecordBatch of the Kafka columns
-    #: (key, value, topic, partition, offset, timestamp) -> batches of ``parsed_arrow_schema(job)``
-    #: rows; records it cannot parse it hands to ``parse`` by returning them in ``leftover``.
+    #: (key, value, topic, partition, offset, timestamp) -> batches of the rows
+    #: ``streamops.arrow.parsed_arrow_schema(job_cls)`` states; records it cannot parse it hands to
+    #: ``parse`` by returning them in ``leftover``.
     parse_arrow: ClassVar[Any] = None
 
     # what the platform asks ----------------------------------------------------------------------

@@ -17,7 +17,7 @@ a function of its input alone, whatever the batch cut (docs/architecture.md, "St
   is one every later event of the key would have fired first anyway: the watermark fires timers
   of keys that get no events (a session whose user went quiet) without changing any result.
 
-Spark learns the watermark a batch or two late (``streamops.spark.job_query``); that only moves
+Spark learns the watermark a batch or two late (``streamops.spark.query``); that only moves
 *when* a timer fires, never the state it leaves, and at the end of the input the app catches up
 (tick records), so its final state is the fold's.
 """

@@ -129,7 +129,7 @@ def clamp_batch_offsets(checkpoint: Path, batch_id: int, bound: dict[str, dict[s
 
 #: jobs with stream time: ``clocks/<N>``, written by the driver after batch N ran and before it
 #: commits: each input partition's stream time (largest event time) after batch N and the watermark.
-#: Batch N+1's tasks read it (``job_query.batch_clocks``); a replayed batch reads the same file.
+#: Batch N+1's tasks read it (``query.worker.batch_clocks``); a replayed batch reads the same file.
 CLOCKS = "clocks"
 
 

@@ -34,7 +34,7 @@ from streamops.lifecycle.replace import Replacement, aside_dir, may_replace_chec
 from streamops.lifecycle.savepoints import apply_retention
 from streamops.named_state import decode_changelog
 from streamops.settings import Settings
-from streamops.spark.job_query import JobQuery
+from streamops.spark.query.plan import JobQuery
 from streamops.spec import AppSpec, age_seconds, load_job
 from streamops.state import seed
 

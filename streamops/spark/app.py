@@ -1,7 +1,7 @@
 """The driver of any declared job: ``python -m streamops.spark.app --app NAME [--parallelism N]``.
 
 The spec entry names the job module (``job: jobs.page_stats``); its ``Job`` class is the whole
-app: this module builds its query and records (``job_query``) and runs them (``runner``).
+app: this module builds its query and records (``query.plan``) and runs them (``runner``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ def main(argv: list[str] | None = None) -> int:
     from streamops.app.preflight import preflight
     from streamops.checkpoints.compat import IncompatibleCheckpointError
     from streamops.checkpoints.lineage import CheckpointMismatchError
-    from streamops.spark.job_query import JobQuery
+    from streamops.spark.query.plan import JobQuery
     from streamops.spark.runner import add_run_arguments, run_app, run_setup
 
     ap = argparse.ArgumentParser(prog="python -m streamops.spark.app", description=__doc__.splitlines()[0])

@@ -51,7 +51,7 @@ class RunOptions:
 #: seconds between liveness heartbeats while no batch commits
 HEARTBEAT_S = 5.0
 #: what every streaming task's Python worker imports (the Kafka reader, Arrow); plus the job module
-WARM_MODULES = ("pyarrow", "confluent_kafka", "streamops.spark.job_query")
+WARM_MODULES = ("pyarrow", "confluent_kafka", "streamops.spark.query.worker")
 CONTROL_TICK_S = 0.5  # how often the driver looks for a live resize request and surplus executors
 #: exit status of a driver refused because another one holds the app's checkpoint
 REFUSED = 3
@@ -142,7 +142,7 @@ def observed_facts(observed: dict) -> dict:
     add to a progress line: the input's newest and oldest Kafka timestamps (ms; absent when the
     batch read nothing), the records per state partition (a list, partition 0 first) and the
     hottest keys."""
-    from streamops.spark.job_query import OBSERVED_HOT_KEYS, OBSERVED_INPUT, OBSERVED_STATE_PARTITIONS
+    from streamops.spark.query.observed import OBSERVED_HOT_KEYS, OBSERVED_INPUT, OBSERVED_STATE_PARTITIONS
 
     out: dict = {}
     inp = observed.get(OBSERVED_INPUT) or {}

@@ -176,7 +176,7 @@ def run_check(spec: AppSpec, settings: Settings, *, spark=None, since_ms: int | 
                 counted["n"] += 1
                 yield m
 
-    from streamops.spark.job_query import dlq_entry
+    from streamops.spark.query.records import dlq_entry
     from streamops.state.oracle import DERIVED, fold_input, record_of
     from streamops.state.store import read_states
 

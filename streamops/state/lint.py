@@ -317,7 +317,7 @@ def _one_partition(job_cls: type[Job], records: list[Record]) -> str:
 
 def _spark(job_cls: type[Job], records: list[Record], spark: Any, state_partitions: int,
            progress: Callable[[str], None]) -> str:
-    from streamops.spark.job_query import JobQuery, Topics
+    from streamops.spark.query.plan import JobQuery, Topics
     from streamops.state import seed
     from streamops.state.store import read_states
 
@@ -392,7 +392,7 @@ def _run_stream(spark: Any, query: Any, records: list[Record], root: Path, parts
     ticks, last = [0], [-1]
 
     def sink(df, batch_id: int) -> None:
-        from streamops.spark.job_query import dlq_entry
+        from streamops.spark.query.records import dlq_entry
 
         last[0] = max(last[0], batch_id)
         table = df.toArrow()

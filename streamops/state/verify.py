@@ -744,7 +744,7 @@ def _verify(spec: AppSpec, settings: Settings, *, spark: Any, progress: Progress
         timings["checksums"] = time.monotonic() - ts
         ts = time.monotonic()
         from streamops.job import JsonSerde
-        from streamops.spark.job_query import batch_of
+        from streamops.spark.query.records import batch_of
 
         topics = {"changelog": spec.changelog_topic, "output": spec.live_output_topic}
         serde = job_cls.state_serde

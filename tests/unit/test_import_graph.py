@@ -167,3 +167,32 @@ def test_each_record_header_name_is_defined_once() -> None:
             for name in HEADER.findall(line):
                 bad.append(f"{path.relative_to(REPO)}:{n} spells {name!r}")
     assert not bad, "header names spelled outside streamops/app/topics.py (rule: one definition):\n" + "\n".join(bad)
+
+
+#: what a job may import from streamops: the job API (docs/writing-a-job.md); the rest is internal
+PUBLIC_JOB_API = ("streamops.job", "streamops.arrow", "streamops.windows", "streamops.joins",
+                  "streamops.named_state", "streamops.stream_time", "streamops.testing")
+
+
+def _streamops_modules(path: Path) -> list[tuple[str, int]]:
+    """(streamops module named, line) for every import of streamops in a file outside the core."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [(a.name, node.lineno) for a in node.names if a.name.split(".")[0] == "streamops"]
+        elif isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] == "streamops":
+            if node.module == "streamops":  # from streamops import job
+                found += [(f"streamops.{a.name}", node.lineno) for a in node.names]
+            else:
+                found.append((node.module, node.lineno))
+    return found
+
+
+def test_jobs_import_only_the_public_job_api() -> None:
+    """Rule: a job (every file under ``jobs/``) imports from streamops only the public job API, never
+    the runtime (``streamops.spark`` and the rest), which may change under it."""
+    bad = [f"{path.relative_to(REPO)}:{line} imports {name}"
+           for path in sorted((REPO / "jobs").rglob("*.py")) for name, line in _streamops_modules(path)
+           if ".".join(name.split(".")[:2]) not in PUBLIC_JOB_API]
+    assert not bad, (f"a job imports streamops beyond the job API (rule: jobs import only {', '.join(PUBLIC_JOB_API)}):\n"
+                     + "\n".join(bad))

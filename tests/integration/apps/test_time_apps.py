@@ -13,7 +13,7 @@ import pytest
 from streamops.checkpoints import layout
 from streamops.kafka.admin import end_offsets, partitions
 from streamops.kafka.read import latest_per_key, read_topic
-from streamops.spark.job_query import dlq_entry
+from streamops.spark.query.records import dlq_entry
 from streamops.spec import default_spec_path, get_app, load_job, load_specs
 from streamops.state.oracle import fold_input, record_of
 

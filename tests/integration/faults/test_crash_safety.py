@@ -27,7 +27,7 @@ from streamops.kafka.admin import TopicSpec, end_offsets, ensure_topics, recreat
 from streamops.kafka.read import latest_per_key, read_topic
 from streamops.lifecycle.replace import rewind_marker
 from streamops.platform import manager
-from streamops.spark.job_query import DLQ_MAX_BYTES
+from streamops.spark.query.records import DLQ_MAX_BYTES
 from streamops.spec import default_spec_path, get_app, load_specs
 
 APP = "user_activity"

@@ -17,7 +17,7 @@ from streamops.kafka.read import latest_per_key, read_topic
 from streamops.ledger import Ledger
 from streamops.lifecycle import driver
 from streamops.platform import manager
-from streamops.spark.job_query import dlq_entry
+from streamops.spark.query.records import dlq_entry
 from streamops.spec import default_spec_path, get_app, load_job, load_specs
 from streamops.state.oracle import fold_input, record_of
 

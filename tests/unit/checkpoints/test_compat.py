@@ -12,7 +12,7 @@ from jobs.user_activity import UserActivity
 from streamops.app.shape import job_shape
 from streamops.checkpoints import compat
 from streamops.job import Max, Sum
-from streamops.spark.job_query import JobQuery
+from streamops.spark.query.plan import JobQuery
 
 
 def shape(job_cls) -> compat.JobShape:

@@ -9,14 +9,13 @@ import time
 
 from jobs import user_activity as job
 from jobs.demo.generator import generate_records
-from streamops.spark.job_query import (
+from streamops.spark.query.observed import (
     OBSERVED_HOT_KEYS,
     OBSERVED_STATE_PARTITIONS,
-    JobQuery,
-    Topics,
     hot_keys,
     state_partition_records,
 )
+from streamops.spark.query.plan import JobQuery, Topics
 from streamops.spark.runner import observed_facts, progress_line
 
 

@@ -15,7 +15,7 @@ import pytest
 from jobs.enriched_orders import ORDERS, PRICES, EnrichedOrders
 from jobs.enriched_orders import generate as orders_and_prices
 from jobs.sessions import Sessions, generate
-from streamops.spark.job_query import JobQuery, Topics
+from streamops.spark.query.plan import JobQuery, Topics
 from streamops.state.lint import TICKS, _compare, _run_stream, sample_records
 from streamops.state.oracle import fold_input
 from streamops.state.store import read_states

@@ -13,7 +13,9 @@ from jobs.demo.fold import fold, profile_json, validate
 from jobs.demo.generator import generate_records
 from streamops.app.topics import H_BATCH_ID, H_REASON, H_SOURCE_OFFSET, H_SOURCE_PARTITION, H_SOURCE_TOPIC
 from streamops.job import Record
-from streamops.spark.job_query import JobQuery, Topics, parse_aggregate, state_of
+from streamops.spark.query.plan import JobQuery, Topics
+from streamops.spark.query.records import state_of
+from streamops.spark.query.worker import parse_aggregate
 from streamops.state.oracle import fold_input
 
 KAFKA_DDL = ("key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "

@@ -15,7 +15,7 @@ def test_seed_rows_are_the_declared_state(repo: Path) -> None:
     """An aggregate job seeds from its key and fields, an update job from its serialized state."""
     from jobs.page_stats import PageStats
     from jobs.user_activity import UserActivity
-    from streamops.spark.job_query import JobQuery
+    from streamops.spark.query.plan import JobQuery
 
     agg = JobQuery(UserActivity, state_partitions=2)
     assert seed.seed_columns(agg) == ["user_id", "last_login_ts", "purchases", "total_cents", "events"]

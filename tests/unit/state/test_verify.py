@@ -380,7 +380,7 @@ class Msg:
 
 def test_scan_topic_latest_per_key_as_of_the_batch(monkeypatch: pytest.MonkeyPatch) -> None:
     from streamops.kafka import admin, read
-    from streamops.spark.job_query import batch_of
+    from streamops.spark.query.records import batch_of
 
     msgs = [
         Msg(b"a", b'{"n": 1}', batch=1), Msg(b"b", b'{"n": 1}', batch=1), Msg(b"c", b'{"n": 1}', batch=1),

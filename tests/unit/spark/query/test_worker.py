@@ -1,4 +1,4 @@
-"""The update shape's stateful function (``job_query.update_state``) on one group, without Spark:
+"""The update shape's stateful function (``worker.update_state``) on one group, without Spark:
 events folded in input order whatever order their frames arrive in, screened ones to the DLQ,
 rejected records straight to the DLQ."""
 
@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from jobs.orders import HORIZON_MS, Orders
-from streamops.spark.job_query import REJECT_LANE, update_state
+from streamops.spark.query.worker import REJECT_LANE, update_state
 from tests.fixtures.group_state import GroupState
 
 pytestmark = pytest.mark.unit

@@ -1,0 +1,495 @@
+"""What Spark runs on the executors, in their Python workers: the parse stage (``mapInArrow``),
+the update jobs' per-group functions (``applyInPandasWithState``, ``transformWithStateInPandas``:
+each key's events folded in input order, emitted, expired, and the changelog rows written), the
+state they keep (``BlobStore``, ``NamedStore``) and the seed queries' functions.
+
+The driver (``plan.JobQuery``) hands Spark closures over these; cloudpickle ships what they name
+here by reference, so each worker imports this module: everything is top-level and importable,
+and imports stay lean (no Kafka admin, ledger or spec; ``runner.WARM_MODULES`` preloads it).
+pandas, Spark's classes and the stream-time and named-state helpers load where used.
+
+Update jobs' rows (DDL for the plan, Arrow for the functions): parsed (key, lane, pickled event,
+DLQ columns), rejected records in ``REJECT_LANE`` keyed by source partition and never given
+state, clock and tick lanes for stream time; out (kind, key, value, DLQ columns), which
+``records`` encodes.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from streamops.arrow import DLQ_COLUMNS
+from streamops.job import Job, Record, Reject
+from streamops.spark.query.records import OUTPUT_JSON
+
+#: the lane of rejected records in an update job's grouping key (events: 0)
+REJECT_LANE = 1
+#: jobs with stream time: per input partition, the largest event time a task saw (key "topic/partition")
+CLOCK_LANE = 2
+#: jobs with stream time: a tick record (it only carries the watermark into Spark)
+TICK_LANE = 3
+#: Spark's local property holding the micro-batch id in a streaming query's tasks
+BATCH_ID_PROPERTY = "streaming.sql.batchId"
+_DLQ_DDL = ("reason string, raw_key binary, raw_value binary, src_topic string, src_partition int, "
+            "src_offset long")
+#: update jobs: the parsed rows and the stateful operator's output rows
+UPDATE_PARSED_DDL = "key string, lane int, ev binary, " + _DLQ_DDL
+UPDATE_OUT_DDL = "kind string, key string, value binary, " + _DLQ_DDL
+UPDATE_STATE_DDL = "blob binary"
+#: jobs with stream time: each row also carries its event time, its partition's stream time before it
+#: (-1: none yet) and the watermark Spark is to learn (``wm_ms``, see ``plan.JobQuery._build_update``)
+TIMED_DDL = ", ts long, st long, wm_ms long"
+NO_TIME = -1
+
+
+def _records(batch: pa.RecordBatch) -> Iterator[Record]:
+    ts = batch.column("timestamp").cast(pa.int64()).to_pylist() if "timestamp" in batch.schema.names \
+        else [None] * batch.num_rows
+    for key, value, topic, part, off, t in zip(*(batch.column(n).to_pylist() for n in
+                                                 ("key", "value", "topic", "partition", "offset")), ts):
+        yield Record(topic, part, off, key, value, None if t is None else t // 1000)
+
+
+
+# -- the functions Spark runs on executors (module-level: cloudpickled by reference) --------------
+def parse_aggregate(job_cls: type[Job], schema: pa.Schema):
+    """mapInArrow: Kafka rows -> key + contributed fields (valid) or reason + raw record (rejected)."""
+    fields = list(job_cls.aggregate or {})
+    key_name = job_cls.key_name
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        job = job_cls()
+        fast = job_cls.parse_arrow
+        for b in batches:
+            if fast is not None:
+                done, b = fast(job, b)
+                if done is not None and done.num_rows:
+                    yield done
+                if b is None or not b.num_rows:
+                    continue
+            cols: dict[str, list] = {f.name: [] for f in schema}
+            for r in _records(b):
+                parsed = job.parse(r)
+                if isinstance(parsed, Reject):
+                    cols[key_name].append(None)
+                    for f in fields:
+                        cols[f].append(None)
+                    cols["reason"].append(parsed.reason)
+                    cols["raw_key"].append(r.key)
+                    cols["raw_value"].append(r.value)
+                else:
+                    contribution = job.contribute(parsed)
+                    cols[key_name].append(job.key(parsed))
+                    for f in fields:
+                        cols[f].append(contribution.get(f))
+                    cols["reason"].append(None)
+                    cols["raw_key"].append(None)
+                    cols["raw_value"].append(None)
+                cols["src_topic"].append(r.topic)
+                cols["src_partition"].append(r.partition)
+                cols["src_offset"].append(r.offset)
+            yield pa.RecordBatch.from_pydict(cols, schema=schema)
+
+    return run
+
+
+_UPDATE_PARSED = pa.schema([("key", pa.string()), ("lane", pa.int32()), ("ev", pa.binary()), *DLQ_COLUMNS])
+
+
+_TIMED_PARSED = pa.schema([*_UPDATE_PARSED, ("ts", pa.int64()), ("st", pa.int64()), ("wm_ms", pa.int64())])
+
+
+def parse_update(job_cls: type[Job], *, checkpoint: Path | None = None, ticks_topic: str | None = None):
+    """mapInArrow: Kafka rows -> (key, lane 0, pickled event) or (source partition, lane 1, reason).
+    Events keep their raw record when the job screens them or has stream time (a screened or late
+    event goes to the DLQ)."""
+    if job_cls.has_time():
+        return parse_timed(job_cls, checkpoint, ticks_topic)
+    keep_raw = job_cls.has_screen()
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        job = job_cls()
+        for b in batches:
+            cols: dict[str, list] = {f.name: [] for f in _UPDATE_PARSED}
+            for r in _records(b):
+                parsed = job.parse(r)
+                rejected = isinstance(parsed, Reject)
+                cols["key"].append(f"{r.topic}/{r.partition}" if rejected else job.key(parsed))
+                cols["lane"].append(REJECT_LANE if rejected else 0)
+                cols["ev"].append(None if rejected else pickle.dumps(parsed, protocol=5))
+                cols["reason"].append(parsed.reason if rejected else None)
+                cols["raw_key"].append(r.key if rejected or keep_raw else None)
+                cols["raw_value"].append(r.value if rejected or keep_raw else None)
+                cols["src_topic"].append(r.topic)
+                cols["src_partition"].append(r.partition)
+                cols["src_offset"].append(r.offset)
+            yield pa.RecordBatch.from_pydict(cols, schema=_UPDATE_PARSED)
+
+    return run
+
+
+def batch_clocks(checkpoint: Path | None) -> tuple[dict, int | None]:
+    """In a task of a streaming query: the stream times and watermark as of the batch before this
+    one (``layout.read_clocks``); outside one, or before any clock, none."""
+    from pyspark import TaskContext
+
+    from streamops.checkpoints import layout
+
+    ctx = TaskContext.get()
+    batch = ctx.getLocalProperty(BATCH_ID_PROPERTY) if ctx is not None else None
+    if checkpoint is None or batch is None:
+        return {}, None
+    clocks = layout.read_clocks(checkpoint, int(batch) - 1)
+    return (clocks.partitions, clocks.watermark) if clocks is not None else ({}, None)
+
+
+def _timed_batch(rows: list[tuple]) -> pa.RecordBatch:
+    columns = list(zip(*rows)) if rows else [[] for _ in _TIMED_PARSED]
+    return pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(columns, _TIMED_PARSED)],
+                                      schema=_TIMED_PARSED)
+
+
+def parse_timed(job_cls: type[Job], checkpoint: Path | None, ticks_topic: str | None):
+    """mapInArrow for a job with stream time: each event with its time and its partition's stream
+    time before it (``stream_time``), one clock row per partition the task read (its largest event
+    time), tick rows in their own lane; every row carries the watermark for Spark
+    (``plan.JobQuery._build_update``)."""
+    from streamops import stream_time
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        job = job_cls()
+        clocks, wm = batch_clocks(checkpoint)
+        running: dict[tuple[str, int], int] = dict(clocks)
+        seen: set[tuple[str, int]] = set()
+        wm_ms = 1 if wm is None else wm + 1
+        for b in batches:
+            rows: list[tuple] = []  # in _TIMED_PARSED's order
+            for r in _records(b):
+                where = (r.topic, r.partition, r.offset)
+                if r.topic == ticks_topic:
+                    rows.append(("tick", TICK_LANE, None, None, None, None, *where, NO_TIME, NO_TIME, wm_ms))
+                    continue
+                parsed = job.parse(r)
+                ts = None if isinstance(parsed, Reject) else stream_time.event_time(job, parsed, r.timestamp_ms)
+                if ts is None:
+                    reason = parsed.reason if isinstance(parsed, Reject) else stream_time.BAD_TIMESTAMP
+                    rows.append((f"{r.topic}/{r.partition}", REJECT_LANE, None, reason, r.key, r.value, *where,
+                                 NO_TIME, NO_TIME, wm_ms))
+                    continue
+                before = stream_time.advance(running, (r.topic, r.partition), ts)
+                seen.add((r.topic, r.partition))
+                rows.append((job.key(parsed), 0, pickle.dumps(parsed, protocol=5), None, r.key, r.value, *where, ts,
+                             NO_TIME if before is None else before, wm_ms))
+            yield _timed_batch(rows)
+        if seen:
+            yield _timed_batch([(f"{t}/{p}", CLOCK_LANE, None, None, None, None, t, p, None, running[(t, p)], NO_TIME,
+                                 wm_ms) for t, p in sorted(seen)])
+
+    return run
+
+
+_OUT_COLUMNS = ["kind", "key", "value", "reason", "raw_key", "raw_value", "src_topic", "src_partition",
+                "src_offset"]
+
+
+def _frame(rows: list[tuple]):
+    import pandas as pd
+
+    return pd.DataFrame.from_records(rows, columns=_OUT_COLUMNS)
+
+
+def _dlq_row(reason: str, raw_key, raw_value, topic: str, partition: int, offset: int) -> tuple:
+    return ("dlq", None, None, reason, raw_key, raw_value, topic, int(partition), int(offset))
+
+
+def update_state(job_cls: type[Job]):
+    """applyInPandasWithState: fold one key's events of a batch into its state (``update_key``)."""
+    if job_cls.has_time():
+        return update_timed(job_cls)
+
+    def run(group: tuple, frames: Iterator, state) -> Iterator:
+        key, lane = group
+        yield _frame(update_key(job_cls, key, lane, _group_columns(frames), BlobStore(job_cls, state)))
+
+    return run
+
+
+def update_key(job_cls: type[Job], key: str, lane: int, c: dict[str, list], store: Any) -> list[tuple]:
+    """One key's events of a batch (a job without stream time) folded into its state in ``store``
+    (``BlobStore`` or ``NamedStore``): the rows to emit."""
+    # plain lists, not pandas, per group: a group is a handful of events, and pandas' concat,
+    # sort and itertuples took ~3/4 of the function's time per group (bench/update_state.py)
+    rows: list[tuple] = []
+    coords = list(zip(c["raw_key"], c["raw_value"], c["src_topic"], c["src_partition"], c["src_offset"]))
+    if lane == REJECT_LANE:  # rejected by parse: straight to the DLQ, never any state
+        return [_dlq_row(reason, *coord) for reason, coord in zip(c["reason"], coords)]
+    job = job_cls()
+    # input order: (topic, partition, offset), whatever order the frames came in
+    order = sorted(range(len(coords)), key=lambda i: coords[i][2:])
+    loaded = store.load()
+    current = job.initial(key) if loaded is None else loaded
+    if job_cls.has_screen():
+        for i in order:
+            ev = pickle.loads(c["ev"][i])
+            reason = job.screen(key, current, ev)
+            if reason is not None:
+                rows.append(_dlq_row(reason, *coords[i]))
+            else:
+                current = job.update(key, current, [ev])
+    else:
+        current = job.update(key, current, [pickle.loads(c["ev"][i]) for i in order])
+    _finish(job, key, current, store, rows)
+    return rows
+
+
+def _finish(job: Job, key: str, current: Any, store: Any, rows: list[tuple]) -> Any:
+    """Emit ``current``, expire it and write what is kept (None: the key is deleted) to the store,
+    which adds its changelog rows; returns what is kept."""
+    for okey, value in job.emit(key, current).items():
+        rows.append(("out", okey, OUTPUT_JSON.dumps(value), None, None, None, None, None, None))
+    kept = job.expire(key, current) if type(job).has_expire() else current
+    return store.save(key, kept, rows)
+
+
+class BlobStore:
+    """A key's single state in ``applyInPandasWithState``'s GroupState: one serialized blob."""
+
+    def __init__(self, job_cls: type[Job], state) -> None:
+        self.serde, self.state = job_cls.state_serde, state
+
+    def load(self) -> Any:
+        return self.serde.loads(self.state.get[0]) if self.state.exists else None
+
+    def watermark(self) -> int:
+        return self.state.getCurrentWatermarkMs()
+
+    def save(self, key: str, kept: Any, rows: list[tuple]) -> Any:
+        if kept is None:
+            if self.state.exists:
+                self.state.remove()
+            rows.append(("changelog", key, None, None, None, None, None, None, None))
+            return None
+        blob = self.serde.dumps(kept)
+        self.state.update((blob,))
+        rows.append(("changelog", key, blob, None, None, None, None, None, None))
+        return kept
+
+    def set_timer(self, ts: int | None, wm: int | None) -> None:
+        if ts is not None:  # Spark wakes the key once its watermark is past ts - 1, i.e. reaches ts
+            self.state.setTimeoutTimestamp(max(ts - 1, wm or 1))
+
+
+def update_timed(job_cls: type[Job]):
+    """applyInPandasWithState for a job with stream time (``timed_key``)."""
+
+    def run(group: tuple, frames: Iterator, state) -> Iterator:
+        key, lane = group
+        yield _frame(timed_key(job_cls, key, lane, _group_columns(frames, _TIMED_COLUMNS), BlobStore(job_cls, state)))
+
+    return run
+
+
+def timed_key(job_cls: type[Job], key: str, lane: int, c: dict[str, list], store: Any) -> list[tuple]:
+    """``stream_time.run_key`` over the key's events of the batch and Spark's watermark; a key left
+    with timers sleeps until the watermark reaches its next one (also with no more events).
+    Clock, tick and rejected rows come in their own lanes."""
+    from streamops import stream_time
+
+    if lane == TICK_LANE:
+        return []
+    if lane == CLOCK_LANE:
+        if len(c["ts"]) != 1:  # two tasks read one partition in a batch: their clocks would disagree
+            raise RuntimeError(f"{key} was read by {len(c['ts'])} tasks in one micro-batch; stream time "
+                               f"needs one task per Kafka partition (do not set the source's minPartitions)")
+        return [("clock", key, str(int(c["ts"][0])).encode(), None, None, None, None, None, None)]
+    coords = list(zip(c["raw_key"], c["raw_value"], c["src_topic"], c["src_partition"], c["src_offset"]))
+    if lane == REJECT_LANE:
+        return [_dlq_row(reason, *coord) for reason, coord in zip(c["reason"], coords)]
+    job = job_cls()
+    wm = store.watermark()
+    wm = wm if wm >= stream_time.MIN_TS else None
+    order = sorted(range(len(coords)), key=lambda i: coords[i][2:])
+    items = [stream_time.Timed((coords[i][2], int(coords[i][3]), int(coords[i][4])), pickle.loads(c["ev"][i]),
+                               int(c["ts"][i]), None if c["st"][i] == NO_TIME else int(c["st"][i]))
+             for i in order]
+    raw = {(t, int(p), int(o)): (k, v) for k, v, t, p, o in coords}
+    rejected: dict = {}
+    rows: list[tuple] = []
+    current = stream_time.run_key(job, key, store.load(), items, wm, rejected)
+    for where, reason in rejected.items():
+        rows.append(_dlq_row(reason, *raw[where], *where))
+    kept = _finish(job, key, current, store, rows)
+    if job_cls.has_timers():
+        store.set_timer(None if kept is None else stream_time.next_timer(job, key, kept), wm)
+    return rows
+
+
+class NamedStore:
+    """A key's named state (``streamops.named_state``) in ``transformWithStateInPandas``'s state
+    variables: loaded whole, written part by part (``named_state.changes``), with one changelog
+    row per changed part and at most one registered timer, the next one."""
+
+    def __init__(self, job_cls: type[Job], variables: dict[str, Any], handle, watermark_ms: int) -> None:
+        self.values = job_cls.state_values or {}
+        self.vars, self.handle, self.wm = variables, handle, watermark_ms
+        self.loaded: dict[str, Any] | None = None
+
+    def load(self) -> dict[str, Any] | None:
+        from streamops import named_state as ns
+
+        state: dict[str, Any] = {}
+        for name, kind in self.values.items():
+            var = self.vars[name]
+            if isinstance(kind, ns.Value):
+                got = var.get()
+                state[name] = None if got is None else json.loads(got[0])
+            elif isinstance(kind, ns.ListOf):
+                state[name] = [json.loads(v[0]) for v in var.get()]
+            else:
+                state[name] = {k[0]: json.loads(v[0]) for k, v in var.iterator()}
+        self.loaded = None if ns.is_empty(self.values, state) else state
+        # the job may change what it is handed in place: keep a copy to diff against
+        return None if self.loaded is None else json.loads(json.dumps(self.loaded))
+
+    def watermark(self) -> int:
+        return self.wm
+
+    def save(self, key: str, kept: Any, rows: list[tuple]) -> Any:
+        from streamops import named_state as ns
+
+        if kept is not None:
+            ns.check_shape(self.values, key, kept)
+            if ns.is_empty(self.values, kept):
+                kept = None
+        done = ns.changes(self.values, self.loaded, kept)
+        dumps = ns._dumps
+        for c in done:
+            var = self.vars[c.name]
+            if c.op == "put":
+                var.updateValue((c.entry,), (dumps(c.value),))
+            elif c.op == "remove":
+                var.removeKey((c.entry,))
+            elif c.op == "clear":
+                var.clear()
+            elif c.op == "append":
+                var.appendList([(dumps(v),) for v in c.value])
+            elif isinstance(self.values[c.name], ns.ListOf):
+                var.put([(dumps(v),) for v in c.value])
+            else:
+                var.update((dumps(c.value),))
+        for ckey, value in ns.changelog_records(self.values, key, kept, done):
+            rows.append(("changelog", ckey, value, None, None, None, None, None, None))
+        self.loaded = kept
+        return kept
+
+    def set_timer(self, ts: int | None, wm: int | None) -> None:
+        """Spark fires a timer once its watermark reaches it (expiry <= watermark)."""
+        have = list(self.handle.listTimers())
+        for t in have:
+            if t != ts:
+                self.handle.deleteTimer(t)
+        if ts is not None and ts not in have:
+            self.handle.registerTimer(ts)
+
+
+def named_processor(job_cls: type[Job], *, seed: bool = False):
+    """The ``StatefulProcessor`` of a job with named state: ``update_key``/``timed_key`` over a
+    ``NamedStore``; with ``seed``, it writes each key's state from a seed row (``seed_ddl``)."""
+    from pyspark.sql.streaming.stateful_processor import StatefulProcessor
+
+    from streamops import named_state as ns
+    from streamops import stream_time
+
+    values, timed = job_cls.state_values or {}, job_cls.has_time()
+
+    class Processor(StatefulProcessor):
+        def init(self, handle) -> None:
+            self.handle = handle
+            self.vars: dict[str, Any] = {}
+            for name, kind in values.items():
+                if isinstance(kind, ns.Value):
+                    self.vars[name] = handle.getValueState(name, "json string")
+                elif isinstance(kind, ns.ListOf):
+                    self.vars[name] = handle.getListState(name, "json string")
+                else:
+                    self.vars[name] = handle.getMapState(name, "entry string", "json string")
+
+        def _store(self, timer_values) -> NamedStore:
+            return NamedStore(job_cls, self.vars, self.handle, timer_values.getCurrentWatermarkInMs())
+
+        def handleInputRows(self, key, rows, timerValues) -> Iterator:
+            k, lane = key[0], int(key[1])
+            store = self._store(timerValues)
+            if seed:
+                job = job_cls()
+                for pdf in rows:
+                    for blob in pdf["blob"]:
+                        store.load()
+                        kept = store.save(k, json.loads(blob), [])
+                        if timed and job_cls.has_timers():
+                            store.set_timer(None if kept is None else stream_time.next_timer(job, k, kept), None)
+                yield _frame([])
+                return
+            if timed:
+                out = timed_key(job_cls, k, lane, _group_columns(rows, _TIMED_COLUMNS), store)
+            else:
+                out = update_key(job_cls, k, lane, _group_columns(rows), store)
+            yield _frame(out)
+
+        def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator:
+            empty = {n: [] for n in _TIMED_COLUMNS}
+            yield _frame(timed_key(job_cls, key[0], int(key[1]), empty, self._store(timerValues)))
+
+        def close(self) -> None:
+            pass
+
+    return Processor()
+
+
+_GROUP_COLUMNS = ("ev", "reason", "raw_key", "raw_value", "src_topic", "src_partition", "src_offset")
+_TIMED_COLUMNS = (*_GROUP_COLUMNS, "ts", "st")
+
+
+def _group_columns(frames: Iterator, names: tuple[str, ...] = _GROUP_COLUMNS) -> dict[str, list]:
+    """One group's frames (``UPDATE_PARSED_DDL``) as Python lists per column, frames concatenated."""
+    cols: dict[str, list] = {n: [] for n in names}
+    for pdf in frames:
+        for n in names:
+            cols[n].extend(pdf[n].tolist())
+    return cols
+
+
+def seed_timed_state(job_cls: type[Job]):
+    """The seed query's function for a job with stream time: the state, and its next timer as the
+    key's event-time timeout (what ``update_timed`` leaves)."""
+    from streamops import stream_time
+
+    def run(group: tuple, frames: Iterator, state) -> Iterator:
+        import pandas as pd
+
+        job, loads = job_cls(), job_cls.state_serde.loads
+        for pdf in frames:
+            for blob in pdf["blob"]:
+                state.update((blob,))
+                nxt = stream_time.next_timer(job, group[0], loads(blob))
+                if nxt is not None:
+                    state.setTimeoutTimestamp(nxt - 1)
+        yield pd.DataFrame({c: [] for c in _OUT_COLUMNS})
+
+    return run
+
+
+def seed_state(group: tuple, frames: Iterator, state) -> Iterator:
+    """The seed query's function: the one row per key holds the key's serialized state."""
+    import pandas as pd
+
+    for pdf in frames:
+        for blob in pdf["blob"]:
+            state.update((blob,))
+    yield pd.DataFrame({c: [] for c in _OUT_COLUMNS})
