@@ -139,33 +139,17 @@ def produce(
                              rate=rate, progress=progress, config=config, flush_timeout=flush_timeout)
 
 
-def produce_to_topics(
-    bootstrap: str,
-    records: Iterable[tuple[str, bytes | None, bytes | None]],
-    *,
-    partitions: Mapping[str, int],
-    rate: float | None = None,
-    progress: Callable[[int], None] | None = None,
-    config: Mapping[str, Any] | None = None,
-    flush_timeout: float = 60.0,
-) -> ProduceResult:
+def produce_to_topics(bootstrap: str, records: Iterable[tuple[str, bytes | None, bytes | None]], *,
+                      partitions: Mapping[str, int], rate: float | None = None,
+                      progress: Callable[[int], None] | None = None, config: Mapping[str, Any] | None = None,
+                      flush_timeout: float = 60.0) -> ProduceResult:
     """Send ``(topic, key, value)`` records (``partitions``: each topic's partition count; a
     record for another topic is a ``ValueError``) and wait until every one is acknowledged.
     ``rate`` (records/s) paces sending smoothly; ``progress(sent)`` is called at most 10 times per
     second and once at the end. Raises ``ProduceError`` if any record is not delivered."""
     failures: list[str] = []
     fatal: list[str] = []
-
-    def on_delivery(err: KafkaError | None, _msg: Any) -> None:
-        if err is not None:
-            failures.append(err.str())
-
-    def on_error(err: KafkaError) -> None:
-        if err.fatal():
-            fatal.append(err.str())
-
-    producer = Producer(client_config(bootstrap, {
-        **PRODUCE_DEFAULTS, **(config or {}), "on_delivery": on_delivery, "error_cb": on_error}))
+    producer = _producer(bootstrap, config, failures, fatal)
     send = producer.produce
     poll = producer.poll
     bucket = TokenBucket(rate) if rate else None
@@ -186,25 +170,18 @@ def produce_to_topics(
                     raise ValueError(f"a record for topic {topic!r}, which is not one of {names}") from None
             elif topic != only:
                 raise ValueError(f"a record for topic {topic!r}, which is not {only}")
-            if bucket is not None and (wait := paced_wait(bucket)) > 0:
-                until = clock() + wait
-                while (left := until - clock()) > 0:
-                    poll(max(left, 0.001))  # serve callbacks while waiting
-            if key is None:
+            if bucket is not None:
+                _pace(bucket, poll)
+            part = -1  # a keyed record: the partitioner decides (murmur2_random, Kafka's default)
+            if key is None:  # round robin
                 part = keyless[topic] % partitions[topic]
                 keyless[topic] += 1
-            else:
-                part = -1  # the partitioner decides: murmur2_random, Kafka's default
-            while True:
-                try:
-                    send(topic, value, key, part)
-                    break
-                except BufferError:  # local queue full: let deliveries drain it
-                    poll(0.05)
-                    _check(failures, fatal, names, sent)
+            try:
+                send(topic, value, key, part)
+            except BufferError:  # local queue full: let deliveries drain it, then send
+                _send_when_queued(producer, (topic, value, key, part), failures, fatal, names, sent)
             sent += 1
-            if value is not None:
-                nbytes += len(value)
+            nbytes += 0 if value is None else len(value)
             if sent & 1023 == 0 or bucket is not None:
                 if sent & 1023 == 0:
                     poll(0)
@@ -212,12 +189,7 @@ def produce_to_topics(
                 if progress is not None and clock() >= next_tick:
                     progress(sent)
                     next_tick = clock() + 0.1
-        deadline = clock() + flush_timeout
-        while (pending := producer.flush(min(1.0, max(0.0, deadline - clock())))) > 0:
-            _check(failures, fatal, names, sent)
-            if clock() >= deadline:
-                raise ProduceError(f"{pending} of {sent} records to {names} were not acknowledged within "
-                                   f"{flush_timeout:g}s after the last send")
+        _flush(producer, flush_timeout, failures, fatal, names, sent)
     except BaseException:
         producer.purge()  # drop what is still queued: do not deliver after a failure
         producer.poll(0)
@@ -226,9 +198,54 @@ def produce_to_topics(
     elapsed = clock() - t0
     if progress is not None:
         progress(sent)
-    if only is not None:
-        per_topic[only] = sent
-    return ProduceResult(names, sent, nbytes, elapsed, per_topic)
+    return ProduceResult(names, sent, nbytes, elapsed, per_topic if only is None else {only: sent})
+
+
+def _producer(bootstrap: str, config: Mapping[str, Any] | None, failures: list[str], fatal: list[str]) -> Producer:
+    """A producer whose delivery failures and fatal errors land in ``failures`` and ``fatal``."""
+
+    def on_delivery(err: KafkaError | None, _msg: Any) -> None:
+        if err is not None:
+            failures.append(err.str())
+
+    def on_error(err: KafkaError) -> None:
+        if err.fatal():
+            fatal.append(err.str())
+
+    return Producer(client_config(bootstrap, {
+        **PRODUCE_DEFAULTS, **(config or {}), "on_delivery": on_delivery, "error_cb": on_error}))
+
+
+def _send_when_queued(producer: Producer, record: tuple[str, bytes | None, bytes | None, int], failures: list[str],
+                      fatal: list[str], names: str, sent: int) -> None:
+    """Send ``(topic, value, key, partition)`` once the local queue has room, serving deliveries."""
+    while True:
+        producer.poll(0.05)
+        _check(failures, fatal, names, sent)
+        try:
+            producer.produce(*record)
+            return
+        except BufferError:
+            continue
+
+
+def _pace(bucket: TokenBucket, poll: Callable[[float], Any]) -> None:
+    """Wait for the next token, serving the producer's callbacks meanwhile."""
+    if (wait := paced_wait(bucket)) > 0:
+        until = time.monotonic() + wait
+        while (left := until - time.monotonic()) > 0:
+            poll(max(left, 0.001))
+
+
+def _flush(producer: Producer, flush_timeout: float, failures: list[str], fatal: list[str], names: str,
+           sent: int) -> None:
+    """Wait until every record sent is acknowledged (``ProduceError`` past ``flush_timeout``)."""
+    deadline = time.monotonic() + flush_timeout
+    while (pending := producer.flush(min(1.0, max(0.0, deadline - time.monotonic())))) > 0:
+        _check(failures, fatal, names, sent)
+        if time.monotonic() >= deadline:
+            raise ProduceError(f"{pending} of {sent} records to {names} were not acknowledged within "
+                               f"{flush_timeout:g}s after the last send")
 
 
 def _check(failures: list[str], fatal: list[str], topic: str, sent: int) -> None:

@@ -63,88 +63,52 @@ def write_spark_properties(settings: Settings) -> Path:
 
 
 def build(settings: Settings) -> list[Component]:
-    """All components in start order (kafka, spark master, workers, airflow)."""
-    state = settings.state_dir
-    props = str(spark_properties(settings))
-    spark_class = str(bin_dir() / "spark-class")
-    airflow = str(bin_dir() / "airflow")
+    """All components in start order (kafka, spark master, workers, airflow, the supervisor)."""
     env = ENV_VARS
-    comps: list[Component] = [
-        Component(
-            "kafka",
-            "kafka",
-            kafka_broker.argv(settings),
-            ports=((settings.kafka_port, env["kafka_port"]),
-                   (settings.kafka_controller_port, env["kafka_controller_port"])),
-            start_timeout=90,
-        ),
-        Component(
-            "spark-master",
-            "spark",
-            (
-                spark_class, "org.apache.spark.deploy.master.Master",
-                "--host", settings.host,
-                "--port", str(settings.spark_master_port),
-                "--webui-port", str(settings.spark_ui_port),
-                "--properties-file", props,
-            ),
-            ports=(
-                (settings.spark_master_port, env["spark_master_port"]),
-                (settings.spark_ui_port, env["spark_ui_port"]),
-                (settings.spark_rest_port, env["spark_rest_port"]),
-            ),
-            start_timeout=90,
-        ),
-    ]
-    for i, ui_port in enumerate(settings.worker_ui_ports(), start=1):
-        comps.append(
-            Component(
-                f"spark-worker-{i}",
-                "spark",
-                (
-                    spark_class, "org.apache.spark.deploy.worker.Worker",
-                    f"spark://{settings.host}:{settings.spark_master_port}",
-                    "--host", settings.host,
-                    "--cores", str(settings.spark_worker_cores),
-                    "--memory", settings.spark_worker_memory,
-                    "--webui-port", str(ui_port),
-                    "--work-dir", str(state / "spark" / f"worker-{i}"),
-                    "--properties-file", props,
-                ),
-                ports=((ui_port, env["spark_worker_ui_port"]),),
-                start_timeout=90,
-            )
-        )
-    comps += [
-        Component(
-            "airflow-api-server",
-            "airflow",
-            (airflow, "api-server", "--host", settings.host, "--port", str(settings.airflow_port),
-             "--workers", "1"),
-            ports=((settings.airflow_port, env["airflow_port"]),),
-            start_timeout=180,
-        ),
-        Component(
-            "airflow-scheduler",
-            "airflow",
-            (airflow, "scheduler"),
-            ports=((settings.airflow_worker_log_port, env["airflow_worker_log_port"]),),
-            start_timeout=180,
-        ),
-        Component("airflow-dag-processor", "airflow", (airflow, "dag-processor"), start_timeout=180),
-        Component(
-            "airflow-triggerer",
-            "airflow",
-            (airflow, "triggerer"),
-            ports=((settings.airflow_trigger_log_port, env["airflow_trigger_log_port"]),),
-            start_timeout=180,
-        ),
-    ]
+    kafka = Component("kafka", "kafka", kafka_broker.argv(settings),
+                      ports=((settings.kafka_port, env["kafka_port"]),
+                             (settings.kafka_controller_port, env["kafka_controller_port"])),
+                      start_timeout=90)
     # last: it launches app drivers, which need the broker and Spark
-    comps.append(Component("supervisor", "supervisor", (sys.executable, "-m", "streamops.cli", "supervise"),
+    supervisor = Component("supervisor", "supervisor", (sys.executable, "-m", "streamops.cli", "supervise"),
                            ports=((settings.metrics_port, env["metrics_port"]),),  # its /metrics
-                           start_timeout=60))
-    return comps
+                           start_timeout=60)
+    return [kafka, *_spark(settings), *_airflow(settings), supervisor]
+
+
+def _spark(settings: Settings) -> list[Component]:
+    """The standalone master and its workers, each on its own web UI port."""
+    env, props, spark_class = ENV_VARS, str(spark_properties(settings)), str(bin_dir() / "spark-class")
+    master = Component(
+        "spark-master", "spark",
+        (spark_class, "org.apache.spark.deploy.master.Master", "--host", settings.host,
+         "--port", str(settings.spark_master_port), "--webui-port", str(settings.spark_ui_port),
+         "--properties-file", props),
+        ports=((settings.spark_master_port, env["spark_master_port"]), (settings.spark_ui_port, env["spark_ui_port"]),
+               (settings.spark_rest_port, env["spark_rest_port"])),
+        start_timeout=90)
+    workers = [Component(
+        f"spark-worker-{i}", "spark",
+        (spark_class, "org.apache.spark.deploy.worker.Worker", f"spark://{settings.host}:{settings.spark_master_port}",
+         "--host", settings.host, "--cores", str(settings.spark_worker_cores),
+         "--memory", settings.spark_worker_memory, "--webui-port", str(ui_port),
+         "--work-dir", str(settings.state_dir / "spark" / f"worker-{i}"), "--properties-file", props),
+        ports=((ui_port, env["spark_worker_ui_port"]),), start_timeout=90)
+        for i, ui_port in enumerate(settings.worker_ui_ports(), start=1)]
+    return [master, *workers]
+
+
+def _airflow(settings: Settings) -> list[Component]:
+    """Airflow's four components; the api-server, scheduler and triggerer hold a port each."""
+    env, airflow = ENV_VARS, str(bin_dir() / "airflow")
+    ports = {"api-server": (settings.airflow_port, env["airflow_port"]),
+             "scheduler": (settings.airflow_worker_log_port, env["airflow_worker_log_port"]),
+             "triggerer": (settings.airflow_trigger_log_port, env["airflow_trigger_log_port"])}
+    argv = {"api-server": ("api-server", "--host", settings.host, "--port", str(settings.airflow_port),
+                           "--workers", "1")}
+    return [Component(f"airflow-{name}", "airflow", (airflow, *argv.get(name, (name,))),
+                      ports=(ports[name],) if name in ports else (), start_timeout=180)
+            for name in ("api-server", "scheduler", "dag-processor", "triggerer")]
 
 
 def base_env(settings: Settings, java_home: Path | None, secrets: dict[str, str]) -> dict[str, str]:
