@@ -142,7 +142,7 @@ def bench_keys(settings, spec, ledger, spark, keys: int, runs: int) -> dict[str,
     from streamops.app.checkpoint import checkpoint_dir
     from streamops.kafka.read import latest_per_key
     from streamops.lifecycle.maintenance import rebuild_state
-    from streamops.state.verify import verify
+    from streamops.state.verify.run import verify
 
     print(f"synthesizing {keys} keys ...", flush=True)
     synthesize(settings, spec, keys)

@@ -8,7 +8,8 @@ from streamops.cli.common import app_command, comparing, emit_report, load_app, 
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from streamops.state.verify import render, verify
+    from streamops.state.verify.report import render
+    from streamops.state.verify.run import verify
 
     settings, spec = load_app(args)
     with comparing():

@@ -114,17 +114,7 @@ def compact(settings: Settings, spec: AppSpec, ledger: Ledger, *, dry_run: bool 
         try:
             progress(f"{spec.name}: loading the state at batch {batch} (restore time before) ...")
             before_s = restore_seconds(spark, query.job_cls, ckpt, batch)
-            installed = []
-            if plan.install:
-                n = len(cc.partitions(ckpt))
-                progress(f"{spec.name}: seeding a snapshot of state version {plan.version} ({n} partitions) ...")
-                rows = seed.state_rows(spark, query, ckpt, batch)
-                seed.write_seed_input(rows, tmp / "input", seed.seed_columns(query))
-                zips = seed.seed_checkpoint(spark, query, tmp / "input", tmp / "seeded", state_partitions=n,
-                                            progress=progress)
-                for op, part in plan.install:
-                    cc.install_snapshot(zips[part], ckpt / "state" / str(op) / str(part), plan.version)
-                    installed.append(f"{op}/{part}")
+            installed = _install_snapshots(spark, query, plan, batch, tmp, spec.name, progress) if plan.install else []
             progress(f"{spec.name}: deleting {len(plan.delete)} files no retained batch needs ...")
             freed = cc.delete(plan.delete)
             if not plan.live:
@@ -143,6 +133,23 @@ def compact(settings: Settings, spec: AppSpec, ledger: Ledger, *, dry_run: bool 
         rec.after = {k: out[k] for k in ("batch_id", "bytes_after", "freed_bytes", "restore_seconds_before",
                                          "restore_seconds_after", "installed", "savepoints_removed", "live")}
     return out
+
+
+def _install_snapshots(spark, query: JobQuery, plan: cc.Plan, batch: int, tmp: Path, app: str,
+                       progress: Callable[[str], None]) -> list[str]:
+    """Seed one snapshot of state version ``plan.version`` per partition from the state at ``batch``
+    (in ``tmp``) and install it into the checkpoint where the plan says: the partitions installed."""
+    ckpt = plan.checkpoint
+    n = len(cc.partitions(ckpt))
+    progress(f"{app}: seeding a snapshot of state version {plan.version} ({n} partitions) ...")
+    rows = seed.state_rows(spark, query, ckpt, batch)
+    seed.write_seed_input(rows, tmp / "input", seed.seed_columns(query))
+    zips = seed.seed_checkpoint(spark, query, tmp / "input", tmp / "seeded", state_partitions=n, progress=progress)
+    installed = []
+    for op, part in plan.install:
+        cc.install_snapshot(zips[part], ckpt / "state" / str(op) / str(part), plan.version)
+        installed.append(f"{op}/{part}")
+    return installed
 
 
 # -- rebuild-state -----------------------------------------------------------------------------------

@@ -159,8 +159,6 @@ def reprocess(settings: Settings, spec: AppSpec, ledger: Ledger, *, frm: str, to
     Under ``ledger.handoff.deferrable()`` (an Airflow task) the run is handed over once its driver
     started (``OperationDeferred``, kind ``reprocess``: ``watch_run`` polls it elsewhere), and the
     operation resumed after the driver ended checks and records the range."""
-    from streamops.app.topics import ensure_app_topics
-
     plan = reprocess_plan(settings, spec, ledger, frm=frm, to=to, output_version=output_version)
     if dry_run:
         return {**plan, "dry_run": True}
@@ -172,27 +170,13 @@ def reprocess(settings: Settings, spec: AppSpec, ledger: Ledger, *, frm: str, to
                                                       "output_version": plan["output_version"]},
                           who=who, before={"start": plan["start"], "stop": plan["stop"]}) as rec:
         t0 = time.monotonic()
-        ckpt = checkpoint_dir(settings, derived)
         launched = _launched(ledger, rec.id) if mode is not None and mode.resume == rec.id else None
         if launched is not None:  # resumed: the driver ran while the task was deferred
             plan, marker = launched["plan"], launched["marker"]
             t0 -= time.time() - launched["at"]
             done = _finish_run(settings, derived, plan, progress)
         else:
-            if ckpt.exists():
-                shutil.rmtree(ckpt)
-            resumed = chain_dir(settings, derived, plan["start"])
-            if resumed.is_dir():  # the previous range ended exactly here: its state goes on
-                progress(f"{derived.name}: continuing the state of the range that ended at these offsets")
-                shutil.copytree(resumed, ckpt)
-            ensure_app_topics(settings, derived)
-            batch = layout.last_committed_batch(ckpt)
-            # the next batch is written again (upserts); DLQ entries already written are not
-            marker = rewind_marker(settings, derived, -1 if batch is None else batch)
-            run_dir = AppDir.of(settings, derived.name)
-            run_file = run_dir.reprocess_run
-            run_dir.write(run_file, {"output_version": plan["output_version"], "start": plan["start"],
-                                     "stop": plan["stop"]})
+            marker, run_file = _prepare_run(settings, derived, plan, progress)
             done = 0
             if plan["records"]:
                 proc = _launch(settings, spec, derived, run_file, n, master)
@@ -211,6 +195,30 @@ def reprocess(settings: Settings, spec: AppSpec, ledger: Ledger, *, frm: str, to
     rate = round(plan["records"] / seconds, 1) if seconds else None
     return {**plan, "dry_run": False, "operation_id": rec.id, "seconds": seconds, "records_per_second": rate,
             "batches": rec.after["batches"]}
+
+
+def _prepare_run(settings: Settings, derived: AppSpec, plan: dict[str, Any],
+                 progress: Callable[[str], None]) -> tuple[Any, Path]:
+    """The run's checkpoint (new, or the state of the range that ended where this one starts), its
+    topics, its batch marker rewound and its run file: (the marker rewound, the run file)."""
+    from streamops.app.topics import ensure_app_topics
+
+    ckpt = checkpoint_dir(settings, derived)
+    if ckpt.exists():
+        shutil.rmtree(ckpt)
+    resumed = chain_dir(settings, derived, plan["start"])
+    if resumed.is_dir():  # the previous range ended exactly here: its state goes on
+        progress(f"{derived.name}: continuing the state of the range that ended at these offsets")
+        shutil.copytree(resumed, ckpt)
+    ensure_app_topics(settings, derived)
+    batch = layout.last_committed_batch(ckpt)
+    # the next batch is written again (upserts); DLQ entries already written are not
+    marker = rewind_marker(settings, derived, -1 if batch is None else batch)
+    run_dir = AppDir.of(settings, derived.name)
+    run_file = run_dir.reprocess_run
+    run_dir.write(run_file, {"output_version": plan["output_version"], "start": plan["start"],
+                             "stop": plan["stop"]})
+    return marker, run_file
 
 
 def _keep_chain(settings: Settings, derived: AppSpec, plan: dict[str, Any]) -> None:

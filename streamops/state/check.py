@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from streamops.checkpoints import layout
@@ -135,6 +136,35 @@ class NothingCommittedError(StreamopsError):
     """
 
 
+def committed_batch(settings: Settings, spec: AppSpec) -> tuple[Path, int]:
+    """The app's checkpoint and its last committed batch (what ``check`` and ``verify`` compare as of)."""
+    from streamops.app.checkpoint import checkpoint_dir
+
+    ckpt = checkpoint_dir(settings, spec)
+    batch = layout.last_committed_batch(ckpt)
+    if batch is None:
+        raise NothingCommittedError(f"{spec.name}: no committed batch in {ckpt}")
+    return ckpt, batch
+
+
+@dataclass(frozen=True)
+class _Scope:
+    """What one check compares as of: the committed batch, its offsets, the input range folded."""
+
+    spec: AppSpec
+    bootstrap: str
+    ckpt: Path
+    batch: int
+    offsets: dict  # topic -> {partition: offset} the batch committed
+    start: dict  # topic -> {"partition": offset} the checkpoint started at (``reset``), or {}
+    since_ms: int | None
+    wait_s: float  # open_transaction_wait_s
+
+    @property
+    def ranged(self) -> bool:
+        return self.since_ms is not None or bool(self.start)
+
+
 def run_check(spec: AppSpec, settings: Settings, *, spark=None, since_ms: int | None = None,
               open_transaction_wait_s: float = 30.0,
               progress: Callable[[str], None] = lambda _m: None) -> CheckReport:
@@ -144,88 +174,109 @@ def run_check(spec: AppSpec, settings: Settings, *, spark=None, since_ms: int | 
     input records in the range are compared there. ``open_transaction_wait_s``: how long a
     transaction may stay open below the end of a sink topic (a running app's batch) before it is
     named hanging (``OpenTransactionError``)."""
-    from streamops.app.checkpoint import checkpoint_dir
-    from streamops.kafka.admin import partitions
-    from streamops.kafka.read import latest_per_key, read_topic
-    from streamops.named_state import decode_changelog
-
     job_cls = load_job(spec, settings.repo)
-    ckpt = checkpoint_dir(settings, spec)
-    batch = layout.last_committed_batch(ckpt)
-    if batch is None:
-        raise NothingCommittedError(f"{spec.name}: no committed batch in {ckpt}")
-    offsets = layout.committed_offsets(ckpt)
-    start = layout.start_offsets(ckpt) or {}
-    ranged = since_ms is not None or bool(start)
-    bootstrap = settings.kafka_bootstrap
+    ckpt, batch = committed_batch(settings, spec)
+    sc = _Scope(spec, settings.kafka_bootstrap, ckpt, batch, layout.committed_offsets(ckpt),
+                layout.start_offsets(ckpt) or {}, since_ms, open_transaction_wait_s)
+    progress(f"folding the input up to batch {batch}'s offsets {sc.offsets}")
+    folded, records = _fold(job_cls, sc)
+    progress(f"{records} input records -> {len(folded.states)} keys, {len(folded.output)} output keys, "
+             f"{len(folded.rejected)} rejected")
+    progress("reading the state store")
+    diffs = [compare("state", folded.states, _state_store(job_cls, sc, settings, spark))]
+    diffs += _topic_diffs(job_cls, sc, folded, progress)
+    progress(f"reading {spec.dlq_topic}")
+    diffs.append(_dlq_diff(sc, folded.rejected))
+    report = CheckReport(spec.name, batch, records,
+                         {t: {str(p): o for p, o in parts.items()} for t, parts in sc.offsets.items()}, diffs)
+    report.range = {"start_offsets": sc.start or None, "since_ms": since_ms} if sc.ranged else None
+    report.cause = likely_cause(job_cls, diffs, folded.split_keys)
+    return report
 
-    progress(f"folding the input up to batch {batch}'s offsets {offsets}")
+
+def _fold(job_cls: type, sc: _Scope) -> tuple[Any, int]:
+    """The job folded in plain Python over the input up to the batch's offsets (in the range, if
+    any), as of the batch's watermark for a job with stream time: (the fold, input records read)."""
+    from streamops.kafka.admin import partitions
+    from streamops.kafka.read import read_topic
+    from streamops.state.oracle import DERIVED, fold_input, record_of
+
     counted = {"n": 0}
-    input_partitions = {topic: partitions(bootstrap, topic) for topic in spec.input_topics}
+    input_partitions = {topic: partitions(sc.bootstrap, topic) for topic in sc.spec.input_topics}
 
     def messages():
-        for topic in spec.input_topics:
+        for topic in sc.spec.input_topics:
             # partitions the committed batch does not cover (yet) contribute nothing
-            end = {p: offsets.get(topic, {}).get(p, 0) for p in input_partitions[topic]}
-            first = {int(p): int(o) for p, o in start.get(topic, {}).items()}
-            for m in read_topic(bootstrap, topic, end=end):
+            end = {p: sc.offsets.get(topic, {}).get(p, 0) for p in input_partitions[topic]}
+            first = {int(p): int(o) for p, o in sc.start.get(topic, {}).items()}
+            for m in read_topic(sc.bootstrap, topic, end=end):
                 if m.offset() < first.get(m.partition(), 0):
                     continue
-                if since_ms is not None and m.timestamp()[1] < since_ms:
+                if sc.since_ms is not None and m.timestamp()[1] < sc.since_ms:
                     continue
                 counted["n"] += 1
                 yield m
 
-    from streamops.spark.query.records import dlq_entry
-    from streamops.state.oracle import DERIVED, fold_input, record_of
-    from streamops.state.store import read_states
-
     # a job with stream time: as of the batch's watermark (Spark learns it a batch or two late)
     folded = fold_input(job_cls, (record_of(m) for m in messages()),
                         partitions=[(t, p) for t, ps in input_partitions.items() for p in ps],
-                        watermark=layout.batch_watermark(ckpt, batch) if job_cls.has_time() else DERIVED)
-    expected, invalid = folded.states, folded.rejected
-    progress(f"{counted['n']} input records -> {len(expected)} keys, {len(folded.output)} output keys, "
-             f"{len(invalid)} rejected")
+                        watermark=layout.batch_watermark(sc.ckpt, sc.batch) if job_cls.has_time() else DERIVED)
+    return folded, counted["n"]
 
-    diffs = []
-    progress("reading the state store")
+
+def _state_store(job_cls: type, sc: _Scope, settings: Settings, spark) -> dict:
+    """The state store at the batch, read on ``spark`` (default: a local session of its own)."""
+    from streamops.state.store import read_states
+
     own_spark = spark is None
     if own_spark:
         spark = _local_spark(settings)
     try:
         _ = spark.streams.active  # a session passed in may not have the coordinator yet
-        state = read_states(spark, job_cls, str(ckpt), batch)
+        return read_states(spark, job_cls, str(sc.ckpt), sc.batch)
     finally:
         if own_spark:
             spark.stop()
-    diffs.append(compare("state", expected, state))
+
+
+def _topic_diffs(job_cls: type, sc: _Scope, folded: Any, progress: Callable[[str], None]) -> list[Diff]:
+    """The changelog's and the output topic's latest value per key compared with the fold's."""
+    from streamops.kafka.read import latest_per_key
+    from streamops.named_state import decode_changelog
+
+    spec = sc.spec
     progress(f"reading {spec.changelog_topic}")
-    diffs.append(compare("changelog", expected, decode_changelog(job_cls, latest_per_key(
-        bootstrap, spec.changelog_topic, decode=lambda v: v, past_open_transactions=True,
-        stall_timeout=open_transaction_wait_s))))
+    changelog = compare("changelog", folded.states, decode_changelog(job_cls, latest_per_key(
+        sc.bootstrap, spec.changelog_topic, decode=lambda v: v, past_open_transactions=True,
+        stall_timeout=sc.wait_s)))
     progress(f"reading {spec.live_output_topic}")
-    output = latest_per_key(bootstrap, spec.live_output_topic, past_open_transactions=True,
-                            stall_timeout=open_transaction_wait_s)
-    if ranged:  # keys only seen before the range keep their older output
+    output = latest_per_key(sc.bootstrap, spec.live_output_topic, past_open_transactions=True,
+                            stall_timeout=sc.wait_s)
+    if sc.ranged:  # keys only seen before the range keep their older output
         output = {k: v for k, v in output.items() if k in folded.output}
-    diffs.append(compare("output", folded.output, output))
-    progress(f"reading {spec.dlq_topic}")
+    return [changelog, compare("output", folded.output, output)]
+
+
+def _dlq_diff(sc: _Scope, invalid: dict) -> Diff:
+    """The DLQ compared with the input records the fold rejected: each once, with its reason."""
+    from streamops.kafka.read import read_topic
+    from streamops.spark.query.records import dlq_entry
+
     seen: dict = {}
     dupes = 0
-    in_range = {(t, p, o) for t, p, o in invalid} if ranged else None
+    in_range = {(t, p, o) for t, p, o in invalid} if sc.ranged else None
     ahead = 0
-    recreated = _recreated(bootstrap, spec)
-    for m in read_topic(bootstrap, spec.dlq_topic, past_open_transactions=True, stall_timeout=open_transaction_wait_s):
+    recreated = _recreated(sc.bootstrap, sc.spec)
+    for m in read_topic(sc.bootstrap, sc.spec.dlq_topic, past_open_transactions=True, stall_timeout=sc.wait_s):
         where, reason = dlq_entry(m.headers())
         if m.timestamp()[1] < recreated.get(where[0], {}).get(str(where[1]), 0):
             continue  # about a record of the input partition's previous life (it was recreated since)
-        if where[2] >= offsets.get(where[0], {}).get(int(where[1]), 0):
+        if where[2] >= sc.offsets.get(where[0], {}).get(int(where[1]), 0):
             # written by a run past this checkpoint (before a restore / undo); the commit protocol
             # keeps it from being written twice when the app gets there again
             ahead += 1
             continue
-        if in_range is not None and where not in in_range and not _after_range(where, start, since_ms):
+        if in_range is not None and where not in in_range and not _after_range(where, sc.start, sc.since_ms):
             continue
         if where in seen:
             dupes += 1
@@ -234,12 +285,7 @@ def run_check(spec: AppSpec, settings: Settings, *, spark=None, since_ms: int | 
                   {f"{t}/{p}/{o}": r for (t, p, o), r in seen.items()})
     dlq.duplicates = dupes
     dlq.ahead = ahead
-    diffs.append(dlq)
-    report = CheckReport(spec.name, batch, counted["n"],
-                         {t: {str(p): o for p, o in parts.items()} for t, parts in offsets.items()}, diffs)
-    report.range = {"start_offsets": start or None, "since_ms": since_ms} if ranged else None
-    report.cause = likely_cause(job_cls, diffs, folded.split_keys)
-    return report
+    return dlq
 
 
 def _recreated(bootstrap: str, spec: AppSpec) -> dict[str, dict[str, int]]:

@@ -94,7 +94,8 @@ class VerifyOperator(BaseOperator):
         from airflow.sdk.exceptions import AirflowSkipException
 
         from streamops.state.check import NothingCommittedError
-        from streamops.state.verify import render, verify
+        from streamops.state.verify.report import render
+        from streamops.state.verify.run import verify
 
         with app_session(self.app, "verify") as ctx:
 

@@ -22,7 +22,7 @@ from streamops.kafka.read import latest_per_key
 from streamops.ledger import Ledger
 from streamops.lifecycle import driver
 from streamops.platform import manager
-from streamops.state.verify import verify
+from streamops.state.verify.run import verify
 from tests.fixtures.apps import AppHarness
 from tests.integration.airflow.test_airflow_api import _request, _token
 

@@ -62,7 +62,7 @@ def _exact(app, input_records: int | None = None) -> dict:
 def _verify(app) -> dict:
     """What `streamops verify APP` runs, in this process on the session's Spark (a JVM start saved)."""
     from streamops.app.outputs import load_live_spec
-    from streamops.state.verify import verify
+    from streamops.state.verify.run import verify
 
     return verify(load_live_spec(app.settings, app.app), app.settings, spark=app.spark, html=False).to_dict()
 

@@ -24,7 +24,8 @@ from streamops.ledger.store import Ledger
 from streamops.platform import manager
 from streamops.spec import default_spec_path, get_app, load_job, load_specs
 from streamops.state.oracle import fold_input, record_of
-from streamops.state.verify import emitted, verify
+from streamops.state.verify.outputs import emitted
+from streamops.state.verify.run import verify
 from tests.fixtures.apps import AppHarness
 
 APP = "user_activity"
