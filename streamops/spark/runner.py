@@ -25,7 +25,8 @@ from streamops.app.preflight import check_lineage
 from streamops.app.topics import ensure_app_topics
 from streamops.checkpoints.lineage import CheckpointMismatchError
 from streamops.settings import Settings
-from streamops.spark import elastic, standby, warmup
+from streamops.spark.driver import live as elastic
+from streamops.spark.driver import standby, warmup
 from streamops.spec import AppSpec
 
 log = logging.getLogger("streamops.runtime")
@@ -309,7 +310,7 @@ class ActiveQuery:
         self._placement = None
 
     def attach(self, query) -> None:
-        from streamops.spark.placement import StatePlacement
+        from streamops.spark.driver.placement import StatePlacement
 
         self.query = query
         self._placement = StatePlacement(self.spark, query, self.state_partitions)
