@@ -11,15 +11,15 @@ revision reads with Spark's own connector. Both run against the same Apache Kafk
 For each run and app: a fresh broker (temporary state dir, free ports; stopped in ``finally``),
 ``--events`` records from the app's own generator (``Job.generate``, seed = run number), then
 
-- ``spark``: ``python -m streamops.spark.app --app APP --exit-at-end`` (``--batch`` records per
+- ``spark``: ``python -m streamops.spark.driver --app APP --exit-at-end`` (``--batch`` records per
   trigger). ``steady`` = records of batches 2..n / their time, from the driver's progress log
   (batch 1 also starts the Python workers and state stores);
 - ``python fold``: the same job folded in plain Python over the same records
   (``state.oracle.fold_input``: parse, key, update/aggregate, emit, expire), records/s of the
   fold alone (the records are read from the broker first, not timed);
 - ``baseline``: the driver of ``--baseline-rev`` (a git worktree of that commit, run with this
-  venv; ``python -m streamops.spark.app`` there, or its own ``jobs/APP.py`` before the job API)
-  on a fresh broker with the same records.
+  venv; ``python -m streamops.spark.driver`` there, ``streamops.spark.app`` before the driver
+  package, or its own ``jobs/APP.py`` before the job API) on a fresh broker with the same records.
 The order of the sides alternates between runs.
 """
 
@@ -76,12 +76,14 @@ def run_driver(settings: Settings, app: str, events: int, batch: int, master: st
     """The app's driver to the end of its input; ``checkout``: another revision's tree (the baseline)."""
     env = {**os.environ, **settings.env(), "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": settings.host}
     if checkout is None:
-        argv = [sys.executable, "-m", "streamops.spark.app", "--app", app]
+        argv = [sys.executable, "-m", "streamops.spark.driver", "--app", app]
     else:
         # a revision on Spark's connector (issue 23 on) finds its jars in this checkout's .jars/
         env.update({"PYTHONPATH": str(checkout), "STREAMOPS_REPO": str(checkout),
                     "STREAMOPS_JARS_DIR": os.environ.get("STREAMOPS_JARS_DIR", str(REPO / ".jars"))})
-        if (checkout / "streamops" / "spark" / "app.py").exists():
+        if (checkout / "streamops" / "spark" / "driver" / "__main__.py").exists():
+            argv = [sys.executable, "-m", "streamops.spark.driver", "--app", app]
+        elif (checkout / "streamops" / "spark" / "app.py").exists():  # before the driver package (issue 38)
             argv = [sys.executable, "-m", "streamops.spark.app", "--app", app]
         else:
             argv = [sys.executable, str(checkout / "jobs" / f"{app}.py"), "--app", app]

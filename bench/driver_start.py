@@ -46,7 +46,7 @@ def one_run(settings, spec, env: dict[str, str]) -> tuple[float, float]:
     progress.unlink(missing_ok=True)
     rewind_marker(settings, spec, -1)
     t0 = time.monotonic()
-    r = subprocess.run([sys.executable, "-m", "streamops.spark.app", "--app", APP, "--master", "local[2]",
+    r = subprocess.run([sys.executable, "-m", "streamops.spark.driver", "--app", APP, "--master", "local[2]",
                         "--exit-at-end", "--max-offsets-per-trigger", "2500"], check=False, env=env,
                        cwd=settings.state_dir, capture_output=True, text=True, timeout=600)
     total = time.monotonic() - t0

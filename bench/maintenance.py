@@ -52,7 +52,7 @@ def build_chain(settings, args) -> None:
                 ((r.key, r.value) for r in generate_records(per_run, args.chain_users, seed=100 + i, bad_ratio=0.01)),
                 partitions=6)
         t0 = time.time()
-        subprocess.run([sys.executable, "-m", "streamops.spark.app", "--app", "user_activity", "--master", "local[2]",
+        subprocess.run([sys.executable, "-m", "streamops.spark.driver", "--app", "user_activity", "--master", "local[2]",
                         "--exit-at-end", "--max-offsets-per-trigger", str(args.batch), "--trigger-interval",
                         "0 seconds"], env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         print(f"  chain run {i + 1}/{args.chain_runs}: {per_run} events in {time.time() - t0:.0f} s", flush=True)

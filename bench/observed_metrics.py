@@ -27,13 +27,13 @@ def main() -> None:
     from pyspark.sql import Observation, SparkSession
     from pyspark.sql import functions as F
 
+    from streamops.spark.driver.report import observed_facts
     from streamops.spark.query.observed import (
         OBSERVED_STATE_PARTITIONS,
         hot_keys,
         input_timestamps,
         state_partition_records,
     )
-    from streamops.spark.runner import observed_facts
 
     spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
              .config("spark.sql.adaptive.enabled", "false").getOrCreate())

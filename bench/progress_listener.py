@@ -1,6 +1,6 @@
 """What the driver's progress listener costs per micro-batch, in CPU of the driver's JVM and Python.
 
-Every app driver registers one (``streamops.spark.runner.progress_listener``: the progress file,
+Every app driver registers one (``streamops.spark.driver.report.progress_listener``: the progress file,
 the observed rates). Three variants side by side, each in a fresh process:
 
 - ``none``: no listener (the floor);
@@ -41,7 +41,7 @@ def one(variant: str, seconds: float) -> tuple[float, float]:
     from pyspark.sql.streaming import StreamingQueryListener
 
     from streamops.app.dir import AppDir
-    from streamops.spark.runner import progress_listener
+    from streamops.spark.driver.report import progress_listener
 
     spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
              .config("spark.sql.shuffle.partitions", "2").getOrCreate())

@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         for run in range(1, args.runs + 1):
             shutil.rmtree(checkpoint_dir(settings, spec), ignore_errors=True)
             t0 = time.monotonic()
-            subprocess.run([sys.executable, "-m", "streamops.spark.app", "--app", "user_activity", "--master", args.master,
+            subprocess.run([sys.executable, "-m", "streamops.spark.driver", "--app", "user_activity", "--master", args.master,
                             "--exit-at-end"], env=env, check=True, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL)
             live.append(args.events / (time.monotonic() - t0))

@@ -102,10 +102,10 @@ def _stateful_executors(settings: Settings, spec, after_stage: int) -> list[list
 
 def _warmup_tasks(settings: Settings, spec, after_stage: int) -> dict[str, tuple[int, float]]:
     """Where the warm-up's tasks ran since ``after_stage`` (the old executor should run few)."""
-    from streamops.spark import ui, warmup
+    from streamops.spark import ui, warmup_plugin
 
     where = _driver_ui(settings, spec)
-    return ui.pool_tasks(*where, {warmup.POOL}, after_stage) if where else {}
+    return ui.pool_tasks(*where, {warmup_plugin.POOL}, after_stage) if where else {}
 
 
 class Feeder(threading.Thread):

@@ -8,7 +8,7 @@ Each run starts its own broker (temporary state dir, free ports; stopped in ``fi
 pre-produces ``--events`` user-events (1% malformed, seed = run number) to ``--partitions``
 partitions. On that same data it then times, in alternating order:
 
-- ``spark``: ``python -m streamops.spark.app --app user_activity --exit-at-end`` (stateful aggregation in RocksDB, one Kafka
+- ``spark``: ``python -m streamops.spark.driver --app user_activity --exit-at-end`` (stateful aggregation in RocksDB, one Kafka
   transaction per micro-batch writing profiles, changelog and DLQ; ``--batch`` records per
   trigger). ``all batches`` = events / (end of the last batch - start of the first), from the
   job's progress log; ``steady`` leaves out the first batch (it also starts the Python workers
@@ -79,7 +79,7 @@ def run_spark(settings: Settings, events: int, batch: int, master: str, checkout
         env.update({"PYTHONPATH": str(checkout), "STREAMOPS_REPO": str(checkout)})
     with open(log, "wb") as out:
         rc = subprocess.run(
-            [sys.executable, "-m", "streamops.spark.app", "--app", "user_activity", "--master", master, "--exit-at-end",
+            [sys.executable, "-m", "streamops.spark.driver", "--app", "user_activity", "--master", master, "--exit-at-end",
              "--max-offsets-per-trigger", str(batch), "--trigger-interval", "0 seconds"],
             env=env, stdout=out, stderr=subprocess.STDOUT, cwd=checkout or settings.state_dir, check=False,
         ).returncode
@@ -145,7 +145,7 @@ def latency(settings: Settings, rate: float, seconds: float, users: int, partiti
     produce_input(settings, 1, users, partitions, seed=99)  # topics exist before the job starts
     with open(settings.state_dir / "bench-latency.log", "wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "streamops.spark.app", "--app", "user_activity", "--master", master,
+            [sys.executable, "-m", "streamops.spark.driver", "--app", "user_activity", "--master", master,
              "--trigger-interval", "1 second"],
             env=job_env(settings), stdout=log, stderr=subprocess.STDOUT, cwd=settings.state_dir,
         )

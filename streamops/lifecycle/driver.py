@@ -1,9 +1,10 @@
 """Launching and stopping an app's driver process (detached, own session, pid record, log).
 
-The driver is ``python -m streamops.spark.app --app NAME --parallelism N`` in this venv, which
-runs the app's declared job; PySpark's gateway starts the JVM through ``spark-submit`` in client mode
-as its child. Graceful stop signals only the Python driver (SIGTERM: stop at a batch boundary,
-then ``spark.stop()``); the JVM exits with it. Anything left after the timeout is killed.
+The driver is ``python -m streamops.spark.driver --app NAME --parallelism N`` in this venv, which
+runs the app's declared job (started by module name: nothing here imports the driver package);
+PySpark's gateway starts the JVM through ``spark-submit`` in client mode as its child. Graceful
+stop signals only the Python driver (SIGTERM: stop at a batch boundary, then ``spark.stop()``);
+the JVM exits with it. Anything left after the timeout is killed.
 """
 
 from __future__ import annotations
@@ -30,9 +31,13 @@ def log_path(settings: Settings, app: str) -> Path:
     return AppDir.of(settings, app).log
 
 
+#: the driver's entry point, run as ``python -m`` (``streamops/spark/driver/__main__.py``)
+DRIVER_MODULE = "streamops.spark.driver"
+
+
 def job_argv(spec: AppSpec) -> list[str]:
-    """The driver command of any declared job (``streamops.spark.app``)."""
-    return [sys.executable, "-m", "streamops.spark.app", "--app", spec.name]
+    """The driver command of any declared job (``streamops.spark.driver``)."""
+    return [sys.executable, "-m", DRIVER_MODULE, "--app", spec.name]
 
 
 def driver_env(settings: Settings) -> dict[str, str]:
@@ -56,7 +61,7 @@ def standby_pid_path(settings: Settings, app: str) -> Path:
 
 def launch(spec: AppSpec, settings: Settings, parallelism: int, *, standby: bool = False) -> process.PidRecord:
     """Start a driver. ``standby``: it starts its JVM and SparkContext, then waits for
-    ``promote`` before it touches the checkpoint (see ``streamops.spark.standby``)."""
+    ``promote`` before it touches the checkpoint (see ``streamops.spark.driver.standby``)."""
     argv = [*job_argv(spec), "--parallelism", str(parallelism)]
     env = driver_env(settings)
     if standby:

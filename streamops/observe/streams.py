@@ -102,7 +102,7 @@ def _ms(stamp: Any) -> int:
 
 
 def point(line: dict[str, Any]) -> BatchPoint:
-    """A progress line (``spark.runner.progress_line``) as a ``BatchPoint``."""
+    """A progress line (``spark.driver.report.progress_line``) as a ``BatchPoint``."""
     def first(key: str) -> str | None:  # the first source's (an aggregate's plan scans its topic twice)
         return (line.get(key) or [None])[0]
 
@@ -301,7 +301,7 @@ class StreamRow:
     output_version: str | None
     spark_ui: str | None
     running_operation: dict[str, Any] | None
-    #: the driver UI's Prometheus endpoint: Spark's own metrics (``runner.prometheus_url``)
+    #: the driver UI's Prometheus endpoint: Spark's own metrics (``spark.driver.report.prometheus_url``)
     spark_prometheus: str | None = None
 
     def to_dict(self) -> dict[str, Any]:

@@ -31,7 +31,7 @@ def session_conf(spec: AppSpec, settings: Settings, *, parallelism: int | None =
     cores = parallelism or spec.parallelism.default
     extra: dict[str, str] = {}
     if live:
-        from streamops.spark.warmup import plugin_conf
+        from streamops.spark.warmup_plugin import plugin_conf
 
         target, cores = cores, max(cores, spec.parallelism.max)
         # new executors are warmed up before the query uses them; the first ones are only the target's
@@ -54,7 +54,7 @@ def session_conf(spec: AppSpec, settings: Settings, *, parallelism: int | None =
         # Spark's own metrics beside the platform's (observe.metrics): per query its rates, latency
         # and state (Dropwizard gauges from each batch's progress, no extra work in a batch), served
         # with the driver's and executors' metrics in Prometheus' format by the driver's UI
-        # (runner.prometheus_url; the executors' under /metrics/executors/prometheus/)
+        # (driver.report.prometheus_url; the executors' under /metrics/executors/prometheus/)
         "spark.sql.streaming.metricsEnabled": "true",
         "spark.ui.prometheus.enabled": "true",
         "spark.metrics.conf.*.sink.prometheusServlet.class": "org.apache.spark.metrics.sink.PrometheusServlet",
@@ -78,7 +78,7 @@ def start_at(executors: int) -> dict[str, str]:
     remove them. With dynamic allocation on, the master starts the app at none and Spark's
     allocation manager asks for ``initialExecutors``. With min = max = initial and no idle
     timeout it never asks for another number or removes an executor, so the driver alone holds
-    the size afterwards (``elastic.ExecutorScaler``).
+    the size afterwards (``driver.live.ExecutorScaler``).
     """
     n = str(executors)
     return {

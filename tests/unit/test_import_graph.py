@@ -126,6 +126,26 @@ def test_a_deploy_request_never_reaches_the_spark_runtime() -> None:
     assert not bad, "a deploy request reaches the Spark runtime (rule: deploy never imports spark/):\n" + "\n".join(bad)
 
 
+DRIVER = "streamops.spark.driver"
+
+
+def _in_driver(name: str) -> bool:
+    return name == DRIVER or name.startswith(DRIVER + ".")
+
+
+def test_only_the_driver_enters_the_driver_package() -> None:
+    """Rule: the Spark driver (``streamops/spark/driver/``) is a process the launcher starts by
+    module name (``python -m streamops.spark.driver``); nothing outside the package imports it:
+    no core module, plugin, DAG or job (tests and bench may, for its pure helpers)."""
+    bad = [_where(m, d) for m in graph() if not _in_driver(m) for d in graph()[m] if _in_driver(d)]
+    for folder in ("plugins", "dags", "jobs"):
+        for path in sorted((REPO / folder).rglob("*.py")):
+            bad += [f"{path.relative_to(REPO)}:{line} imports {name}" for name, line in _imports(path, "")
+                    if _in_driver(name)]
+    assert not bad, ("the driver package imported from outside it (rule: only the driver imports "
+                     "streamops.spark.driver; start it with lifecycle.driver.job_argv):\n" + "\n".join(bad))
+
+
 def _third_party(mod: str) -> set[str]:
     path = modules()[mod]
     return {name.split(".")[0] for name, _ in _imports(path, mod) if not name.startswith("streamops")}

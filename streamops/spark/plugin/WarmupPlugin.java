@@ -38,7 +38,7 @@ public class WarmupPlugin implements SparkPlugin {
   /** Executor side: this JVM was held and waits for the driver to say its warm-up is over. */
   private static volatile boolean awaitingWarm = false;
   private static volatile boolean armed = false;
-  /** The pool of the driver's warm-up jobs (streamops.spark.warmup.POOL). */
+  /** The pool of the driver's warm-up jobs (streamops.spark.warmup_plugin.POOL). */
   static final String POOL = "streamops-warmup";
 
   /** Hold executors that register from now on (true), or let every held one go (false). */

@@ -104,7 +104,7 @@ def test_a_time_app_resized_live_and_by_restart_is_exact(app_factory, name: str)
     from streamops.ledger import Ledger
     from streamops.lifecycle import driver
     from streamops.platform import manager
-    from streamops.spark.runner import time_settled
+    from streamops.spark.driver.loop import time_settled
 
     app = app_factory(f"{name}-resize", app=name)
     b = app.settings.kafka_bootstrap

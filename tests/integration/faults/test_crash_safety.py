@@ -35,7 +35,7 @@ LOCAL = "local[2]"
 
 
 def _driver(app) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "streamops.spark.app", "--app", APP, "--master", LOCAL,
+    return subprocess.run([sys.executable, "-m", "streamops.spark.driver", "--app", APP, "--master", LOCAL,
                            "--exit-at-end"], check=False, env=app.env, capture_output=True, text=True, timeout=300,
                           cwd=app.settings.state_dir)
 

@@ -16,7 +16,7 @@ from streamops.lifecycle import driver
 from streamops.lifecycle.supervisor import heartbeat_file
 from streamops.platform import manager
 from streamops.spark import ui
-from streamops.spark.runner import REFUSED
+from streamops.spark.driver.loop import REFUSED
 
 APP = "user_activity"
 
@@ -94,7 +94,7 @@ def test_resize_each_strategy_under_steady_load_is_exact(app_factory) -> None:
         # a second driver started by hand beside the supervisor's is refused before it does anything
         running = driver.running(app.settings, APP)
         t0 = time.monotonic()
-        second = subprocess.run([sys.executable, "-m", "streamops.spark.app", "--app", APP],
+        second = subprocess.run([sys.executable, "-m", "streamops.spark.driver", "--app", APP],
                                 check=False, env=app.env, capture_output=True, text=True, timeout=120)
         assert second.returncode == REFUSED, second.stderr[-3000:]
         assert f"is in use by pid {running.pid}" in second.stderr and f"streamops stop {APP}" in second.stderr

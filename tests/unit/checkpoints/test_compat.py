@@ -74,11 +74,11 @@ def test_a_new_state_version_or_another_operator_is_refused(tmp_path: Path) -> N
 
 def test_the_driver_is_refused_before_any_spark_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                         repo: Path) -> None:
-    from streamops.spark import app, runner
+    from streamops.spark.driver import loop, main
 
     monkeypatch.setenv("STREAMOPS_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("STREAMOPS_REPO", str(repo))
     ckpt = tmp_path / "home" / "checkpoints" / "page_stats"
     compat.record(ckpt, compat.JobShape("update", "page", ("serde:x.Y", "state_version:7"), 1, 1))
-    monkeypatch.setattr(runner, "run_app", lambda *a, **k: pytest.fail("the driver started"))
-    assert app.main(["--app", "page_stats"]) == 2
+    monkeypatch.setattr(loop, "run_app", lambda *a, **k: pytest.fail("the driver started"))
+    assert main.main(["--app", "page_stats"]) == 2

@@ -1,6 +1,6 @@
 """The query's observed metrics on Spark itself: the records per state partition are the partitions
 Spark's own hash partitioning gives the rows, and a streaming query of a declared job reports both
-observations in each batch's progress (``runner.progress_line``), through ``foreachBatch``."""
+observations in each batch's progress (``driver.report.progress_line``), through ``foreachBatch``."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import time
 
 from jobs import user_activity as job
 from jobs.demo.generator import generate_records
+from streamops.spark.driver.report import observed_facts, progress_line
 from streamops.spark.query.observed import (
     OBSERVED_HOT_KEYS,
     OBSERVED_STATE_PARTITIONS,
@@ -16,7 +17,6 @@ from streamops.spark.query.observed import (
     state_partition_records,
 )
 from streamops.spark.query.plan import JobQuery, Topics
-from streamops.spark.runner import observed_facts, progress_line
 
 
 def test_the_state_partitions_records_are_the_partitions_spark_gives_the_rows(local_spark) -> None:

@@ -13,7 +13,7 @@ from streamops.app.dir import AppDir
 from streamops.ledger import Ledger
 from streamops.observe import streams as so
 from streamops.settings import Settings
-from streamops.spark import runner
+from streamops.spark.driver import report
 from streamops.spec import AppSpec
 
 pytestmark = pytest.mark.unit
@@ -70,7 +70,7 @@ def test_the_row_of_a_running_app(tmp_path) -> None:
                   after={"categories": ["changelog.different"]})
     ledger.set_output_version("app1", "v2", who="t")
     d.write(d.heartbeat, {"status": "running", "ui_url": "http://h:4041",
-                          "prometheus_url": runner.prometheus_url("http://h:4041")})
+                          "prometheus_url": report.prometheus_url("http://h:4041")})
     row = so.stream_row(settings, SPEC, ledger, now=T0.timestamp() + 10)
     ledger.close()
     assert (row.health, row.desired_parallelism, row.executors, row.heartbeat_age_s) == ("healthy", 2, 2, 10.0)

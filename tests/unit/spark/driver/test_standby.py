@@ -11,7 +11,7 @@ import pytest
 
 from streamops.app import control
 from streamops.app.dir import AppDir
-from streamops.spark import standby
+from streamops.spark.driver import standby
 
 
 def test_promotion_releases_a_ready_standby(tmp_path: Path) -> None:

@@ -17,83 +17,37 @@ before active tasks move to it. Here:
 3. The warm-up runs the job's imports and reads the newest records of each input partition with
    the Kafka source's reader (Python side), and runs them through the job's query as a batch
    DataFrame (JVM side: the same operators, code generation and shuffle); then one batch of the
-   job's streaming query with its state stores pinned to the executor (``runner``).
+   job's streaming query with its state stores pinned to the executor (``AppWarmup``).
 4. Only then does the live resize count the executor, declare the new size and move state
-   partitions onto it (``elastic.LiveControl``, ``placement``); the executor, started at a
+   partitions onto it (``live.LiveControl``, ``placement``); the executor, started at a
    lower CPU priority, gets its priority back (``warmed``).
 
 Without ``javac`` (no plugin jar) the warm-up still runs, but it races the query for the new
-executor's first offer.
+executor's first offer. The plugin's jar and the FAIR pools are settings of the driver's session
+(``spark.warmup_plugin``, beside ``session``); their use is here.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-import os
-import shutil
-import subprocess
-import tempfile
 import threading
 import time
-import zipfile
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-log = logging.getLogger("streamops.warmup")
+from streamops.spark.warmup_plugin import PLUGIN_CLASS, POOL, QUERY_POOL
 
-PLUGIN_CLASS = "io.streamops.spark.WarmupPlugin"
-PLUGIN_SOURCE = Path(__file__).resolve().parent / "plugin" / "WarmupPlugin.java"
-PLUGIN_JAR = PLUGIN_SOURCE.parent / "build" / "streamops-warmup.jar"
-#: FAIR pools (plugin/fairscheduler.xml): a free core goes to the warm-up while none of its
-#: tasks runs (so a new executor's next task is the warm-up's), else to the query (so the
-#: executors already there, whose cores the query uses, run warm-up tasks only when it is idle)
-POOL = "streamops-warmup"
-QUERY_POOL = "streamops-workload"
-POOL_FILE = PLUGIN_SOURCE.parent / "fairscheduler.xml"
+log = logging.getLogger("streamops.warmup")
+runtime_log = logging.getLogger("streamops.runtime")  # the driver's own lines (``AppWarmup``)
+
 #: newest records per input partition the warm-up reads and runs through the query
 WARMUP_RECORDS = 50
 #: a warm-up that takes longer is cancelled and the executor used cold
 WARMUP_BUDGET_S = 60.0
-#: longest the plugin holds an executor if the driver never releases it
-HOLD_MS = 90_000
-#: CPU priority (nice) of an executor JVM from its start until the query's first task on it
-WARMUP_NICE = 10
-AGENT_CLASS = "io.streamops.spark.WarmupAgent"
 #: while a warm-up job is planned, tasks wait this long for their preferred executor
 PINNED_WAIT = "600s"
 LOCALITY_KEY = "spark.locality.wait.process"
-
-
-def plugin_jar() -> Path | None:
-    """The plugin jar, compiled from its source if missing or older (None without ``javac``)."""
-    sources = sorted(PLUGIN_SOURCE.parent.glob("*.java"))
-    if PLUGIN_JAR.exists() and PLUGIN_JAR.stat().st_mtime >= max(f.stat().st_mtime for f in sources):
-        return PLUGIN_JAR
-    javac = shutil.which("javac")
-    if javac is None:
-        log.warning("no javac: new executors are not held for their warm-up (live scale-out pauses longer)")
-        return None
-    import pyspark
-
-    jars = Path(pyspark.__file__).resolve().parent / "jars"
-    PLUGIN_JAR.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=PLUGIN_JAR.parent) as tmp:
-        classes = Path(tmp) / "classes"
-        proc = subprocess.run([javac, "-nowarn", "-d", str(classes), "-cp", f"{jars}/*", *map(str, sources)],
-                              capture_output=True, text=True, check=False)
-        if proc.returncode != 0:
-            log.warning("the warm-up plugin did not compile (%s); going without it", proc.stderr.strip()[-500:])
-            return None
-        part = Path(tmp) / "plugin.jar"
-        with zipfile.ZipFile(part, "w") as jar:
-            # also a Java agent: executors start at a lower CPU priority (see the plugin's docs)
-            jar.writestr("META-INF/MANIFEST.MF", f"Manifest-Version: 1.0\nPremain-Class: {AGENT_CLASS}\n")
-            for f in sorted(classes.rglob("*.class")):
-                jar.write(f, f.relative_to(classes).as_posix())
-        os.replace(part, PLUGIN_JAR)  # atomic: drivers starting together each see a whole jar
-    return PLUGIN_JAR
 
 
 def use_query_pool(sc: Any) -> None:
@@ -101,22 +55,6 @@ def use_query_pool(sc: Any) -> None:
     only: drivers that resize live), ahead of warm-up work."""
     if (sc.getConf().get("spark.scheduler.mode") or "").upper() == "FAIR":
         sc.setLocalProperty("spark.scheduler.pool", QUERY_POOL)
-
-
-def plugin_conf() -> dict[str, str]:
-    """Spark settings for drivers that resize live: the plugin (if it builds) and the FAIR pools."""
-    conf = {"spark.scheduler.mode": "FAIR", "spark.scheduler.allocation.file": str(POOL_FILE)}
-    jar = plugin_jar()
-    if jar is not None:
-        conf.update({
-            "spark.plugins": PLUGIN_CLASS,
-            "spark.driver.extraClassPath": str(jar),
-            "spark.executor.extraClassPath": str(jar),
-            # new executors start and warm up on the CPU the running query leaves free
-            "spark.executor.extraJavaOptions": f"-javaagent:{jar}={WARMUP_NICE}",
-            "spark.streamops.warmup.holdMs": str(HOLD_MS),
-        })
-    return conf
 
 
 class ExecutorWarmup:
@@ -191,7 +129,7 @@ class ExecutorWarmup:
 
     def count_early(self, registered: set[str]) -> set[str]:
         """Count executors whose warm-up job is queued (released) before it ends; for a scale-out
-        of an idle query only (``elastic.LiveControl``): with no batch to wait for, waiting for
+        of an idle query only (``live.LiveControl``): with no batch to wait for, waiting for
         the warm-up would only delay the new size, and the warm-up's tasks, queued first, still
         run before any task of the query on that executor."""
         with self.lock:
@@ -270,7 +208,7 @@ class ExecutorWarmup:
     def pin_state_stores(self, query: Any, eid: str, partitions: int) -> None:
         """Record executor ``eid`` as the home of every state store of a just-started query, so
         its stateful tasks prefer that executor. Must run before its first batch is planned."""
-        from streamops.spark.placement import StatePlacement
+        from streamops.spark.driver.placement import StatePlacement
 
         StatePlacement(self.spark, query, partitions).place(dict.fromkeys(range(partitions), eid))
 
@@ -319,7 +257,7 @@ class ExecutorWarmup:
         return DataFrame(jds.toDF(), self.spark)
 
     def _host(self, eid: str) -> str:
-        from streamops.spark.placement import executor_host
+        from streamops.spark.driver.placement import executor_host
 
         return executor_host(self.spark, eid)
 
@@ -397,8 +335,8 @@ def query_warmup(spark: Any, bootstrap: str, topics: list[str], modules: tuple[s
     def work(_eid: str, pin: Callable) -> None:
         from streamops.kafka.admin import end_offsets
         from streamops.kafka.security import librdkafka_for
+        from streamops.spark.driver.standby import rehearsal_range
         from streamops.spark.kafka_io import KAFKA_DDL
-        from streamops.spark.standby import rehearsal_range
 
         start, end, _total = rehearsal_range({t: end_offsets(bootstrap, t) for t in topics}, WARMUP_RECORDS)
         ranges = [f"{t}|{p}|{o}|{end[t][p]}" for t, parts in start.items() for p, o in parts.items()
@@ -408,3 +346,54 @@ def query_warmup(spark: Any, bootstrap: str, topics: list[str], modules: tuple[s
         build(raw).toArrow()
 
     return work
+
+
+class AppWarmup:
+    """The warm-up of one new executor of this app, ``ExecutorWarmup``'s work (``executors``, wired
+    here): a pinned batch over the newest records (reads, parse: ``query_warmup``), then one batch
+    of the streaming query with its state stores pinned to the executor (the stateful path:
+    ``rehearse``, a ``standby.QueryRehearsal``)."""
+
+    def __init__(self, spark: Any, bootstrap: str, topics: list[str], *, modules: tuple[str, ...],
+                 build: Callable, rehearse: Callable[..., list[float]], state_partitions: int) -> None:
+        self.spark, self.rehearse, self.state_partitions = spark, rehearse, state_partitions
+        self.pinned = query_warmup(spark, bootstrap, topics, modules, build)
+        self.executors = ExecutorWarmup(spark, self.warm_executor)
+
+    def warm_executor(self, eid: str, pin: Callable) -> None:
+        """``ExecutorWarmup``'s work for one new executor. The streaming batch starts as soon as
+        the executor runs its pinned job: the driver plans it meanwhile and its tasks (pinned by
+        state store) are queued when the pinned job ends, so the executor never idles between the
+        two, when a task of the query would take it while it is still half warm."""
+        failed: list[BaseException] = []
+        cancelled = threading.Event()
+        streaming = threading.Thread(target=self._warm_streaming, args=(eid, failed, cancelled),
+                                     name=f"warmup-stream-{eid}", daemon=True)
+        streaming.start()
+        t0 = time.monotonic()
+        try:
+            self.pinned(eid, pin)
+        except BaseException:
+            cancelled.set()
+            raise
+        runtime_log.info("executor %s: pinned warm-up batch done in %.1f s", eid, time.monotonic() - t0)
+        streaming.join(2 * WARMUP_BUDGET_S)
+        if failed:
+            raise failed[0]
+
+    def _warm_streaming(self, eid: str, failed: list[BaseException], cancelled: threading.Event) -> None:
+        warm, sc = self.executors, self.spark.sparkContext
+        try:
+            warm.wait_released(eid, WARMUP_BUDGET_S)
+            if cancelled.is_set():  # the pinned part failed before the executor was released
+                return
+            sc.setLocalProperty("spark.scheduler.pool", POOL)
+            t0 = time.monotonic()  # the reads are warm by then: one input partition is enough
+            self.rehearse(per_partition=WARMUP_RECORDS, batches=1, name=f"warmup-{eid}",
+                          timeout=WARMUP_BUDGET_S, partitions=1, encode=False,
+                          on_start=lambda q: warm.pin_state_stores(q, eid, self.state_partitions))
+            runtime_log.info("executor %s: streaming warm-up batch done in %.1f s", eid, time.monotonic() - t0)
+        except BaseException as exc:  # noqa: BLE001 - reported by warm_executor
+            failed.append(exc)
+        finally:
+            sc.setLocalProperty("spark.scheduler.pool", None)

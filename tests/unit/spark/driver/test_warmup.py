@@ -1,11 +1,9 @@
 """Warm-up of new executors before a live scale-out counts them: which executors are held,
-warmed and counted, and the plugin jar build."""
+warmed and counted (the plugin jar build and the FAIR pools: ``tests/unit/spark/test_warmup_plugin.py``)."""
 
 from __future__ import annotations
 
-import shutil
 import threading
-import zipfile
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -13,8 +11,9 @@ import pytest
 
 from streamops.app import control
 from streamops.app.dir import AppDir
-from streamops.spark import elastic, warmup
-from tests.unit.spark.test_elastic import FakeQuery
+from streamops.spark import warmup_plugin
+from streamops.spark.driver import live, warmup
+from tests.unit.spark.driver.test_live import FakeQuery
 
 
 class FakePlugin:
@@ -44,7 +43,7 @@ class FakePlugin:
 
 def fake_spark(plugin: FakePlugin | None):
     jvm = SimpleNamespace(io=SimpleNamespace(streamops=SimpleNamespace(spark=SimpleNamespace(WarmupPlugin=plugin))))
-    conf = {"spark.plugins": warmup.PLUGIN_CLASS} if plugin is not None else {}
+    conf = {"spark.plugins": warmup_plugin.PLUGIN_CLASS} if plugin is not None else {}
     sc = SimpleNamespace(_jvm=jvm, _jsc=SimpleNamespace(sc=lambda: None),
                          getConf=lambda: SimpleNamespace(get=conf.get))
     return SimpleNamespace(sparkContext=sc)
@@ -141,7 +140,7 @@ def _scale_out_control(tmp_path: Path):
     reports: list[dict] = []
     scaler = WarmScaler(1, ["0"], cold=w.cold)
     query = FakeQuery()
-    ctl = elastic.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: reports.append(kw), warmup=w, query=query)
+    ctl = live.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: reports.append(kw), warmup=w, query=query)
     return plugin, w, gate, reports, scaler, ctl, query
 
 
@@ -166,45 +165,10 @@ def test_a_scale_in_does_not_arm_the_hold(tmp_path: Path) -> None:
     w = warmup.ExecutorWarmup(fake_spark(plugin), work=lambda eid, pin: None)
     scaler = WarmScaler(2, ["0", "1"], cold=w.cold)
     query = FakeQuery()
-    ctl = elastic.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: None, warmup=w, query=query)
+    ctl = live.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: None, warmup=w, query=query)
     control.write_request(AppDir(tmp_path), 1)
     ctl.tick()
     assert plugin.on is False
-
-
-@pytest.mark.skipif(shutil.which("javac") is None, reason="needs a JDK's javac")
-def test_the_plugin_jar_builds_from_its_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    jar = tmp_path / "build" / "streamops-warmup.jar"
-    monkeypatch.setattr(warmup, "PLUGIN_JAR", jar)
-    assert warmup.plugin_jar() == jar
-    names = zipfile.ZipFile(jar).namelist()
-    assert "io/streamops/spark/WarmupPlugin.class" in names
-    manifest = zipfile.ZipFile(jar).read("META-INF/MANIFEST.MF").decode()
-    assert f"Premain-Class: {warmup.AGENT_CLASS}" in manifest
-    conf = warmup.plugin_conf()
-    assert conf["spark.plugins"] == warmup.PLUGIN_CLASS and conf["spark.executor.extraClassPath"] == str(jar)
-    assert conf["spark.scheduler.mode"] == "FAIR" and Path(conf["spark.scheduler.allocation.file"]).exists()
-    assert conf["spark.executor.extraJavaOptions"] == f"-javaagent:{jar}={warmup.WARMUP_NICE}"
-
-
-@pytest.mark.skipif(shutil.which("javac") is None or shutil.which("renice") is None, reason="needs javac and renice")
-def test_the_agent_starts_a_jvm_niced_when_its_priority_can_be_raised_again(tmp_path: Path,
-                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    """A JVM started with the agent reports nice 10 in /proc, as root; unprivileged, it stays at 0."""
-    import os
-    import subprocess
-
-    jar = tmp_path / "build" / "streamops-warmup.jar"
-    monkeypatch.setattr(warmup, "PLUGIN_JAR", jar)
-    warmup.plugin_jar()
-    probe = tmp_path / "Probe.java"
-    probe.write_text("public class Probe { public static void main(String[] a) throws Exception {"
-                     " String s = java.nio.file.Files.readString(java.nio.file.Path.of(\"/proc/self/stat\"));"
-                     " System.out.println(s.substring(s.lastIndexOf(')') + 2).split(\" \")[16]); } }")
-    out = subprocess.run(["java", f"-javaagent:{jar}=10", str(probe)], capture_output=True, text=True,
-                         timeout=60, check=True, env={**os.environ, "JAVA_TOOL_OPTIONS": ""})
-    expected = "10" if os.geteuid() == 0 else "0"
-    assert out.stdout.strip().splitlines()[-1] == expected, out.stdout + out.stderr
 
 
 class FakeConf:
@@ -238,49 +202,13 @@ def test_overlapping_warm_ups_pin_the_locality_wait_and_restore_it_after_the_las
     assert conf.values == before
 
 
-def _pools() -> dict[str, tuple[int, int]]:
-    import xml.etree.ElementTree as ET
-
-    root = ET.parse(warmup.POOL_FILE).getroot()
-    return {p.get("name"): (int(p.findtext("minShare")), int(p.findtext("weight"))) for p in root.iter("pool")}
-
-
-def _fair_first(pools: dict[str, tuple[int, int]], running: dict[str, int]) -> str:
-    """The pool Spark's FAIR scheduler offers a free core to first (FairSchedulingAlgorithm:
-    needy pools first, then by minShare ratio or tasks per weight, ties by name)."""
-    import functools
-
-    def before(a: str, b: str) -> int:
-        (ma, wa), (mb, wb) = pools[a], pools[b]
-        ra, rb = running[a], running[b]
-        na, nb = ra < ma, rb < mb
-        if na != nb:
-            return -1 if na else 1
-        ka, kb = (ra / max(ma, 1), rb / max(mb, 1)) if na else (ra / wa, rb / wb)
-        if ka != kb:
-            return -1 if ka < kb else 1
-        return -1 if a < b else 1
-
-    return min(running, key=functools.cmp_to_key(before))
-
-
-def test_a_free_core_goes_to_the_warm_up_only_while_none_of_its_tasks_runs() -> None:
-    pools = _pools()
-    assert set(pools) == {warmup.POOL, warmup.QUERY_POOL}
-    for q in (0, 1, 2, 8):  # the query's running tasks
-        # the new executor's first offer, or its next one after a warm-up task ended
-        assert _fair_first(pools, {warmup.POOL: 0, warmup.QUERY_POOL: q}) == warmup.POOL
-        # while a warm-up task runs, the other executors' free cores go to the query
-        assert _fair_first(pools, {warmup.POOL: 1, warmup.QUERY_POOL: q}) == warmup.QUERY_POOL
-
-
 @pytest.mark.parametrize("mode", ["FAIR", "FIFO", None])
 def test_queries_run_in_the_query_pool_only_with_fair_scheduling(mode: str | None) -> None:
     props: dict[str, str] = {}
     conf = {"spark.scheduler.mode": mode} if mode else {}
     sc = SimpleNamespace(getConf=lambda: SimpleNamespace(get=conf.get), setLocalProperty=props.__setitem__)
     warmup.use_query_pool(sc)
-    assert props == ({"spark.scheduler.pool": warmup.QUERY_POOL} if mode == "FAIR" else {})
+    assert props == ({"spark.scheduler.pool": warmup_plugin.QUERY_POOL} if mode == "FAIR" else {})
 
 
 @pytest.mark.parametrize("idle", [True, False])

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from streamops.spark.runner import progress_line
+from streamops.spark.driver.report import progress_line
 
 # as Spark 4 writes it for a Kafka source and the RocksDB aggregation (trimmed of fields we skip)
 PROGRESS = json.loads("""{

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from streamops.spark.placement import balance
+from streamops.spark.driver.placement import balance
 
 
 def _after(owners: dict[int, str | None], moves: dict[int, str]) -> dict[str, list[int]]:

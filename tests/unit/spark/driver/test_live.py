@@ -8,7 +8,7 @@ import pytest
 
 from streamops.app import control
 from streamops.app.dir import AppDir
-from streamops.spark import elastic
+from streamops.spark.driver import live
 
 
 class FakeScaler:
@@ -32,7 +32,7 @@ class FakeScaler:
 
     def trim(self, *, idle: bool = False) -> list[str]:
         self.trims.append(idle)
-        victims = elastic.surplus(self.executors(), self.target)
+        victims = live.surplus(self.executors(), self.target)
         if idle:  # as Spark's killExecutors(force=false): a busy executor is not killed
             victims = [e for e in victims if e not in self.busy]
         self.registered = [e for e in self.registered if e not in victims]
@@ -44,13 +44,13 @@ class FakeScaler:
 
 
 def test_surplus_removes_the_newest_first() -> None:
-    assert elastic.surplus({"0": 0, "1": 0, "2": 0, "3": 0}, 2) == ["3", "2"]
-    assert elastic.surplus({"0": 0, "1": 0}, 2) == []
-    assert elastic.surplus({"0": 5, "7": 1, "9": 5}, 2) == ["7"]  # lightest first
+    assert live.surplus({"0": 0, "1": 0, "2": 0, "3": 0}, 2) == ["3", "2"]
+    assert live.surplus({"0": 0, "1": 0}, 2) == []
+    assert live.surplus({"0": 5, "7": 1, "9": 5}, 2) == ["7"]  # lightest first
 
 
 class FakeQuery:
-    """The running query as LiveControl sees it (``elastic.QueryView``)."""
+    """The running query as LiveControl sees it (``live.QueryView``)."""
 
     def __init__(self) -> None:
         self.now_idle = False
@@ -64,16 +64,16 @@ class FakeQuery:
 
 
 def test_check_target_names_the_limit() -> None:
-    assert elastic.check_target(2, 1, 4) is None
-    assert "outside [1, 4]" in elastic.check_target(5, 1, 4)
-    assert "outside [1, 4]" in elastic.check_target(0, 1, 4)
+    assert live.check_target(2, 1, 4) is None
+    assert "outside [1, 4]" in live.check_target(5, 1, 4)
+    assert "outside [1, 4]" in live.check_target(0, 1, 4)
 
 
 def test_over_launched_executors_are_removed_at_the_first_batch_boundary(tmp_path: Path) -> None:
     reports: list[dict] = []
     scaler = FakeScaler(1, ["0", "1", "2", "3"])  # the master launched up to the cap first
     query = FakeQuery()
-    ctl = elastic.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: reports.append(kw), query=query)
+    ctl = live.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: reports.append(kw), query=query)
     assert ctl.tick() is None and scaler.killed == []  # never while a batch may be running
     assert ctl.boundary() == {"removed_executors": ["3", "2", "1"]}
     assert scaler.registered == ["0"] and reports == []  # the size did not change: nothing to declare
@@ -83,7 +83,7 @@ def test_scale_out_is_declared_when_the_executors_are_there_and_rebalances_state
     reports: list[dict] = []
     scaler = FakeScaler(1, ["0"])
     query = FakeQuery()
-    ctl = elastic.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: reports.append(kw), query=query)
+    ctl = live.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: reports.append(kw), query=query)
     control.write_request(AppDir(tmp_path), 2)
     assert ctl.tick() == {"resize_requested": 2}
     assert scaler.requests == [2] and reports == []
@@ -93,7 +93,7 @@ def test_scale_out_is_declared_when_the_executors_are_there_and_rebalances_state
     assert reports == [{"parallelism": 2, "executors": 2}]
     # stateful tasks may leave their old executor for REBALANCE_BATCHES batches, then locality is back
     assert scaler.relaxed == [True]
-    for _ in range(elastic.REBALANCE_BATCHES):
+    for _ in range(live.REBALANCE_BATCHES):
         assert ctl.boundary() is None
     assert scaler.relaxed == [True, False]
 
@@ -102,7 +102,7 @@ def test_scale_in_while_a_batch_runs_removes_executors_only_at_its_boundary(tmp_
     reports: list[dict] = []
     scaler = FakeScaler(2, ["0", "4"])
     query = FakeQuery()
-    ctl = elastic.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: reports.append(kw), query=query)
+    ctl = live.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: reports.append(kw), query=query)
     query.now_idle = False  # a batch runs
     control.write_request(AppDir(tmp_path), 1)
     assert ctl.tick() == {"resize_requested": 1}
@@ -115,7 +115,7 @@ def test_scale_in_while_a_batch_runs_removes_executors_only_at_its_boundary(tmp_
 def test_out_of_range_request_is_refused_and_changes_nothing(tmp_path: Path) -> None:
     scaler = FakeScaler(2, ["0", "1"])
     query = FakeQuery()
-    ctl = elastic.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: None, query=query)
+    ctl = live.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: None, query=query)
     control.write_request(AppDir(tmp_path), 6)
     change = ctl.tick()
     assert "outside [1, 4]" in change["control_error"]
@@ -126,7 +126,7 @@ def test_a_request_written_while_the_driver_was_starting_is_applied(tmp_path: Pa
     control.write_request(AppDir(tmp_path), 3)
     scaler = FakeScaler(2, ["0", "1"])
     query = FakeQuery()
-    ctl = elastic.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: None, query=query)
+    ctl = live.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: None, query=query)
     assert ctl.tick() == {"resize_requested": 3} and scaler.requests == [3]
 
 
@@ -134,7 +134,7 @@ def test_a_request_written_while_the_driver_was_starting_is_applied(tmp_path: Pa
 def test_a_scale_out_moves_planned_state_partitions_instead_of_relaxing_locality(tmp_path: Path, fails: bool) -> None:
     scaler = FakeScaler(1, ["0"])
     query = FakeQuery()
-    ctl = elastic.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: None, query=query)
+    ctl = live.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: None, query=query)
     asked: list[list[str]] = []
 
     def place(executors: list[str]) -> dict[int, str]:
@@ -166,7 +166,7 @@ def test_scale_in_of_an_idle_query_removes_executors_at_once(tmp_path: Path) -> 
     reports: list[dict] = []
     scaler = FakeScaler(3, ["0", "4", "5"])
     query = FakeQuery()
-    ctl = elastic.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: reports.append(kw), query=query)
+    ctl = live.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: reports.append(kw), query=query)
     query.now_idle = True
     control.write_request(AppDir(tmp_path), 2)
     assert ctl.tick() == {"resize_requested": 2, "removed_executors": ["5"], "parallelism": 2, "control_error": None}
@@ -180,7 +180,7 @@ def test_idle_scale_in_leaves_an_executor_that_runs_a_task_for_the_boundary(tmp_
     reports: list[dict] = []
     scaler = FakeScaler(2, ["0", "4"])
     query = FakeQuery()
-    ctl = elastic.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: reports.append(kw), query=query)
+    ctl = live.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: reports.append(kw), query=query)
     query.now_idle = True  # a batch started between the check and the kill: "4" got a task
     scaler.busy = {"4"}
     control.write_request(AppDir(tmp_path), 1)
@@ -193,7 +193,7 @@ def test_idle_scale_in_leaves_an_executor_that_runs_a_task_for_the_boundary(tmp_
 def test_no_idle_trim_before_the_query_runs(tmp_path: Path) -> None:
     scaler = FakeScaler(1, ["0", "1"])  # over-launched at start, query not started yet
     query = FakeQuery()
-    ctl = elastic.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: None, query=query)
+    ctl = live.LiveControl(scaler, AppDir(tmp_path), 1, 4, lambda **kw: None, query=query)
     assert ctl.tick() is None and scaler.trims == []
 
 
@@ -205,7 +205,7 @@ def test_no_idle_trim_before_the_query_runs(tmp_path: Path) -> None:
 ])
 def test_idle_means_no_batch_running_and_no_input_waiting(trigger_active: bool, data_available: bool,
                                                           idle: bool) -> None:
-    from streamops.spark.runner import _idle
+    from streamops.spark.driver.live import _idle
 
     status = {"message": "x", "isTriggerActive": trigger_active, "isDataAvailable": data_available}
     assert _idle(status) is idle
@@ -227,7 +227,7 @@ class RegisteringScaler(FakeScaler):
 
 def test_a_new_driver_waits_for_its_executors_and_removes_any_surplus_before_a_query_runs() -> None:
     scaler = RegisteringScaler(1, [[], [], ["0", "1"]])
-    removed = elastic.settle(scaler, timeout=30, stopped=lambda: False, poll=0.01)
+    removed = live.settle(scaler, timeout=30, stopped=lambda: False, poll=0.01)
     assert removed == ["1"] and list(scaler.executors()) == ["0"]
     assert scaler.trims and not any(scaler.trims)  # nothing runs yet: no need to spare busy ones
 
@@ -235,5 +235,5 @@ def test_a_new_driver_waits_for_its_executors_and_removes_any_surplus_before_a_q
 def test_settling_stops_when_the_driver_is_stopped() -> None:
     scaler = RegisteringScaler(2, [])  # nothing ever registers
     calls = iter(range(5))
-    assert elastic.settle(scaler, timeout=3600, stopped=lambda: next(calls, 4) >= 3, poll=0) == []
+    assert live.settle(scaler, timeout=3600, stopped=lambda: next(calls, 4) >= 3, poll=0) == []
     assert len(scaler.trims) == 4

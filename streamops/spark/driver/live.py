@@ -12,6 +12,11 @@ the checkpoint; the transactional sink keeps the batch exactly-once). The query 
 
 Requests arrive through ``apps/APP/control.json`` (``app.control``, written by
 ``request_parallelism``), which the driver polls from its main loop.
+
+Named ``live`` in the driver package (it was ``spark/elastic.py``): resizing the running
+application is the driver's own business; the supervisor and the operations only write the
+request (``app.control``). Beside the control here: the running query as the resize sees it
+(``ActiveQuery``) and the count of executors the driver reports.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from streamops.app.control import read_request
 from streamops.app.dir import AppDir
 
 log = logging.getLogger("streamops.elastic")
+runtime_log = logging.getLogger("streamops.runtime")  # the driver's own lines (``control_step``)
 
 
 def check_target(parallelism: int, low: int, high: int) -> str | None:
@@ -288,3 +294,58 @@ class LiveControl:
             self.report(parallelism=self.current, executors=have)
             change = {**(change or {}), "parallelism": self.current, "control_error": None}
         return change
+
+
+class ActiveQuery:
+    """The app's streaming query while it runs, as the live resize sees it (``QueryView``)."""
+
+    def __init__(self, spark, state_partitions: int) -> None:
+        self.spark = spark
+        self.state_partitions = state_partitions
+        self.query = None
+        self._placement = None
+
+    def attach(self, query) -> None:
+        from streamops.spark.driver.placement import StatePlacement
+
+        self.query = query
+        self._placement = StatePlacement(self.spark, query, self.state_partitions)
+
+    def detach(self) -> None:
+        self.query = self._placement = None
+
+    def idle(self) -> bool:
+        return self.query is not None and _idle(self.query.status)
+
+    def place_state(self, executors: list[str]) -> dict[int, str] | None:
+        return None if self._placement is None else self._placement.rebalance(executors)
+
+
+def _idle(status: dict) -> bool:
+    """No batch runs and no input waits (Spark's last trigger found none): the query is idle.
+    A gap between two batches under load is not idle, so the loaded path stays the boundary's."""
+    return not status.get("isTriggerActive", True) and not status.get("isDataAvailable", True)
+
+
+def control_step(step: Callable[[], dict | None]) -> dict | None:
+    """``LiveControl.tick`` or ``boundary``; a failure is reported, never raised."""
+    try:
+        return step()
+    except Exception as exc:  # noqa: BLE001 - resizing must never take the query down
+        runtime_log.error("live resize control failed: %s", exc)
+        return {"control_error": str(exc)[:500]}
+
+
+def count_executors(spark: Any, control: LiveControl | None) -> int:
+    """Executors registered with the driver (local mode: the driver itself, 1); with live
+    resizing, those not being removed."""
+    if control is not None:
+        with control.lock:
+            return len(control.scaler.executors())
+    sc = spark.sparkContext
+    if sc.master.startswith("local"):
+        return 1
+    try:
+        return max(0, sc._jsc.sc().getExecutorMemoryStatus().size() - 1)
+    except Exception:  # noqa: BLE001 - e.g. Spark Connect: unknown
+        return 0

@@ -1,0 +1,100 @@
+"""The app query's per-batch sink (``foreachBatch``): the exactly-once commit path.
+
+For each micro-batch, in this order: evaluate it (the state store advances even on a replay);
+let the live resize remove surplus executors at this boundary; encode the output records (with
+stream time: the clocks for the next batch and their tick); commit the records, the batch's
+input end and its marker in one Kafka transaction (``commit.BatchCommitter``: a batch an earlier
+driver committed is skipped, ``written`` None); then write the heartbeat, keep what the progress
+line of the batch adds (``report.BatchFacts``) and report the observed state.
+
+A class, where it was a closure inside the runner's query start: its collaborators (the
+committer, the live control, the job's encoders, the reports) are handed to it once, in its
+constructor, for each start of the query.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from streamops.app.dir import write_json
+from streamops.checkpoints import layout
+from streamops.spark.driver.live import LiveControl, control_step
+from streamops.spark.driver.report import BatchFacts, ObservedReporter, dlq_reasons, prometheus_url
+from streamops.spark.kafka_io import clamp_to_bound
+from streamops.spec import AppSpec
+
+
+def stream_time_marker(clocks, spark_watermark: int | None) -> dict:
+    """What a job's stream time is after a batch, for its marker: the partitions' clocks
+    (``layout.Clocks``) and Spark's watermark in that batch (rebuild-state seeds a checkpoint with both)."""
+    return {"clocks": [[t, p, st] for (t, p), st in sorted(clocks.partitions.items())],
+            "watermark": clocks.watermark, "spark_watermark": spark_watermark}
+
+
+class BatchSink:
+    """``foreachBatch``'s function for one start of the app's query (see the module docstring).
+
+    ``stop_at``: a bounded run's end (reprocess), whose input end is clamped to it;
+    ``started``: when the query started (wall clock s), for the heartbeat; ``executors()``:
+    how many executors the driver has now."""
+
+    def __init__(self, spark: Any, spec: AppSpec, ckpt: Path, committer: Any, *, to_records: Callable,
+                 advance_clocks: Callable | None, control: LiveControl | None,
+                 stop_at: dict[str, dict[str, int]] | None, heartbeat: Path, reporter: ObservedReporter,
+                 facts: BatchFacts, executors: Callable[[], int], started: float) -> None:
+        self.spark, self.spec, self.ckpt, self.committer = spark, spec, ckpt, committer
+        self.to_records, self.advance_clocks, self.control = to_records, advance_clocks, control
+        self.stop_at, self.started = stop_at, started
+        self.heartbeat, self.reporter, self.facts, self.executors = heartbeat, reporter, facts, executors
+
+    def __call__(self, df, batch_id: int) -> None:
+        t0 = time.monotonic()
+        table = df.toArrow()  # always evaluate: the state store must advance even on a replay
+        t1 = time.monotonic()
+        resized = control_step(self.control.boundary) if self.control is not None else None
+        records, end, extra = self._encode(table, batch_id)
+        t2 = time.monotonic()
+        if self.stop_at is not None:  # a bounded read consumed nothing past its bound
+            end = clamp_to_bound(end, self.stop_at)
+        written = self.committer.commit(batch_id, records, input_end=end, marker_extra=extra)
+        t3 = time.monotonic()
+        self._report(batch_id, records, written, resized, (t0, t1, t2, t3))
+
+    def _encode(self, table, batch_id: int) -> tuple[list, dict, dict | None]:
+        """The batch's output records, its input end offsets, and what its marker adds (stream time)."""
+        records = self.to_records(table, batch_id)
+        end = layout.batch_end_offsets(self.ckpt, batch_id)
+        extra = None
+        if self.advance_clocks is not None:  # stream time: the clocks for the next batch, a tick
+            step = self.advance_clocks(table, batch_id, self.ckpt, [
+                (t, int(p)) for t in self.spec.input_topics for p in end.get(t, {})])
+            records += step.ticks
+            extra = {"stream_time": stream_time_marker(step.clocks, layout.batch_watermark(self.ckpt, batch_id))}
+        return records, end, extra
+
+    def _report(self, batch_id: int, records: list, written, resized: dict | None,
+                times: tuple[float, float, float, float]) -> None:
+        """After the commit: the heartbeat, the batch's facts for its progress line, the observed state."""
+        t0, t1, t2, t3 = times
+        spark, spec = self.spark, self.spec
+        committed_ms = int(time.time() * 1000)
+        ui_url = spark.sparkContext.uiWebUrl
+        write_json(self.heartbeat, {
+            "app": spec.name, "pid": os.getpid(), "app_id": spark.sparkContext.applicationId,
+            "ui_url": ui_url, "prometheus_url": prometheus_url(ui_url),
+            "status": "running", "batch_id": batch_id, "replayed": written is None,
+            "records": len(records), "sink_seconds": round(t3 - t0, 3),
+            "compute_seconds": round(t1 - t0, 3), "encode_seconds": round(t2 - t1, 3),
+            "commit_seconds": round(t3 - t2, 3), **(resized or {}),
+            "heartbeat_ms": int(time.time() * 1000), "started_ms": int(self.started * 1000),
+        })
+        executors = self.executors()
+        self.facts.record(batch_id, executors, {
+            "dlq": dlq_reasons(records, spec.dlq_topic),
+            # a replayed batch was committed by an earlier driver: no latency of its own
+            **({"committed_ms": committed_ms} if written is not None else {})})
+        self.reporter.report(status="running", last_batch=batch_id, executors=executors, error=None)
