@@ -147,24 +147,30 @@ def _drain(consumer: Consumer, topic: str, remaining: dict[int, int], batch_size
                     finished.append(tp.partition)
                     last_progress = now
             if remaining and now - last_progress > stall_timeout:
-                at = {tp.partition: tp.offset for tp in consumer.position([TopicPartition(topic, p) for p in remaining])}
-                where = ", ".join(f"{p}: at {at.get(p, -1)} of {o}" for p, o in sorted(remaining.items()))
-                why = f"; last error: {last_error.str()}" if last_error is not None else ""
-                if past_open_transactions:
-                    raise OpenTransactionError(
-                        f"{topic}: a transaction has stayed open for {stall_timeout:g}s below the end of the "
-                        f"read (partition: position of end offset, {where}){why}. Until it ends, read_committed "
-                        f"readers see none of the records committed after it. A producer that died in it is "
-                        f"aborted when its transactional id is used again (start the app: its driver does "
-                        f"it) or at its transaction timeout; a hanging one (KIP-664) is aborted with "
-                        f"`streamops platform kafka-tool transactions --bootstrap-server ... find-hanging` "
-                        f"then `abort`")
-                raise ConsumeError(
-                    f"reading {topic} made no progress for {stall_timeout:g}s (partitions still to "
-                    f"reach their end offsets: {where}){why}"
-                )
+                raise _stalled(consumer, topic, remaining, stall_timeout, last_error, past_open_transactions)
         if finished and remaining:
             consumer.pause([TopicPartition(topic, p) for p in finished])
+
+
+def _stalled(consumer: Consumer, topic: str, remaining: dict[int, int], stall_timeout: float,
+             last_error: KafkaError | None, past_open_transactions: bool) -> ConsumeError:
+    """The error of a read that made no progress: where each partition stands, and why it may be."""
+    at = {tp.partition: tp.offset for tp in consumer.position([TopicPartition(topic, p) for p in remaining])}
+    where = ", ".join(f"{p}: at {at.get(p, -1)} of {o}" for p, o in sorted(remaining.items()))
+    why = f"; last error: {last_error.str()}" if last_error is not None else ""
+    if past_open_transactions:
+        return OpenTransactionError(
+            f"{topic}: a transaction has stayed open for {stall_timeout:g}s below the end of the "
+            f"read (partition: position of end offset, {where}){why}. Until it ends, read_committed "
+            f"readers see none of the records committed after it. A producer that died in it is "
+            f"aborted when its transactional id is used again (start the app: its driver does "
+            f"it) or at its transaction timeout; a hanging one (KIP-664) is aborted with "
+            f"`streamops platform kafka-tool transactions --bootstrap-server ... find-hanging` "
+            f"then `abort`")
+    return ConsumeError(
+        f"reading {topic} made no progress for {stall_timeout:g}s (partitions still to "
+        f"reach their end offsets: {where}){why}"
+    )
 
 
 def latest_per_key(

@@ -167,34 +167,8 @@ def up(
     comps = select(settings, only)
     env = compmod.base_env(settings, java_home_of(java_bin), secrets)
     to_start = [c for c in comps if _record(settings, c) is None]
-    for c in to_start:
-        for port, var in c.ports:
-            if port_in_use(settings.host, port):
-                raise PortInUseError(
-                    f"port {port} on {settings.host}, needed by {c.name}, is already in use"
-                    f"{_port_owner(port)}; set {var} to a free port (or stop that process)"
-                )
-    if any(c.group == "kafka" for c in comps) and not any(c.group == "kafka" for c in to_start):
-        from streamops.platform import kafka_auth
-
-        if conflict := kafka_auth.running_mode_conflict(settings):
-            from streamops.exceptions import ConfigError
-
-            raise ConfigError(conflict)
-    if any(c.group == "kafka" for c in to_start):
-        from streamops.host import jars
-        from streamops.platform import kafka_auth, kafka_broker
-
-        jars.verify(jars.KAFKA_BROKER)
-        if kafka_auth.prepare(settings) == "sasl_ssl":
-            progress(f"kafka: SASL_SSL listener ({kafka_auth.MECHANISM}), client properties in "
-                     f"{security.embedded_client_properties(settings)}")
-        kafka_broker.write_config(settings)
-        progress("kafka: " + kafka_broker.prepare_storage(settings, env))
-    if any(c.group == "spark" for c in to_start):
-        from streamops.host import jars
-
-        jars.verify(jars.SPARK_KAFKA)  # every driver and executor of the platform's apps loads them
+    _check_ports(settings, to_start)
+    _prepare(settings, comps, to_start, env, progress)
     started: list[Component] = []
     begun: dict[str, float] = {}
     try:
@@ -217,6 +191,41 @@ def up(
             raise ComponentStartError(f"platform up failed: {exc}") from exc
         raise
     return status(settings, only)
+
+
+def _check_ports(settings: Settings, to_start: list[Component]) -> None:
+    """Every fixed port a component to start needs is free (else ``PortInUseError`` naming its owner)."""
+    for c in to_start:
+        for port, var in c.ports:
+            if port_in_use(settings.host, port):
+                raise PortInUseError(
+                    f"port {port} on {settings.host}, needed by {c.name}, is already in use"
+                    f"{_port_owner(port)}; set {var} to a free port (or stop that process)"
+                )
+
+
+def _prepare(settings: Settings, comps: list[Component], to_start: list[Component], env: dict[str, str],
+             progress: Progress) -> None:
+    """Before anything starts: a running broker's security agrees with the settings; a broker to
+    start has its jars, security, config and storage; Spark has its connector's jars."""
+    from streamops.host import jars
+    from streamops.kafka import security
+    from streamops.platform import kafka_auth, kafka_broker
+
+    running_broker = any(c.group == "kafka" for c in comps) and not any(c.group == "kafka" for c in to_start)
+    if running_broker and (conflict := kafka_auth.running_mode_conflict(settings)):
+        from streamops.exceptions import ConfigError
+
+        raise ConfigError(conflict)
+    if any(c.group == "kafka" for c in to_start):
+        jars.verify(jars.KAFKA_BROKER)
+        if kafka_auth.prepare(settings) == "sasl_ssl":
+            progress(f"kafka: SASL_SSL listener ({kafka_auth.MECHANISM}), client properties in "
+                     f"{security.embedded_client_properties(settings)}")
+        kafka_broker.write_config(settings)
+        progress("kafka: " + kafka_broker.prepare_storage(settings, env))
+    if any(c.group == "spark" for c in to_start):
+        jars.verify(jars.SPARK_KAFKA)  # every driver and executor of the platform's apps loads them
 
 
 def _wait_healthy(

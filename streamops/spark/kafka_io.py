@@ -125,17 +125,8 @@ def read_kafka(
     such bound), which ``clamp_to_bound`` takes back from the checkpoint once the run ends.
     ``kafka.isolation.level`` defaults to ``read_committed``.
     """
-    if not bootstrap_servers:
-        raise UsageError("bootstrap_servers is required")
+    _check_arguments(bootstrap_servers, streaming, ending_offsets, stop_at_offsets, max_offsets_per_trigger)
     topics = [subscribe] if isinstance(subscribe, str) else list(subscribe)
-    if streaming and ending_offsets is not None:
-        raise UsageError("ending_offsets is only valid for batch reads (streaming=False)")
-    if not streaming and stop_at_offsets is not None:
-        raise UsageError("stop_at_offsets is only valid for streaming reads; batch reads use ending_offsets")
-    if not streaming and max_offsets_per_trigger is not None:
-        raise UsageError("max_offsets_per_trigger is only valid for streaming reads (streaming=True)")
-    if max_offsets_per_trigger is not None and max_offsets_per_trigger < 1:
-        raise UsageError(f"max_offsets_per_trigger must be >= 1, got {max_offsets_per_trigger}")
     opts: dict[str, str] = {
         "kafka.bootstrap.servers": bootstrap_servers,
         "subscribe": ",".join(t.strip() for t in topics),
@@ -150,6 +141,31 @@ def read_kafka(
         opts["startingTimestamp"] = str(int(starting_timestamp))
     if max_offsets_per_trigger is not None:
         opts["maxOffsetsPerTrigger"] = str(int(max_offsets_per_trigger))
+    opts = _with_options(opts, options, bootstrap_servers)
+    require_connector(spark)
+    reader = spark.readStream if streaming else spark.read
+    df = reader.format("kafka").options(**opts).load()
+    return df if bound is None else df.where(below_bound(bound))
+
+
+def _check_arguments(bootstrap_servers: str, streaming: bool, ending_offsets: object, stop_at_offsets: object,
+                     max_offsets_per_trigger: int | None) -> None:
+    """``UsageError`` for a combination of ``read_kafka``'s arguments Spark would refuse or ignore."""
+    if not bootstrap_servers:
+        raise UsageError("bootstrap_servers is required")
+    if streaming and ending_offsets is not None:
+        raise UsageError("ending_offsets is only valid for batch reads (streaming=False)")
+    if not streaming and stop_at_offsets is not None:
+        raise UsageError("stop_at_offsets is only valid for streaming reads; batch reads use ending_offsets")
+    if not streaming and max_offsets_per_trigger is not None:
+        raise UsageError("max_offsets_per_trigger is only valid for streaming reads (streaming=True)")
+    if max_offsets_per_trigger is not None and max_offsets_per_trigger < 1:
+        raise UsageError(f"max_offsets_per_trigger must be >= 1, got {max_offsets_per_trigger}")
+
+
+def _with_options(opts: dict[str, str], options: Mapping[str, Any] | None, bootstrap_servers: str) -> dict[str, str]:
+    """``opts`` with the caller's further ``options`` and the platform's client security over them;
+    an option may not repeat a keyword argument's; headers and read_committed by default."""
     taken = {k.lower(): k for k in opts}
     extra = {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in (options or {}).items()}
     extra = {**security.spark_options_for(bootstrap_servers), **extra}  # the platform's client security
@@ -159,16 +175,13 @@ def read_kafka(
             f"options {clashes} repeat keyword arguments of read_kafka: pass each setting once "
             f"(e.g. bootstrap_servers=..., not options={{'kafka.bootstrap.servers': ...}})"
         )
+    out = dict(opts)
     if not any(k.lower() == "includeheaders" for k in extra):
-        opts["includeHeaders"] = "true"
+        out["includeHeaders"] = "true"
     if not any(k.lower() == "kafka.isolation.level" for k in extra):
-        opts["kafka.isolation.level"] = "read_committed"
-    opts.update(extra)
-
-    require_connector(spark)
-    reader = spark.readStream if streaming else spark.read
-    df = reader.format("kafka").options(**opts).load()
-    return df if bound is None else df.where(below_bound(bound))
+        out["kafka.isolation.level"] = "read_committed"
+    out.update(extra)
+    return out
 
 
 def below_bound(bound: Mapping[str, Mapping[str, int]]):
