@@ -28,3 +28,11 @@ def table(headers: list[str], rows: list[list[object]]) -> str:
     fmt = lambda r: "| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |"
     return "\n".join([fmt(cells[0]), "|" + "|".join("-" * (w + 2) for w in widths) + "|",
                       *(fmt(r) for r in cells[1:])])
+
+
+def driver_module(checkout: Path | None) -> str:
+    """The module that runs an app's driver in ``checkout`` (None: this tree): ``streamops.spark.driver``,
+    or ``streamops.spark.app`` in a revision from before the driver package (issue 38)."""
+    if checkout is None or (checkout / "streamops" / "spark" / "driver" / "__main__.py").exists():
+        return "streamops.spark.driver"
+    return "streamops.spark.app"

@@ -38,7 +38,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from bench._common import isolated_settings, summary, table
+from bench._common import driver_module, isolated_settings, summary, table
 from streamops.platform import manager
 from streamops.settings import Settings
 
@@ -81,10 +81,9 @@ def run_driver(settings: Settings, app: str, events: int, batch: int, master: st
         # a revision on Spark's connector (issue 23 on) finds its jars in this checkout's .jars/
         env.update({"PYTHONPATH": str(checkout), "STREAMOPS_REPO": str(checkout),
                     "STREAMOPS_JARS_DIR": os.environ.get("STREAMOPS_JARS_DIR", str(REPO / ".jars"))})
-        if (checkout / "streamops" / "spark" / "driver" / "__main__.py").exists():
-            argv = [sys.executable, "-m", "streamops.spark.driver", "--app", app]
-        elif (checkout / "streamops" / "spark" / "app.py").exists():  # before the driver package (issue 38)
-            argv = [sys.executable, "-m", "streamops.spark.app", "--app", app]
+        if (checkout / "streamops" / "spark").joinpath("driver", "__main__.py").exists() or \
+                (checkout / "streamops" / "spark" / "app.py").exists():
+            argv = [sys.executable, "-m", driver_module(checkout), "--app", app]
         else:
             argv = [sys.executable, str(checkout / "jobs" / f"{app}.py"), "--app", app]
     log = settings.state_dir / "bench-job.log"

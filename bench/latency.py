@@ -30,7 +30,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from bench._common import isolated_settings, table
+from bench._common import driver_module, isolated_settings, table
 from streamops.platform import manager
 from streamops.settings import Settings
 
@@ -43,7 +43,7 @@ def start_driver(settings: Settings, master: str, checkout: Path | None) -> subp
     if checkout is not None:
         env.update({"PYTHONPATH": str(checkout), "STREAMOPS_REPO": str(checkout)})
     log = open(settings.state_dir / "bench-driver.log", "wb")  # noqa: SIM115 - the driver's, closed by the OS
-    return subprocess.Popen([sys.executable, "-m", "streamops.spark.driver", "--app", APP, "--master", master],
+    return subprocess.Popen([sys.executable, "-m", driver_module(checkout), "--app", APP, "--master", master],
                             env=env, stdout=log, stderr=subprocess.STDOUT, cwd=checkout or settings.state_dir)
 
 

@@ -35,7 +35,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from bench._common import isolated_settings, summary, table
+from bench._common import driver_module, isolated_settings, summary, table
 from jobs.demo import contract as c
 from jobs.demo.generator import generate_records
 from streamops.app.topics import H_REASON
@@ -79,7 +79,7 @@ def run_spark(settings: Settings, events: int, batch: int, master: str, checkout
         env.update({"PYTHONPATH": str(checkout), "STREAMOPS_REPO": str(checkout)})
     with open(log, "wb") as out:
         rc = subprocess.run(
-            [sys.executable, "-m", "streamops.spark.driver", "--app", "user_activity", "--master", master, "--exit-at-end",
+            [sys.executable, "-m", driver_module(checkout), "--app", "user_activity", "--master", master, "--exit-at-end",
              "--max-offsets-per-trigger", str(batch), "--trigger-interval", "0 seconds"],
             env=env, stdout=out, stderr=subprocess.STDOUT, cwd=checkout or settings.state_dir, check=False,
         ).returncode
