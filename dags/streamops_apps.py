@@ -72,6 +72,10 @@ COMMON = {
 ON_THE_CLOCK = {**COMMON, "start_date": None}
 TIMEOUT = Param(600, type="integer", minimum=30, maximum=7200, title="Timeout (s)",
                 description="How long to wait for the app to converge before the task fails.")
+#: every operation that changes something defaults to showing its plan only
+DRY_RUN = Param(True, type="boolean", title="Dry run", description="Only show the plan.")
+STOP_FIRST = Param(False, type="boolean", title="Stop first",
+                   description="Stop a running app at a batch boundary first and start it after.")
 
 
 def app_param() -> Param:
@@ -135,7 +139,7 @@ with DAG(
            "the plan (offsets per partition, state version) is in the task log and its return value.",
     params={"app": app_param(),
             "savepoint": Param("", type="string", minLength=1, title="Savepoint id"),
-            "dry_run": Param(True, type="boolean", title="Dry run", description="Only show the plan."),
+            "dry_run": DRY_RUN,
             "timeout": TIMEOUT},
     **COMMON,
 ):
@@ -152,9 +156,8 @@ with DAG(
     params={"app": app_param(),
             "state_partitions": Param(None, type=["null", "integer"], minimum=1, maximum=200,
                                       title="State partitions", description="Empty: as now."),
-            "stop_first": Param(False, type="boolean", title="Stop first",
-                                description="Stop a running app at a batch boundary first and start it after."),
-            "dry_run": Param(True, type="boolean", title="Dry run", description="Only show the plan."),
+            "stop_first": STOP_FIRST,
+            "dry_run": DRY_RUN,
             "timeout": TIMEOUT},
     **COMMON,
 ):
@@ -182,9 +185,8 @@ with DAG(
             "force": Param(False, type="boolean", title="Force", description="Needed for state=keep."),
             "output_version": Param(None, type=["null", "string"], pattern=r"^v\d{1,6}$", title="Output version",
                                     description="e.g. v2: write <output>.v2 from now on"),
-            "stop_first": Param(False, type="boolean", title="Stop first",
-                                description="Stop a running app at a batch boundary first and start it after."),
-            "dry_run": Param(True, type="boolean", title="Dry run", description="Only show the plan."),
+            "stop_first": STOP_FIRST,
+            "dry_run": DRY_RUN,
             "timeout": TIMEOUT},
     **COMMON,
 ):
@@ -203,7 +205,7 @@ with DAG(
     params={"app": app_param(),
             "output_version": Param("v2", type="string", pattern=r"^v\d{1,6}$", title="Output version",
                                     description="v1: the spec's output topic; vN: <output>.vN"),
-            "dry_run": Param(True, type="boolean", title="Dry run", description="Only show the plan."),
+            "dry_run": DRY_RUN,
             "timeout": TIMEOUT},
     **COMMON,
 ):

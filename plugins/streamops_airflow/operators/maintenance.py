@@ -28,7 +28,6 @@ class CompactOperator(BaseOperator):
         from streamops.lifecycle.maintenance import NothingToMaintain, compact
 
         with app_session(self.app, "compact") as ctx:
-
             settings, spec, ledger = ctx.settings, ctx.spec, ctx.ledger
             try:
                 out = compact(settings, spec, ledger, dry_run=as_bool(self.dry_run), who=requested_by(context),
@@ -64,7 +63,6 @@ class RebuildStateOperator(HandsOffWaits):
         from streamops.lifecycle.maintenance import rebuild_state
 
         with app_session(self.app, "rebuild-state") as ctx:
-
             settings, spec, ledger = ctx.settings, ctx.spec, ctx.ledger
             return rebuild_state(settings, spec, ledger, state_partitions=as_int(self.state_partitions,
                                                                                 "state_partitions"),
@@ -98,7 +96,6 @@ class VerifyOperator(BaseOperator):
         from streamops.state.verify.run import verify
 
         with app_session(self.app, "verify") as ctx:
-
             settings, spec, ledger = ctx.settings, ctx.spec, ctx.ledger
             try:
                 report = verify(spec, settings, ledger=ledger, who=requested_by(context), progress=self.log.info)

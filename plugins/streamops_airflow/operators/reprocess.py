@@ -25,7 +25,6 @@ class PromoteOperator(HandsOffWaits):
         from streamops.reset.reprocess import promote
 
         with app_session(self.app, "promote") as ctx:
-
             settings, spec, ledger = ctx.settings, ctx.spec, ctx.ledger
             return promote(settings, spec, ledger, str(self.output_version), dry_run=as_bool(self.dry_run),
                            who=requested_by(context), timeout=float(self.timeout_s), progress=self.log.info)

@@ -58,7 +58,6 @@ class ResetOperator(HandsOffWaits):
         from streamops.reset.targets import make_target
 
         with app_session(self.app, "reset") as ctx:
-
             settings, spec, ledger = ctx.settings, ctx.spec, ctx.ledger
             target = self._target()
             common = {"dry_run": as_bool(self.dry_run), "stop_first": as_bool(self.stop_first),

@@ -27,7 +27,6 @@ class SavepointOperator(BaseOperator):
         from streamops.lifecycle.savepoints import take
 
         with app_session(self.app, "savepoint") as ctx:
-
             settings, spec, ledger = ctx.settings, ctx.spec, ctx.ledger
             if layout.last_committed_batch(checkpoint_dir(settings, spec)) is None:
                 raise AirflowSkipException(f"{spec.name} has committed nothing yet: no savepoint to take")
@@ -51,7 +50,6 @@ class RestoreOperator(HandsOffWaits):
         from streamops.lifecycle.savepoints import restore
 
         with app_session(self.app, "restore") as ctx:
-
             settings, spec, ledger = ctx.settings, ctx.spec, ctx.ledger
             return restore(settings, spec, ledger, str(self.savepoint), dry_run=as_bool(self.dry_run),
                            who=requested_by(context), timeout=float(self.timeout_s), progress=self.log.info)
