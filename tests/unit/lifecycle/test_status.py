@@ -1,17 +1,27 @@
-"""status without services: ledger rows, checkpoint absent, progress log, rendering."""
+"""status without services: ledger rows, checkpoint, progress log, supervisor notes, Kafka's lag,
+rendering. The CLI's --json output and text are pinned byte for byte (scripts read them)."""
 
 from __future__ import annotations
 
+import argparse
 import json
+from datetime import UTC, datetime, timedelta
 
+import pytest
+
+from streamops.app.checkpoint import checkpoint_dir
 from streamops.app.dir import AppDir
-from streamops.ledger import Ledger
+from streamops.cli.common import emit
+from streamops.host.files import write_json
+from streamops.ledger import Ledger, store
 from streamops.lifecycle.status import app_status, render
+from streamops.lifecycle.supervisor import heartbeat_file
 from streamops.settings import Settings
 from streamops.spec import AppSpec
 
 SPEC = AppSpec(name="app1", job="jobs.x", input_topics=("in",), output_topic="o", changelog_topic="c",
                dlq_topic="d")
+T0 = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
 
 
 def test_status_reads_ledger_and_progress(tmp_path) -> None:
@@ -45,3 +55,123 @@ def test_status_of_a_never_deployed_app(tmp_path) -> None:
     assert render(st).startswith("app1: desired - x-, observed never seen")
     assert AppDir(tmp_path / "nothing").last_progress() is None
     ledger.close()
+
+
+# -- the CLI's output, pinned: these literals are what `streamops status` printed before ------------
+def _every_part(tmp_path, monkeypatch) -> tuple[Settings, Ledger]:
+    """An app with every part status shows, at a fixed clock: ledger rows and a lease, a committed
+    batch, progress, a supervisor note and Kafka's end offsets."""
+    clock = iter(T0 + timedelta(seconds=i) for i in range(1000))
+    monkeypatch.setattr(store, "utcnow", lambda: next(clock))
+    monkeypatch.setattr("streamops.kafka.admin.end_offsets", lambda _b, _t, timeout: {0: (0, 50), 1: (5, 20)})
+    settings = Settings(home=tmp_path)
+    ledger = Ledger.open(settings.ledger_db_url)
+    ledger.set_desired("app1", status="running", parallelism=2, who="cli:alice")
+    ledger.report_observed("app1", status="running", pid=42, parallelism=2, executors=2, last_batch=3,
+                           heartbeat_at=T0)
+    ledger.record("app1", "verify", {"batch_id": 2}, who="t", outcome="failed", error="changelog differs")
+    ledger.record("app1", "deploy", {"parallelism": 2}, who="cli:alice", outcome="succeeded")
+    ledger.begin("app1", "resize", {"parallelism": 3}, who="airflow:resize/run-9")
+    ckpt = checkpoint_dir(settings, SPEC)
+    for log in ("offsets", "commits"):
+        (ckpt / log).mkdir(parents=True)
+    (ckpt / "offsets" / "3").write_text('v1\n{"batchWatermarkMs":0}\n{"in":{"0":40,"1":12}}\n')
+    (ckpt / "commits" / "3").write_text("v1\n{}")
+    progress = tmp_path / "apps" / "app1" / "batches.jsonl"
+    progress.parent.mkdir(parents=True)
+    progress.write_text("\n".join(json.dumps({"batch_id": i, "input_rows": 10 * i, "input_rows_per_s": 5.0,
+                                              "processed_rows_per_s": 9.0, "state_rows": 3, "state_bytes": 99})
+                                  for i in range(4)) + "\n")
+    write_json(heartbeat_file(settings), {"notes": {"app1": "restarts in 30 s (backoff)"}})
+    return settings, ledger
+
+
+def _expected(ckpt: str) -> dict:
+    return {
+        "app": "app1",
+        "desired": {"app": "app1", "status": "running", "parallelism": 2,
+                    "updated_at": datetime(2026, 11, 27, 12, 0, 0, tzinfo=UTC), "updated_by": "cli:alice",
+                    "operation_id": None, "strategy": "restart"},
+        "observed": {"app": "app1", "status": "running", "pid": 42, "host": None, "spark_app_id": None,
+                     "parallelism": 2, "executors": 2, "last_batch": 3, "input_rate": None,
+                     "processing_rate": None, "lag": None, "state_rows": None, "state_bytes": None,
+                     "error": None, "heartbeat_at": datetime(2026, 11, 27, 12, 0, 0, tzinfo=UTC)},
+        "lease": {"app": "app1", "operation_id": 3, "kind": "resize", "holder": "airflow:resize/run-9",
+                  "acquired_at": datetime(2026, 11, 27, 12, 0, 4, tzinfo=UTC),
+                  "expires_at": datetime(2026, 11, 27, 12, 10, 4, tzinfo=UTC), "pid": None, "host": None},
+        "checkpoint": {"path": ckpt, "last_committed_batch": 3, "committed_offsets": {"in": {"0": 40, "1": 12}}},
+        "lag": {"in": {"0": 10, "1": 8}},
+        "total_lag": 18,
+        "last_batch": {"batch_id": 3, "input_rows": 30, "input_rows_per_s": 5.0, "processed_rows_per_s": 9.0,
+                       "state_rows": 3, "state_bytes": 99},
+        "operations": [
+            {"id": 3, "app": "app1", "kind": "resize", "params": {"parallelism": 3},
+             "requested_by": "airflow:resize/run-9", "started_at": datetime(2026, 11, 27, 12, 0, 4, tzinfo=UTC),
+             "ended_at": None, "outcome": "running", "error": None, "before": None, "after": None, "journal": []},
+            {"id": 2, "app": "app1", "kind": "deploy", "params": {"parallelism": 2}, "requested_by": "cli:alice",
+             "started_at": datetime(2026, 11, 27, 12, 0, 3, tzinfo=UTC),
+             "ended_at": datetime(2026, 11, 27, 12, 0, 3, tzinfo=UTC), "outcome": "succeeded", "error": None,
+             "before": None, "after": None, "journal": None},
+            {"id": 1, "app": "app1", "kind": "verify", "params": {"batch_id": 2}, "requested_by": "t",
+             "started_at": datetime(2026, 11, 27, 12, 0, 2, tzinfo=UTC),
+             "ended_at": datetime(2026, 11, 27, 12, 0, 2, tzinfo=UTC), "outcome": "failed",
+             "error": "changelog differs", "before": None, "after": None, "journal": None},
+        ],
+        "notes": ["supervisor: restarts in 30 s (backoff)"],
+    }
+
+
+EXPECTED_TEXT = """\
+app1: desired running x2, observed running x2 (executors 2, pid 42, heartbeat 2026-11-27 12:00:00+00:00)
+  last committed batch 3, lag 18
+    in: p0=10 p1=8
+  batch 3: 30 rows, in 5/s, processed 9/s, state 3 rows / 99 bytes
+  operation resize #3 running since 2026-11-27 12:00:04+00:00, asked by airflow:resize/run-9
+  #3 resize running 2026-11-27 12:00:04 by airflow:resize/run-9
+  #2 deploy succeeded 2026-11-27 12:00:03 by cli:alice
+  #1 verify failed 2026-11-27 12:00:02 by t: changelog differs
+  note: supervisor: restarts in 30 s (backoff)"""
+
+
+def _printed(payload: dict, capsys) -> str:
+    """What ``streamops status APP --json`` prints for ``payload`` (``cli.common.emit``)."""
+    emit(argparse.Namespace(json=True), payload, "")
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("kafka_lag", [True, False])
+def test_the_cli_json_and_text_are_byte_identical_to_before(tmp_path, monkeypatch, capsys, kafka_lag) -> None:
+    settings, ledger = _every_part(tmp_path, monkeypatch)
+    try:
+        got = app_status(SPEC, settings, ledger, with_lag=kafka_lag)
+    finally:
+        ledger.close()
+    expected = _expected(str(tmp_path / "checkpoints" / "app1"))
+    text = EXPECTED_TEXT
+    if not kafka_lag:  # status --no-lag
+        expected = {**expected, "lag": None, "total_lag": None}
+        text = text.replace("lag 18\n    in: p0=10 p1=8", "lag ?")
+    assert got == expected
+    assert _printed(got, capsys) == _printed(expected, capsys)  # key order and default=str rendering too
+    assert render(got) == text
+
+
+def test_the_cli_json_of_an_unknown_app_with_the_broker_down(tmp_path, monkeypatch, capsys) -> None:
+    def down(*_a, **_k):
+        raise RuntimeError("broker down: no route\nsecond line")
+
+    monkeypatch.setattr("streamops.kafka.admin.end_offsets", down)
+    settings = Settings(home=tmp_path)
+    ledger = Ledger.open(settings.ledger_db_url)
+    try:
+        got = app_status(SPEC, settings, ledger)
+    finally:
+        ledger.close()
+    expected = {"app": "app1", "desired": None, "observed": None, "lease": None,
+                "checkpoint": {"path": str(tmp_path / "checkpoints" / "app1"), "last_committed_batch": None,
+                               "committed_offsets": {}},
+                "lag": None, "total_lag": None, "last_batch": None, "operations": [],
+                "notes": ["lag unknown: broker down: no route"]}
+    assert got == expected and _printed(got, capsys) == _printed(expected, capsys)
+    assert render(got) == ("app1: desired - x-, observed never seen x- (executors -, pid -, heartbeat -)\n"
+                           "  last committed batch None, lag ?\n  note: lag unknown: broker down: no route")
