@@ -1,5 +1,6 @@
-"""status without services: ledger rows, checkpoint, progress log, supervisor notes, Kafka's lag,
-rendering. The CLI's --json output and text are pinned byte for byte (scripts read them)."""
+"""``observe.status``: an app's health and row (ledger, files), and ``streamops status`` without
+services: ledger rows, checkpoint, progress log, supervisor notes, Kafka's lag, rendering. The CLI's
+--json output is pinned byte for byte against what it printed before status moved here."""
 
 from __future__ import annotations
 
@@ -14,14 +15,61 @@ from streamops.app.dir import AppDir
 from streamops.cli.common import emit
 from streamops.host.files import write_json
 from streamops.ledger import Ledger, store
-from streamops.lifecycle.status import app_status, render
 from streamops.lifecycle.supervisor import heartbeat_file
+from streamops.observe import status as st_
+from streamops.observe.status import app_status, render
 from streamops.settings import Settings
+from streamops.spark.driver import report
 from streamops.spec import AppSpec
+from tests.unit.observe.test_streams import T0, line
+
+pytestmark = pytest.mark.unit
 
 SPEC = AppSpec(name="app1", job="jobs.x", input_topics=("in",), output_topic="o", changelog_topic="c",
                dlq_topic="d")
-T0 = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
+ROW_SPEC = AppSpec(name="app1", job="jobs.orders", input_topics=["in"], output_topic="out")
+
+
+@pytest.mark.parametrize(("desired", "observed", "age", "expected"), [
+    (None, None, None, "not deployed"),
+    ({"status": "running"}, {"status": "running"}, 3.0, "healthy"),
+    ({"status": "running"}, {"status": "running"}, st_.STALE_AFTER_S + 1, "stale"),
+    ({"status": "running"}, {"status": "crash-loop"}, 3.0, "crash-loop"),
+    ({"status": "running"}, {"status": "crashed"}, 3.0, "failed"),
+    ({"status": "running"}, {"status": "starting"}, 3.0, "starting"),
+    ({"status": "running"}, None, None, "starting"),
+    ({"status": "stopped"}, {"status": "stopped"}, 500.0, "stopped"),
+    ({"status": "stopped"}, {"status": "crash-loop"}, 500.0, "crash-loop"),
+])
+def test_health(desired, observed, age, expected) -> None:
+    assert st_.health(desired, observed, age) == expected
+
+
+def test_the_row_of_a_running_app(tmp_path) -> None:
+    settings = Settings(home=tmp_path)
+    ledger = Ledger.open(settings.ledger_db_url)
+    d = AppDir.of(settings, "app1")
+    for i in range(3):
+        d.append_progress(line(i, T0 + timedelta(seconds=2 * i), start={"in": {"0": 10 * i}},
+                               end={"in": {"0": 10 * i + 10}}, latest={"in": {"0": 200}}, rate=95.0))
+    ledger.set_desired("app1", status="running", parallelism=2, who="t")
+    ledger.report_observed("app1", status="running", parallelism=2, executors=2, heartbeat_at=T0)
+    ledger.add_savepoint(id="sp1", app="app1", batch_id=1, path="/x", sha256="0" * 64, bytes=10, offsets={},
+                         created_at=T0)
+    ledger.record("app1", "verify", {"batch_id": 2}, who="t", outcome="failed", error="changelog differs",
+                  after={"categories": ["changelog.different"]})
+    ledger.set_output_version("app1", "v2", who="t")
+    d.write(d.heartbeat, {"status": "running", "ui_url": "http://h:4041",
+                          "prometheus_url": report.prometheus_url("http://h:4041")})
+    row = st_.stream_row(settings, ROW_SPEC, ledger, now=T0.timestamp() + 10)
+    ledger.close()
+    assert (row.health, row.desired_parallelism, row.executors, row.heartbeat_age_s) == ("healthy", 2, 2, 10.0)
+    assert (row.last_batch_id, row.lag_records, row.lag_seconds) == (2, 170, round(170 / 95.0, 1))
+    assert row.last_batch_age_s == 6.0 and (row.state_rows, row.state_bytes) == (7, 4096)
+    assert row.newest_savepoint["id"] == "sp1" and row.output_topic == "out.v2"
+    assert row.last_verify["outcome"] == "failed" and row.last_verify["report"]["categories"] == ["changelog.different"]
+    # the driver's UI and its Prometheus endpoint (Spark's own metrics: session.session_conf)
+    assert (row.spark_ui, row.spark_prometheus) == ("http://h:4041", "http://h:4041/metrics/prometheus/")
 
 
 def test_status_reads_ledger_and_progress(tmp_path) -> None:
@@ -36,7 +84,7 @@ def test_status_reads_ledger_and_progress(tmp_path) -> None:
                                               "processed_rows_per_s": 9.0, "state_rows": 3, "state_bytes": 99})
                                   for i in range(3)) + "\n{torn")
 
-    st = app_status(SPEC, settings, ledger, with_lag=False)
+    st = app_status(settings, SPEC, ledger, detail=True, kafka_lag=False).cli_dict()
     assert (st["desired"]["parallelism"], st["observed"]["pid"], st["lease"]["operation_id"]) == (2, 42, op.id)
     assert st["checkpoint"]["last_committed_batch"] is None and st["lag"] is None
     assert st["last_batch"]["batch_id"] == 2  # the torn last line is skipped
@@ -50,7 +98,7 @@ def test_status_reads_ledger_and_progress(tmp_path) -> None:
 def test_status_of_a_never_deployed_app(tmp_path) -> None:
     settings = Settings(home=tmp_path)
     ledger = Ledger.open(settings.ledger_db_url)
-    st = app_status(SPEC, settings, ledger, with_lag=False)
+    st = app_status(settings, SPEC, ledger, detail=True, kafka_lag=False).cli_dict()
     assert (st["desired"], st["observed"], st["operations"]) == (None, None, [])
     assert render(st).startswith("app1: desired - x-, observed never seen")
     assert AppDir(tmp_path / "nothing").last_progress() is None
@@ -143,7 +191,7 @@ def _printed(payload: dict, capsys) -> str:
 def test_the_cli_json_and_text_are_byte_identical_to_before(tmp_path, monkeypatch, capsys, kafka_lag) -> None:
     settings, ledger = _every_part(tmp_path, monkeypatch)
     try:
-        got = app_status(SPEC, settings, ledger, with_lag=kafka_lag)
+        got = app_status(settings, SPEC, ledger, detail=True, kafka_lag=kafka_lag).cli_dict()
     finally:
         ledger.close()
     expected = _expected(str(tmp_path / "checkpoints" / "app1"))
@@ -164,7 +212,7 @@ def test_the_cli_json_of_an_unknown_app_with_the_broker_down(tmp_path, monkeypat
     settings = Settings(home=tmp_path)
     ledger = Ledger.open(settings.ledger_db_url)
     try:
-        got = app_status(SPEC, settings, ledger)
+        got = app_status(settings, SPEC, ledger, detail=True).cli_dict()
     finally:
         ledger.close()
     expected = {"app": "app1", "desired": None, "observed": None, "lease": None,
@@ -175,3 +223,15 @@ def test_the_cli_json_of_an_unknown_app_with_the_broker_down(tmp_path, monkeypat
     assert got == expected and _printed(got, capsys) == _printed(expected, capsys)
     assert render(got) == ("app1: desired - x-, observed never seen x- (executors -, pid -, heartbeat -)\n"
                            "  last committed batch None, lag ?\n  note: lag unknown: broker down: no route")
+
+
+def test_the_row_needs_no_detail_and_the_cli_dict_does(tmp_path) -> None:
+    settings = Settings(home=tmp_path)
+    ledger = Ledger.open(settings.ledger_db_url)
+    try:
+        status = app_status(settings, SPEC, ledger)
+    finally:
+        ledger.close()
+    assert status.row.health == "not deployed" and status.checkpoint is None
+    with pytest.raises(ValueError, match="detail=True"):
+        status.cli_dict()
