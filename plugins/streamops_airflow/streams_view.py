@@ -102,7 +102,7 @@ def create_app(dependencies: list | None = None) -> FastAPI:
     def streams() -> Response:
         import time
 
-        from streamops.observe.streams import overview
+        from streamops.observe.status import overview
 
         with _core() as (settings, specs, ledger):
             rows = overview(settings, [_live(settings, n, ledger) for n in specs], ledger)
@@ -111,7 +111,7 @@ def create_app(dependencies: list | None = None) -> FastAPI:
 
     @app.get("/api/apps/{name}")
     def app_data(name: str, window_s: float = Query(3600.0, ge=60, le=7 * 86400)) -> Response:
-        from streamops.observe.streams import app_view
+        from streamops.observe.status import app_view
 
         with _core() as (settings, specs, ledger):
             if name not in specs:

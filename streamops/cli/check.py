@@ -20,7 +20,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         raise UsageError(f"--since: {exc}") from None
     with comparing():
         if args.wait:
-            from streamops.lifecycle.status import wait_caught_up
+            from streamops.observe.status import wait_caught_up
 
             left = wait_caught_up(settings, spec, args.wait, progress=progress_printer(args))
             if left:

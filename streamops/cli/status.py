@@ -9,7 +9,7 @@ from streamops.cli.common import emit, open_ledger, settings_from
 
 def cmd_status(args: argparse.Namespace) -> int:
     from streamops.exceptions import ConfigError
-    from streamops.lifecycle.status import app_status, render
+    from streamops.observe.status import app_status, render
     from streamops.spec import get_app
     from streamops.specfile import open_spec_file
 
@@ -23,7 +23,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     chosen = [get_app(specs, args.app)] if args.app else list(specs.values())
     ledger = open_ledger(settings)
     try:
-        states = [app_status(spec, settings, ledger, with_lag=not args.no_lag) for spec in chosen]
+        states = [app_status(settings, spec, ledger, detail=True, kafka_lag=not args.no_lag).cli_dict()
+                  for spec in chosen]
         for st in states if spec_file.error else ():
             st["notes"].append(f"the spec file is refused, shown on the last good one: {spec_file.error}")
     finally:

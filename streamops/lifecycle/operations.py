@@ -24,8 +24,8 @@ from streamops.exceptions import StreamopsError, UsageError
 from streamops.ledger import Ledger
 from streamops.ledger.store import Operation
 from streamops.lifecycle import driver
-from streamops.lifecycle.status import lag
 from streamops.lifecycle.supervisor import heartbeat_file
+from streamops.observe.status import lag
 from streamops.settings import Settings
 from streamops.spec import AppSpec
 

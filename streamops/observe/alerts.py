@@ -1,4 +1,4 @@
-"""Alerts an operator can hang on: an app's row (``observe.streams``) judged against its spec's
+"""Alerts an operator can hang on: an app's row (``observe.status``) judged against its spec's
 ``alerts`` policy. Pure (``alerts_for``), so the watch DAG's trigger, the tests and anything else
 decide the same way. A crash loop and a verification that failed after the watch began always
 alert; the lag and the DLQ rate alert above the spec's thresholds."""
@@ -49,7 +49,8 @@ def check(settings: Any, spec: Any, ledger: Any, *, since: datetime) -> list[Ale
     """The app's alerts now (reads its row and its last 5 minutes of batches)."""
     import time
 
-    from streamops.observe.streams import dlq_per_minute, recent, stream_row
+    from streamops.observe.status import stream_row
+    from streamops.observe.streams import dlq_per_minute, recent
 
     now_ms = int(time.time() * 1000)
     row = stream_row(settings, spec, ledger)

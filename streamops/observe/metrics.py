@@ -1,5 +1,5 @@
 """The platform's Prometheus metrics (``prometheus-client``), computed at each scrape from what the
-Streams view reads (``observe.streams``) and the ledger; served by the supervisor on
+Streams view reads (``observe.status``, ``observe.streams``) and the ledger; served by the supervisor on
 ``Settings.metrics_url`` (``serve``). Names follow Prometheus' conventions (base units, ``_total``
 for counters) with the labels this field uses: ``app``, ``topic``, ``partition``.
 
@@ -75,7 +75,7 @@ def _gauges() -> dict[str, GaugeMetricFamily]:
 
 
 def _add_row(g: dict[str, GaugeMetricFamily], name: str, row: Any) -> None:
-    """The gauges of the app's Streams row (``streams.stream_row``): health, executors, lag, rates, state."""
+    """The gauges of the app's Streams row (``status.stream_row``): health, executors, lag, rates, state."""
     g["up"].add_metric([name], 1.0 if row.health == "healthy" else 0.0)
     for h in HEALTHS:
         g["health"].add_metric([name, h], 1.0 if row.health == h else 0.0)
@@ -160,7 +160,8 @@ class PlatformCollector(Collector):
     def _collect_app(self, g: dict[str, GaugeMetricFamily], name: str, spec: Any, ledger: Ledger) -> None:
         """One app's gauges: its Streams row, its last batch, its last resize's pause, its DLQ rate
         and its watermark."""
-        from streamops.observe.streams import last_point, stream_row
+        from streamops.observe.status import stream_row
+        from streamops.observe.streams import last_point
 
         last = last_point(self.settings, name)
         _add_row(g, name, stream_row(self.settings, spec, ledger, last=last))

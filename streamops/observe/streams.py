@@ -1,6 +1,6 @@
-"""What the Streams page, the metrics endpoint and the alerts read: one row per app (desired vs
-observed, health, lag, rates, last batch, state, savepoint, verify, output version) and an app's
-per-batch history.
+"""An app's batches, from the driver's progress file: each one as a point (lag, rates, records
+read, DLQ, latency, state partitions), an app's per-batch history and newest batches, its DLQ rate
+and its last resize's pause. The app's row (``observe.status``) is made of its last point.
 
 Read-only, tolerant and cheap: no Kafka call and no Spark. The lag is Spark's own, as of the last
 batch: per partition, the newest offset the source saw (``latestOffset``) minus the one the batch
@@ -14,18 +14,15 @@ import itertools
 import json
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from streamops.app.dir import AppDir
 from streamops.ledger import Ledger
 from streamops.settings import Settings
-from streamops.spec import AppSpec
 
-#: a running app whose driver wrote no heartbeat for this long is ``stale``
-STALE_AFTER_S = 120.0
 #: operations drawn as markers on an app's charts
 MARKER_KINDS = ("deploy", "resize", "resize-live", "supervisor-resize", "supervisor-resize-live", "savepoint",
                 "restore", "reset", "undo", "compact", "rebuild-state", "verify", "reprocess", "promote", "stop")
@@ -194,9 +191,13 @@ def recent(settings: Settings, app: str, *, since_ms: int) -> list[BatchPoint]:
             if p.at_ms >= since_ms]
 
 
-def last_point(settings: Settings, app: str) -> BatchPoint | None:
-    line = AppDir.of(settings, app).last_progress()
+def as_point(line: dict[str, Any] | None) -> BatchPoint | None:
+    """A progress line as a point; None for no line or one that is not a batch's."""
     return point(line) if line and "batch_id" in line else None
+
+
+def last_point(settings: Settings, app: str) -> BatchPoint | None:
+    return as_point(AppDir.of(settings, app).last_progress())
 
 
 def dlq_per_minute(points: Iterable[BatchPoint], *, now_ms: int, window_s: float = 300.0) -> dict[str, float]:
@@ -266,148 +267,3 @@ def last_resize_pause(settings: Settings, app: str, ledger: Ledger, *, now: floa
     if tail and tail[0].at_ms > since:  # the tail starts after the window: read the history
         tail = history(settings, app, since_ms=since - 600_000)  # a batch running at the start ends in it
     return resize_pause(op, tail, now_ms=now_ms)
-
-
-# -- one row per app ----------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class StreamRow:
-    """What an operator wants to see of an app at a glance (the Streams page's row, the metrics)."""
-
-    app: str
-    description: str
-    desired_status: str | None
-    desired_parallelism: int | None
-    observed_status: str | None
-    observed_parallelism: int | None
-    executors: int | None
-    #: healthy | stale | crash-loop | failed | starting | stopped | not deployed
-    health: str
-    heartbeat_age_s: float | None
-    crash_loop: bool
-    error: str | None
-    lag_records: int | None
-    #: the time to read the lag at the last batch's processing rate
-    lag_seconds: float | None
-    input_rate: float | None
-    processing_rate: float | None
-    last_batch_id: int | None
-    last_batch_age_s: float | None
-    last_batch_duration_ms: int | None
-    state_rows: int | None
-    state_bytes: int | None
-    newest_savepoint: dict[str, Any] | None
-    last_verify: dict[str, Any] | None
-    output_topic: str
-    output_version: str | None
-    spark_ui: str | None
-    running_operation: dict[str, Any] | None
-    #: the driver UI's Prometheus endpoint: Spark's own metrics (``spark.driver.report.prometheus_url``)
-    spark_prometheus: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def _age(then: datetime | None, now: float) -> float | None:
-    return None if then is None else round(max(0.0, now - then.timestamp()), 1)
-
-
-def health(desired: dict | None, observed: dict | None, heartbeat_age_s: float | None) -> str:
-    """Pure: an app's health from its desired and observed rows."""
-    if desired is None and observed is None:
-        return "not deployed"
-    status = (observed or {}).get("status")
-    if status == "crash-loop":
-        return "crash-loop"
-    if (desired or {}).get("status") != "running":
-        return "stopped" if status in (None, "stopped") else status
-    if status in ("crashed", "failed"):
-        return "failed"
-    if status in (None, "starting", "restarting"):
-        return "starting"
-    if heartbeat_age_s is not None and heartbeat_age_s > STALE_AFTER_S:
-        return "stale"
-    return "healthy" if status == "running" else str(status)
-
-
-#: ``stream_row``'s ``last`` when the caller has not read it
-_READ = object()
-
-
-def stream_row(settings: Settings, spec: AppSpec, ledger: Ledger, *, now: float | None = None,
-               last: Any = _READ) -> StreamRow:
-    """``last``: the app's ``last_point`` if the caller read it already (a scrape needs it too)."""
-    from streamops.host.files import read_json
-
-    now = time.time() if now is None else now
-    desired, observed = ledger.desired(spec.name), ledger.observed(spec.name)
-    hb_age = _age((observed or {}).get("heartbeat_at"), now)
-    if last is _READ:
-        last = last_point(settings, spec.name)
-    lag = last.total_lag if last else None
-    rate = last.processing_rate if last else None
-    savepoints = ledger.savepoints(spec.name)
-    verifies = ledger.operations(spec.name, limit=1, kind="verify")
-    version = ledger.output_version(spec.name)
-    driver = read_json(AppDir.of(settings, spec.name).heartbeat)
-    running = ((observed or {}).get("status") == "running")
-    lease = ledger.lease(spec.name)
-    return StreamRow(
-        app=spec.name, description=spec.description or "",
-        desired_status=(desired or {}).get("status"), desired_parallelism=(desired or {}).get("parallelism"),
-        observed_status=(observed or {}).get("status"), observed_parallelism=(observed or {}).get("parallelism"),
-        executors=(observed or {}).get("executors"), health=health(desired, observed, hb_age),
-        heartbeat_age_s=hb_age, crash_loop=(observed or {}).get("status") == "crash-loop",
-        error=(observed or {}).get("error"),
-        lag_records=lag, lag_seconds=None if lag is None else (0.0 if lag == 0 else
-                                                                round(lag / rate, 1) if rate else None),
-        input_rate=last.input_rate if last else None, processing_rate=rate,
-        last_batch_id=last.batch_id if last else None,
-        last_batch_age_s=round(max(0.0, now - last.at_ms / 1000), 1) if last else None,
-        last_batch_duration_ms=last.duration_ms if last else None,
-        state_rows=last.state_rows if last else None, state_bytes=last.state_bytes if last else None,
-        newest_savepoint=({k: savepoints[0][k] for k in ("id", "batch_id", "bytes", "created_at")}
-                          if savepoints else None),
-        last_verify=({"id": verifies[0]["id"], "outcome": verifies[0]["outcome"], "at": verifies[0]["started_at"],
-                      "error": verifies[0]["error"], "report": verifies[0]["after"]} if verifies else None),
-        output_topic=spec.output_topic if version is None else f"{spec.output_topic}.{version}",
-        output_version=version,
-        spark_ui=(driver or {}).get("ui_url") if running and isinstance(driver, dict) else None,
-        running_operation=({k: lease[k] for k in ("operation_id", "kind", "holder", "acquired_at")}
-                           if lease else None),
-        spark_prometheus=(driver or {}).get("prometheus_url") if running and isinstance(driver, dict) else None,
-    )
-
-
-def overview(settings: Settings, specs: Iterable[AppSpec], ledger: Ledger, *, now: float | None = None
-             ) -> list[StreamRow]:
-    now = time.time() if now is None else now
-    return [stream_row(settings, spec, ledger, now=now) for spec in sorted(specs, key=lambda s: s.name)]
-
-
-# -- one app, over a window ---------------------------------------------------------------------------
-@dataclass(frozen=True)
-class AppView:
-    """An app's page: its row, its batches over the window, the operations drawn on them."""
-
-    row: StreamRow
-    since_ms: int
-    points: list[BatchPoint]
-    operations: list[dict[str, Any]]
-    savepoints: list[dict[str, Any]]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"row": self.row.to_dict(), "since_ms": self.since_ms,
-                "points": [{**asdict(p), "total_lag": p.total_lag} for p in self.points],
-                "operations": self.operations, "savepoints": self.savepoints}
-
-
-def app_view(settings: Settings, spec: AppSpec, ledger: Ledger, *, window_s: float = 3600.0,
-             max_points: int = 600, now: float | None = None) -> AppView:
-    """``max_points``: a long window is thinned to about that many batches (every n-th, the last kept)."""
-    now = time.time() if now is None else now
-    since_ms = int((now - window_s) * 1000)
-    points = history(settings, spec.name, since_ms=since_ms, max_points=max_points)
-    ops = ledger.operations(spec.name, limit=200, since=datetime.fromtimestamp(since_ms / 1000, UTC))
-    return AppView(stream_row(settings, spec, ledger, now=now), since_ms, points, ops,
-                   ledger.savepoints(spec.name)[:20])

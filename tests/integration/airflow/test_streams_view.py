@@ -25,7 +25,7 @@ import pytest
 from streamops.app.dir import AppDir
 from streamops.ledger import Ledger
 from streamops.lifecycle import driver
-from streamops.observe.streams import stream_row
+from streamops.observe.status import stream_row
 from streamops.platform import manager
 from streamops.spec import default_spec_path, get_app, load_specs
 from tests.fixtures.apps import AppHarness

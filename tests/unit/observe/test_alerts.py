@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from streamops.observe import alerts as al
-from streamops.observe import streams as so
+from streamops.observe import status as so
 from streamops.spec import AlertPolicy
 
 pytestmark = pytest.mark.unit

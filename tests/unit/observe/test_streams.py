@@ -1,5 +1,5 @@
 """``observe.streams``: a progress line as a point (Spark's lag and the records read per
-partition), an app's health, its row from the ledger and its files, its history across a rotation."""
+partition), an app's history across a rotation, its newest batches and their DLQ rate."""
 
 from __future__ import annotations
 
@@ -10,15 +10,11 @@ from pathlib import Path
 import pytest
 
 from streamops.app.dir import AppDir
-from streamops.ledger import Ledger
 from streamops.observe import streams as so
 from streamops.settings import Settings
-from streamops.spark.driver import report
-from streamops.spec import AppSpec
 
 pytestmark = pytest.mark.unit
 
-SPEC = AppSpec(name="app1", job="jobs.orders", input_topics=["in"], output_topic="out")
 T0 = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
 
 
@@ -38,48 +34,6 @@ def test_a_progress_line_gives_the_lag_and_the_records_read_per_partition() -> N
     assert (p.batch_id, p.at_ms, p.duration_ms, p.executors) == (3, int(T0.timestamp() * 1000), 800, 2)
     first = so.point(line(0, T0, start=None, end={"in": {"0": 4}}, latest={"in": {"0": 4}}))
     assert first.read == {} and first.lag == {"in/0": 0}  # the first batch has no start offsets
-
-
-@pytest.mark.parametrize(("desired", "observed", "age", "expected"), [
-    (None, None, None, "not deployed"),
-    ({"status": "running"}, {"status": "running"}, 3.0, "healthy"),
-    ({"status": "running"}, {"status": "running"}, so.STALE_AFTER_S + 1, "stale"),
-    ({"status": "running"}, {"status": "crash-loop"}, 3.0, "crash-loop"),
-    ({"status": "running"}, {"status": "crashed"}, 3.0, "failed"),
-    ({"status": "running"}, {"status": "starting"}, 3.0, "starting"),
-    ({"status": "running"}, None, None, "starting"),
-    ({"status": "stopped"}, {"status": "stopped"}, 500.0, "stopped"),
-    ({"status": "stopped"}, {"status": "crash-loop"}, 500.0, "crash-loop"),
-])
-def test_health(desired, observed, age, expected) -> None:
-    assert so.health(desired, observed, age) == expected
-
-
-def test_the_row_of_a_running_app(tmp_path) -> None:
-    settings = Settings(home=tmp_path)
-    ledger = Ledger.open(settings.ledger_db_url)
-    d = AppDir.of(settings, "app1")
-    for i in range(3):
-        d.append_progress(line(i, T0 + timedelta(seconds=2 * i), start={"in": {"0": 10 * i}},
-                               end={"in": {"0": 10 * i + 10}}, latest={"in": {"0": 200}}, rate=95.0))
-    ledger.set_desired("app1", status="running", parallelism=2, who="t")
-    ledger.report_observed("app1", status="running", parallelism=2, executors=2, heartbeat_at=T0)
-    ledger.add_savepoint(id="sp1", app="app1", batch_id=1, path="/x", sha256="0" * 64, bytes=10, offsets={},
-                         created_at=T0)
-    ledger.record("app1", "verify", {"batch_id": 2}, who="t", outcome="failed", error="changelog differs",
-                  after={"categories": ["changelog.different"]})
-    ledger.set_output_version("app1", "v2", who="t")
-    d.write(d.heartbeat, {"status": "running", "ui_url": "http://h:4041",
-                          "prometheus_url": report.prometheus_url("http://h:4041")})
-    row = so.stream_row(settings, SPEC, ledger, now=T0.timestamp() + 10)
-    ledger.close()
-    assert (row.health, row.desired_parallelism, row.executors, row.heartbeat_age_s) == ("healthy", 2, 2, 10.0)
-    assert (row.last_batch_id, row.lag_records, row.lag_seconds) == (2, 170, round(170 / 95.0, 1))
-    assert row.last_batch_age_s == 6.0 and (row.state_rows, row.state_bytes) == (7, 4096)
-    assert row.newest_savepoint["id"] == "sp1" and row.output_topic == "out.v2"
-    assert row.last_verify["outcome"] == "failed" and row.last_verify["report"]["categories"] == ["changelog.different"]
-    # the driver's UI and its Prometheus endpoint (Spark's own metrics: session.session_conf)
-    assert (row.spark_ui, row.spark_prometheus) == ("http://h:4041", "http://h:4041/metrics/prometheus/")
 
 
 def test_history_spans_the_rotated_file_and_the_window(tmp_path) -> None:

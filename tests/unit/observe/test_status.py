@@ -1,0 +1,237 @@
+"""``observe.status``: an app's health and row (ledger, files), and ``streamops status`` without
+services: ledger rows, checkpoint, progress log, supervisor notes, Kafka's lag, rendering. The CLI's
+--json output is pinned byte for byte against what it printed before status moved here."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from streamops.app.checkpoint import checkpoint_dir
+from streamops.app.dir import AppDir
+from streamops.cli.common import emit
+from streamops.host.files import write_json
+from streamops.ledger import Ledger, store
+from streamops.lifecycle.supervisor import heartbeat_file
+from streamops.observe import status as st_
+from streamops.observe.status import app_status, render
+from streamops.settings import Settings
+from streamops.spark.driver import report
+from streamops.spec import AppSpec
+from tests.unit.observe.test_streams import T0, line
+
+pytestmark = pytest.mark.unit
+
+SPEC = AppSpec(name="app1", job="jobs.x", input_topics=("in",), output_topic="o", changelog_topic="c",
+               dlq_topic="d")
+ROW_SPEC = AppSpec(name="app1", job="jobs.orders", input_topics=["in"], output_topic="out")
+
+
+@pytest.mark.parametrize(("desired", "observed", "age", "expected"), [
+    (None, None, None, "not deployed"),
+    ({"status": "running"}, {"status": "running"}, 3.0, "healthy"),
+    ({"status": "running"}, {"status": "running"}, st_.STALE_AFTER_S + 1, "stale"),
+    ({"status": "running"}, {"status": "crash-loop"}, 3.0, "crash-loop"),
+    ({"status": "running"}, {"status": "crashed"}, 3.0, "failed"),
+    ({"status": "running"}, {"status": "starting"}, 3.0, "starting"),
+    ({"status": "running"}, None, None, "starting"),
+    ({"status": "stopped"}, {"status": "stopped"}, 500.0, "stopped"),
+    ({"status": "stopped"}, {"status": "crash-loop"}, 500.0, "crash-loop"),
+])
+def test_health(desired, observed, age, expected) -> None:
+    assert st_.health(desired, observed, age) == expected
+
+
+def test_the_row_of_a_running_app(tmp_path) -> None:
+    settings = Settings(home=tmp_path)
+    ledger = Ledger.open(settings.ledger_db_url)
+    d = AppDir.of(settings, "app1")
+    for i in range(3):
+        d.append_progress(line(i, T0 + timedelta(seconds=2 * i), start={"in": {"0": 10 * i}},
+                               end={"in": {"0": 10 * i + 10}}, latest={"in": {"0": 200}}, rate=95.0))
+    ledger.set_desired("app1", status="running", parallelism=2, who="t")
+    ledger.report_observed("app1", status="running", parallelism=2, executors=2, heartbeat_at=T0)
+    ledger.add_savepoint(id="sp1", app="app1", batch_id=1, path="/x", sha256="0" * 64, bytes=10, offsets={},
+                         created_at=T0)
+    ledger.record("app1", "verify", {"batch_id": 2}, who="t", outcome="failed", error="changelog differs",
+                  after={"categories": ["changelog.different"]})
+    ledger.set_output_version("app1", "v2", who="t")
+    d.write(d.heartbeat, {"status": "running", "ui_url": "http://h:4041",
+                          "prometheus_url": report.prometheus_url("http://h:4041")})
+    row = st_.stream_row(settings, ROW_SPEC, ledger, now=T0.timestamp() + 10)
+    ledger.close()
+    assert (row.health, row.desired_parallelism, row.executors, row.heartbeat_age_s) == ("healthy", 2, 2, 10.0)
+    assert (row.last_batch_id, row.lag_records, row.lag_seconds) == (2, 170, round(170 / 95.0, 1))
+    assert row.last_batch_age_s == 6.0 and (row.state_rows, row.state_bytes) == (7, 4096)
+    assert row.newest_savepoint["id"] == "sp1" and row.output_topic == "out.v2"
+    assert row.last_verify["outcome"] == "failed" and row.last_verify["report"]["categories"] == ["changelog.different"]
+    # the driver's UI and its Prometheus endpoint (Spark's own metrics: session.session_conf)
+    assert (row.spark_ui, row.spark_prometheus) == ("http://h:4041", "http://h:4041/metrics/prometheus/")
+
+
+def test_status_reads_ledger_and_progress(tmp_path) -> None:
+    settings = Settings(home=tmp_path)
+    ledger = Ledger.open(settings.ledger_db_url)
+    ledger.set_desired("app1", status="running", parallelism=2, who="cli:alice")
+    ledger.report_observed("app1", status="running", pid=42, parallelism=2, executors=2, last_batch=7)
+    op = ledger.begin("app1", "resize", {"parallelism": 3}, who="airflow:resize/run-9")
+    progress = tmp_path / "apps" / "app1" / "batches.jsonl"
+    progress.parent.mkdir(parents=True)
+    progress.write_text("\n".join(json.dumps({"batch_id": i, "input_rows": 10 * i, "input_rows_per_s": 5.0,
+                                              "processed_rows_per_s": 9.0, "state_rows": 3, "state_bytes": 99})
+                                  for i in range(3)) + "\n{torn")
+
+    st = app_status(settings, SPEC, ledger, detail=True, kafka_lag=False).cli_dict()
+    assert (st["desired"]["parallelism"], st["observed"]["pid"], st["lease"]["operation_id"]) == (2, 42, op.id)
+    assert st["checkpoint"]["last_committed_batch"] is None and st["lag"] is None
+    assert st["last_batch"]["batch_id"] == 2  # the torn last line is skipped
+    text = render(st)
+    assert "app1: desired running x2, observed running x2 (executors 2, pid 42" in text
+    assert f"operation resize #{op.id} running since" in text and "asked by airflow:resize/run-9" in text
+    assert "batch 2: 20 rows" in text
+    ledger.close()
+
+
+def test_status_of_a_never_deployed_app(tmp_path) -> None:
+    settings = Settings(home=tmp_path)
+    ledger = Ledger.open(settings.ledger_db_url)
+    st = app_status(settings, SPEC, ledger, detail=True, kafka_lag=False).cli_dict()
+    assert (st["desired"], st["observed"], st["operations"]) == (None, None, [])
+    assert render(st).startswith("app1: desired - x-, observed never seen")
+    assert AppDir(tmp_path / "nothing").last_progress() is None
+    ledger.close()
+
+
+# -- the CLI's output, pinned: these literals are what `streamops status` printed before ------------
+def _every_part(tmp_path, monkeypatch) -> tuple[Settings, Ledger]:
+    """An app with every part status shows, at a fixed clock: ledger rows and a lease, a committed
+    batch, progress, a supervisor note and Kafka's end offsets."""
+    clock = iter(T0 + timedelta(seconds=i) for i in range(1000))
+    monkeypatch.setattr(store, "utcnow", lambda: next(clock))
+    monkeypatch.setattr("streamops.kafka.admin.end_offsets", lambda _b, _t, timeout: {0: (0, 50), 1: (5, 20)})
+    settings = Settings(home=tmp_path)
+    ledger = Ledger.open(settings.ledger_db_url)
+    ledger.set_desired("app1", status="running", parallelism=2, who="cli:alice")
+    ledger.report_observed("app1", status="running", pid=42, parallelism=2, executors=2, last_batch=3,
+                           heartbeat_at=T0)
+    ledger.record("app1", "verify", {"batch_id": 2}, who="t", outcome="failed", error="changelog differs")
+    ledger.record("app1", "deploy", {"parallelism": 2}, who="cli:alice", outcome="succeeded")
+    ledger.begin("app1", "resize", {"parallelism": 3}, who="airflow:resize/run-9")
+    ckpt = checkpoint_dir(settings, SPEC)
+    for log in ("offsets", "commits"):
+        (ckpt / log).mkdir(parents=True)
+    (ckpt / "offsets" / "3").write_text('v1\n{"batchWatermarkMs":0}\n{"in":{"0":40,"1":12}}\n')
+    (ckpt / "commits" / "3").write_text("v1\n{}")
+    progress = tmp_path / "apps" / "app1" / "batches.jsonl"
+    progress.parent.mkdir(parents=True)
+    progress.write_text("\n".join(json.dumps({"batch_id": i, "input_rows": 10 * i, "input_rows_per_s": 5.0,
+                                              "processed_rows_per_s": 9.0, "state_rows": 3, "state_bytes": 99})
+                                  for i in range(4)) + "\n")
+    write_json(heartbeat_file(settings), {"notes": {"app1": "restarts in 30 s (backoff)"}})
+    return settings, ledger
+
+
+def _expected(ckpt: str) -> dict:
+    return {
+        "app": "app1",
+        "desired": {"app": "app1", "status": "running", "parallelism": 2,
+                    "updated_at": datetime(2026, 11, 27, 12, 0, 0, tzinfo=UTC), "updated_by": "cli:alice",
+                    "operation_id": None, "strategy": "restart"},
+        "observed": {"app": "app1", "status": "running", "pid": 42, "host": None, "spark_app_id": None,
+                     "parallelism": 2, "executors": 2, "last_batch": 3, "input_rate": None,
+                     "processing_rate": None, "lag": None, "state_rows": None, "state_bytes": None,
+                     "error": None, "heartbeat_at": datetime(2026, 11, 27, 12, 0, 0, tzinfo=UTC)},
+        "lease": {"app": "app1", "operation_id": 3, "kind": "resize", "holder": "airflow:resize/run-9",
+                  "acquired_at": datetime(2026, 11, 27, 12, 0, 4, tzinfo=UTC),
+                  "expires_at": datetime(2026, 11, 27, 12, 10, 4, tzinfo=UTC), "pid": None, "host": None},
+        "checkpoint": {"path": ckpt, "last_committed_batch": 3, "committed_offsets": {"in": {"0": 40, "1": 12}}},
+        "lag": {"in": {"0": 10, "1": 8}},
+        "total_lag": 18,
+        "last_batch": {"batch_id": 3, "input_rows": 30, "input_rows_per_s": 5.0, "processed_rows_per_s": 9.0,
+                       "state_rows": 3, "state_bytes": 99},
+        "operations": [
+            {"id": 3, "app": "app1", "kind": "resize", "params": {"parallelism": 3},
+             "requested_by": "airflow:resize/run-9", "started_at": datetime(2026, 11, 27, 12, 0, 4, tzinfo=UTC),
+             "ended_at": None, "outcome": "running", "error": None, "before": None, "after": None, "journal": []},
+            {"id": 2, "app": "app1", "kind": "deploy", "params": {"parallelism": 2}, "requested_by": "cli:alice",
+             "started_at": datetime(2026, 11, 27, 12, 0, 3, tzinfo=UTC),
+             "ended_at": datetime(2026, 11, 27, 12, 0, 3, tzinfo=UTC), "outcome": "succeeded", "error": None,
+             "before": None, "after": None, "journal": None},
+            {"id": 1, "app": "app1", "kind": "verify", "params": {"batch_id": 2}, "requested_by": "t",
+             "started_at": datetime(2026, 11, 27, 12, 0, 2, tzinfo=UTC),
+             "ended_at": datetime(2026, 11, 27, 12, 0, 2, tzinfo=UTC), "outcome": "failed",
+             "error": "changelog differs", "before": None, "after": None, "journal": None},
+        ],
+        "notes": ["supervisor: restarts in 30 s (backoff)"],
+    }
+
+
+EXPECTED_TEXT = """\
+app1: desired running x2, observed running x2 (executors 2, pid 42, heartbeat 2026-11-27 12:00:00+00:00)
+  last committed batch 3, lag 18
+    in: p0=10 p1=8
+  batch 3: 30 rows, in 5/s, processed 9/s, state 3 rows / 99 bytes
+  operation resize #3 running since 2026-11-27 12:00:04+00:00, asked by airflow:resize/run-9
+  #3 resize running 2026-11-27 12:00:04 by airflow:resize/run-9
+  #2 deploy succeeded 2026-11-27 12:00:03 by cli:alice
+  #1 verify failed 2026-11-27 12:00:02 by t: changelog differs
+  note: supervisor: restarts in 30 s (backoff)"""
+
+
+def _printed(payload: dict, capsys) -> str:
+    """What ``streamops status APP --json`` prints for ``payload`` (``cli.common.emit``)."""
+    emit(argparse.Namespace(json=True), payload, "")
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("kafka_lag", [True, False])
+def test_the_cli_json_and_text_are_byte_identical_to_before(tmp_path, monkeypatch, capsys, kafka_lag) -> None:
+    settings, ledger = _every_part(tmp_path, monkeypatch)
+    try:
+        got = app_status(settings, SPEC, ledger, detail=True, kafka_lag=kafka_lag).cli_dict()
+    finally:
+        ledger.close()
+    expected = _expected(str(tmp_path / "checkpoints" / "app1"))
+    text = EXPECTED_TEXT
+    if not kafka_lag:  # status --no-lag
+        expected = {**expected, "lag": None, "total_lag": None}
+        text = text.replace("lag 18\n    in: p0=10 p1=8", "lag ?")
+    assert got == expected
+    assert _printed(got, capsys) == _printed(expected, capsys)  # key order and default=str rendering too
+    assert render(got) == text
+
+
+def test_the_cli_json_of_an_unknown_app_with_the_broker_down(tmp_path, monkeypatch, capsys) -> None:
+    def down(*_a, **_k):
+        raise RuntimeError("broker down: no route\nsecond line")
+
+    monkeypatch.setattr("streamops.kafka.admin.end_offsets", down)
+    settings = Settings(home=tmp_path)
+    ledger = Ledger.open(settings.ledger_db_url)
+    try:
+        got = app_status(settings, SPEC, ledger, detail=True).cli_dict()
+    finally:
+        ledger.close()
+    expected = {"app": "app1", "desired": None, "observed": None, "lease": None,
+                "checkpoint": {"path": str(tmp_path / "checkpoints" / "app1"), "last_committed_batch": None,
+                               "committed_offsets": {}},
+                "lag": None, "total_lag": None, "last_batch": None, "operations": [],
+                "notes": ["lag unknown: broker down: no route"]}
+    assert got == expected and _printed(got, capsys) == _printed(expected, capsys)
+    assert render(got) == ("app1: desired - x-, observed never seen x- (executors -, pid -, heartbeat -)\n"
+                           "  last committed batch None, lag ?\n  note: lag unknown: broker down: no route")
+
+
+def test_the_row_needs_no_detail_and_the_cli_dict_does(tmp_path) -> None:
+    settings = Settings(home=tmp_path)
+    ledger = Ledger.open(settings.ledger_db_url)
+    try:
+        status = app_status(settings, SPEC, ledger)
+    finally:
+        ledger.close()
+    assert status.row.health == "not deployed" and status.checkpoint is None
+    with pytest.raises(ValueError, match="detail=True"):
+        status.cli_dict()
