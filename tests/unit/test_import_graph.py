@@ -216,3 +216,25 @@ def test_jobs_import_only_the_public_job_api() -> None:
            if ".".join(name.split(".")[:2]) not in PUBLIC_JOB_API]
     assert not bad, (f"a job imports streamops beyond the job API (rule: jobs import only {', '.join(PUBLIC_JOB_API)}):\n"
                      + "\n".join(bad))
+
+
+#: shared state still to be wired in as values (issue 38: the Kafka client configuration as a value
+#: of the AppContext; one way to wait, the Airflow deferral in the plugin): remove an entry with it
+SHARED_STATE_TO_GO = {"streamops/kafka/security.py", "streamops/ledger/handoff.py"}
+
+
+def test_no_global_statement_and_no_contextvar_outside_the_app_context() -> None:
+    """Rule: hidden shared state (a ``global`` statement, a ContextVar) lives in ``app/context.py``
+    alone; everything else is handed its collaborators."""
+    bad, gone = [], set(SHARED_STATE_TO_GO)
+    for path in sorted([*ROOT.rglob("*.py"), *(REPO / "plugins").rglob("*.py")]):
+        rel = path.relative_to(REPO).as_posix()
+        for node in ast.walk(ast.parse(path.read_text())):
+            found = isinstance(node, ast.Global) or (isinstance(node, ast.Name | ast.Attribute) and
+                                                     getattr(node, "id", getattr(node, "attr", None)) == "ContextVar")
+            if found and rel != "streamops/app/context.py":
+                gone.discard(rel)
+                if rel not in SHARED_STATE_TO_GO:
+                    bad.append(f"{rel}:{node.lineno} {'global' if isinstance(node, ast.Global) else 'ContextVar'}")
+    assert not bad, "shared state outside app/context.py (rule: no global, no ContextVar):\n" + "\n".join(bad)
+    assert not gone, f"no shared state left in {sorted(gone)}: remove it from SHARED_STATE_TO_GO"
