@@ -23,10 +23,6 @@ from streamops.app.dir import AppDir
 from streamops.ledger import Ledger
 from streamops.settings import Settings
 
-#: operations drawn as markers on an app's charts
-MARKER_KINDS = ("deploy", "resize", "resize-live", "supervisor-resize", "supervisor-resize-live", "savepoint",
-                "restore", "reset", "undo", "compact", "rebuild-state", "verify", "reprocess", "promote", "stop")
-
 
 @dataclass(frozen=True)
 class BatchPoint:
