@@ -49,13 +49,13 @@ def _json(data: Any) -> Response:
 @contextlib.contextmanager
 def _core() -> Iterator[tuple[Any, dict, Any]]:
     """(settings, specs by name, ledger), opened per request and closed after it."""
-    from streamops.ledger import Ledger
-    from streamops.settings import Settings
     from streamops.specfile import open_spec_file
+    from streamops_airflow.hooks import StreamopsHook
 
-    settings = Settings.from_env()
+    hook = StreamopsHook()
+    settings = hook.settings
     specs = open_spec_file(settings.repo, settings.state_dir).specs
-    ledger = Ledger.open(settings.ledger_db_url)
+    ledger = hook.get_conn()
     try:
         yield settings, specs, ledger
     finally:

@@ -5,9 +5,12 @@ cannot disagree."""
 
 from __future__ import annotations
 
-from streamops.kafka.admin import TopicSpec, ensure_topics
-from streamops.settings import Settings
-from streamops.spec import AppSpec
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported where used: executors read the header names and load no Kafka admin
+    from streamops.kafka.admin import TopicSpec
+    from streamops.settings import Settings
+    from streamops.spec import AppSpec
 
 # -- record headers (values are UTF-8 strings) --------------------------------------------------
 #: a DLQ record's reason
@@ -41,6 +44,8 @@ def transactional_id(app: str) -> str:
 def app_topic_specs(spec: AppSpec, *, ticks: bool = False) -> dict[str, TopicSpec]:
     """The topics an app reads and writes, as they are created when missing, by role (``ticks``:
     a job with stream time's, which its driver writes and reads back)."""
+    from streamops.kafka.admin import TopicSpec
+
     compact = {"cleanup.policy": "compact"}
     specs = {
         **{f"input:{t}": TopicSpec(name=t, partitions=spec.input_partitions) for t in spec.input_topics},
@@ -55,4 +60,6 @@ def app_topic_specs(spec: AppSpec, *, ticks: bool = False) -> dict[str, TopicSpe
 
 
 def ensure_app_topics(settings: Settings, spec: AppSpec, *, ticks: bool = False) -> None:
+    from streamops.kafka.admin import ensure_topics
+
     ensure_topics(settings.kafka_bootstrap, list(app_topic_specs(spec, ticks=ticks).values()))

@@ -79,10 +79,9 @@ class HandsOffWaits(BaseOperator):
     @staticmethod
     def _finish(pending: dict[str, Any], outcome: str, error: str | None = None) -> None:
         """Record the handed-off operation's outcome: the ledger alone, no spec is needed."""
-        from streamops.ledger import Ledger
-        from streamops.settings import Settings
+        from streamops_airflow.hooks import StreamopsHook
 
-        ledger = Ledger.open(Settings.from_env().ledger_db_url)
+        ledger = StreamopsHook().get_conn()
         try:
             ledger.finish_handed_off(pending["operation_id"], outcome, error=error)
         finally:

@@ -19,12 +19,12 @@ class PlatformProbeOperator(BaseOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         from streamops.platform.health import probe
-        from streamops.settings import Settings
+        from streamops_airflow.hooks import StreamopsHook
 
         unknown = set(self.require) - {"kafka", "spark"}
         if unknown:
             raise AirflowException(f"require: unknown services {sorted(unknown)}; use kafka and/or spark")
-        report = probe(Settings.from_env())
+        report = probe(StreamopsHook().settings)
         self.log.info("platform probe: %s", report)
         down = [name for name in self.require if not report[name]["healthy"]]
         if down:

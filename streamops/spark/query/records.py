@@ -15,6 +15,14 @@ import json
 import math
 from typing import TYPE_CHECKING
 
+from streamops.app.topics import (
+    H_BATCH_ID,
+    H_REASON,
+    H_SOURCE_OFFSET,
+    H_SOURCE_PARTITION,
+    H_SOURCE_TOPIC,
+    H_TRUNCATED,
+)
 from streamops.job import Job, JsonSerde
 
 if TYPE_CHECKING:
@@ -32,15 +40,11 @@ DLQ_MAX_BYTES = 256 * 1024
 
 def batch_headers(batch_id: int) -> tuple:
     """The headers of an output, changelog or tick record written by micro-batch ``batch_id``."""
-    from streamops.app.topics import H_BATCH_ID
-
     return ((H_BATCH_ID, str(batch_id).encode()),)
 
 
 def batch_of(headers: list | None) -> int | None:
     """The micro-batch that wrote an output/changelog record (None: not written by a job)."""
-    from streamops.app.topics import H_BATCH_ID
-
     for k, v in headers or ():
         if k == H_BATCH_ID:
             return int(v)
@@ -48,8 +52,6 @@ def batch_of(headers: list | None) -> int | None:
 
 
 def dlq_headers(reason: str, topic: str, partition: int, offset: int, batch_id: int) -> tuple:
-    from streamops.app.topics import H_BATCH_ID, H_REASON, H_SOURCE_OFFSET, H_SOURCE_PARTITION, H_SOURCE_TOPIC
-
     return ((H_REASON, reason.encode()), (H_SOURCE_TOPIC, topic.encode()),
             (H_SOURCE_PARTITION, str(partition).encode()), (H_SOURCE_OFFSET, str(offset).encode()),
             (H_BATCH_ID, str(batch_id).encode()))
@@ -59,7 +61,6 @@ def dlq_record(topic: str, raw_key: bytes | None, raw_value: bytes | None, reaso
                src_partition: int, src_offset: int, batch_id: int) -> OutRecord:
     """A rejected record's DLQ copy; an oversized key or value is cut to ``DLQ_MAX_BYTES`` and
     its original sizes go in a header (the source coordinates find the whole record)."""
-    from streamops.app.topics import H_TRUNCATED
     from streamops.spark.commit import OutRecord
 
     headers = dlq_headers(reason, src_topic, src_partition, src_offset, batch_id)
@@ -73,8 +74,6 @@ def dlq_record(topic: str, raw_key: bytes | None, raw_value: bytes | None, reaso
 
 def dlq_entry(headers: list | None) -> tuple[tuple[str, int, int], str]:
     """A DLQ record's source coordinates and reason."""
-    from streamops.app.topics import H_REASON, H_SOURCE_OFFSET, H_SOURCE_PARTITION, H_SOURCE_TOPIC
-
     h = {k: v.decode() for k, v in (headers or [])}
     return (h[H_SOURCE_TOPIC], int(h[H_SOURCE_PARTITION]), int(h[H_SOURCE_OFFSET])), h[H_REASON]
 
