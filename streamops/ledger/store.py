@@ -43,6 +43,16 @@ class OperationInProgress(StreamopsError):
     """
 
 
+class HandOver(Exception):
+    """Raised inside ``Ledger.operation``: the operation waits (``pending``, what for and until
+    when) and goes on elsewhere; its lease is handed over instead of its outcome recorded. Who
+    waits, and how, is the caller's (``lifecycle.waits``): the ledger only keeps the lease."""
+
+    def __init__(self, pending: Mapping[str, Any]) -> None:
+        super().__init__(f"operation #{pending['operation_id']} waits for {pending['kind']}")
+        self.pending = dict(pending)
+
+
 def utcnow() -> datetime:
     return datetime.now(UTC)
 
@@ -213,39 +223,41 @@ class Ledger:
     @contextmanager
     def operation(self, app: str, kind: str, params: Mapping[str, Any] | None = None, *,
                   who: str | None = None, before: Mapping[str, Any] | None = None,
-                  ttl_s: float = DEFAULT_LEASE_S) -> Iterator[OperationRecord]:
+                  ttl_s: float = DEFAULT_LEASE_S, resume: int | None = None) -> Iterator[OperationRecord]:
         """``with ledger.operation(...) as rec: ...; rec.after = {...}`` — failed if the body raises.
-        Under ``handoff.deferrable()`` an operation may wait elsewhere instead (``ledger.handoff``)."""
-        from streamops.ledger import handoff
 
-        mode = handoff.current()
-        if mode is not None and mode.resume is not None:
-            op = self.take_back(mode.resume, app, kind)
+        The body may instead end waiting: by raising ``HandOver`` (it stops where it is) or by
+        setting ``rec.waiting`` (it ran to its end, and its outcome is known once the wait is
+        over). The lease is then handed over (``hand_over``) and the operation stays running;
+        ``resume``: take such an operation back (``take_back``) instead of beginning one."""
+        if resume is not None:
+            op = self.take_back(resume, app, kind)
         else:
             op = self.begin(app, kind, params, who=who, before=before, ttl_s=ttl_s, pid=os.getpid())
-        rec = OperationRecord(op)
+        rec = OperationRecord(op, resumed=resume is not None)
         keeper = _LeaseKeeper(self, op, ttl_s)  # held as long as the body runs, however long
         keeper.start()
         try:
             yield rec
-        except handoff.OperationDeferred as deferred:
+        except HandOver as waiting:
             keeper.halt()
-            self.hand_over(op, deferred.pending, after=rec.after)
+            self.hand_over(op, waiting.pending, after=rec.after)
             raise
         except BaseException as exc:
             keeper.halt()
             self.finish(op, "failed", error=f"{type(exc).__name__}: {exc}"[:4000], after=rec.after)
             raise
         keeper.halt()
-        if mode is not None and op.id in mode.handed_off:
-            self.hand_over(op, mode.handed_off[op.id], after=rec.after)
+        if rec.waiting is not None:
+            self.hand_over(op, rec.waiting, after=rec.after)
             return
         self.finish(op, "succeeded", after=rec.after)
 
     def hand_over(self, op: Operation, pending: Mapping[str, Any], *, after: Mapping[str, Any] | None) -> None:
-        """The operation goes on waiting elsewhere (``ledger.handoff``): the lease has no holder
-        process any more (the waiter's polls renew it until ``pending``'s deadline), the wait is
-        journaled, ``after`` is kept for ``finish_handed_off``."""
+        """The operation goes on waiting (``HandOver``): the lease has no holder process any more
+        (the waiter's polls renew it until ``pending``'s deadline; a waiter in a process of this
+        host holds it with ``hold``), the wait is journaled, ``after`` is kept for
+        ``finish_handed_off``."""
         ttl = max(600.0, float(pending.get("deadline", 0)) - utcnow().timestamp() + 120)
         self.step(op, "handed-off", wait=pending.get("kind"))
         with self.engine.begin() as conn:
@@ -254,20 +266,21 @@ class Ledger:
             if after:
                 conn.execute(update(t.operations).where(t.operations.c.id == op.id).values(after=dict(after)))
 
-    def take_back(self, op_id: int, app: str, kind: str) -> Operation:
-        """Resume a handed-over operation in this process (its lease is this process's again)."""
+    def take_back(self, op_id: int, app: str, kind: str | None = None) -> Operation:
+        """Resume a handed-over operation in this process (its lease is this process's again,
+        so a waiter killed on this host frees it at once, ``release_abandoned``)."""
         row = self.get_operation(op_id)
         lease = self.lease(app)
-        if row is None or row["app"] != app or row["kind"] != kind:
+        if row is None or row["app"] != app or (kind is not None and row["kind"] != kind):
             raise OperationInProgress(f"{app}: no {kind} operation #{op_id} to resume")
         if row["outcome"] != "running" or not lease or lease["operation_id"] != op_id:
-            raise OperationInProgress(f"{app}: {kind} #{op_id} can no longer be resumed (outcome {row['outcome']}, "
+            raise OperationInProgress(f"{app}: {row['kind']} #{op_id} can no longer be resumed (outcome {row['outcome']}, "
                                       f"lease {'held by #' + str(lease['operation_id']) if lease else 'gone'}); "
                                       f"`streamops undo {app} {op_id}` reverses the steps it did")
         with self.engine.begin() as conn:
             conn.execute(update(t.leases).where(t.leases.c.app == app, t.leases.c.operation_id == op_id)
                          .values(pid=os.getpid(), host=socket.gethostname()))
-        return Operation(op_id, app, kind, row["requested_by"])
+        return Operation(op_id, app, row["kind"], row["requested_by"])
 
     def finish_handed_off(self, op_id: int, outcome: str, *, error: str | None = None) -> dict[str, Any]:
         """End a handed-over operation with the ``after`` it kept; returns its row."""
@@ -422,6 +435,10 @@ class _LeaseKeeper(threading.Thread):
 class OperationRecord:
     op: Operation
     after: dict[str, Any] | None = None
+    #: taken back to go on after a wait (``Ledger.operation(resume=...)``)
+    resumed: bool = False
+    #: set by the body: the operation ends waiting for this (``HandOver``'s ``pending``)
+    waiting: dict[str, Any] | None = None
 
     @property
     def id(self) -> int:

@@ -23,13 +23,15 @@ from pathlib import Path
 from typing import Any
 
 from streamops.app.checkpoint import checkpoint_dir, lock_checkpoint
+from streamops.app.context import AppContext
 from streamops.app.shape import input_scans
 from streamops.checkpoints import compact as cc
 from streamops.checkpoints import layout
 from streamops.exceptions import StreamopsError, UsageError
 from streamops.host.locks import LockHeld
 from streamops.ledger import Ledger
-from streamops.lifecycle import driver
+from streamops.ledger.store import HandOver, OperationRecord
+from streamops.lifecycle import driver, waits
 from streamops.lifecycle.replace import Replacement, aside_dir, may_replace_checkpoint
 from streamops.lifecycle.savepoints import apply_retention
 from streamops.named_state import decode_changelog
@@ -241,58 +243,84 @@ def repin_state_partitions(settings: Settings, app: str, n: int) -> None:
         d.pin_spec(pinned.model_copy(update={"state_partitions": n}))
 
 
-def rebuild_state(settings: Settings, spec: AppSpec, ledger: Ledger, *, state_partitions: int | None = None,
-                  dry_run: bool = False, stop_first: bool = False, who: str | None = None, timeout: float = 300.0,
-                  spark=None, progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
-    """Build a new checkpoint from the changelog topic (see module docstring)."""
+def rebuild_state(settings: Settings, spec: AppSpec, ledger: Ledger, **kwargs: Any) -> dict[str, Any]:
+    """``rebuild_state_step`` advanced to its end in this process (the CLI)."""
+    return waits.wait_here(ledger, lambda resume: rebuild_state_step(settings, spec, ledger, resume=resume, **kwargs),
+                           waits.convergence(AppContext(settings, spec, ledger)))
+
+
+def rebuild_state_step(settings: Settings, spec: AppSpec, ledger: Ledger, *, state_partitions: int | None = None,
+                       dry_run: bool = False, stop_first: bool = False, who: str | None = None,
+                       timeout: float = 300.0, resume: int | None = None, spark=None,
+                       progress: Callable[[str], None] = lambda _m: None) -> waits.Step:
+    """Build a new checkpoint from the changelog topic (see module docstring; ``lifecycle.waits``).
+    A running app is planned again once it stopped (the step resumed after the wait)."""
     plan = rebuild_plan(settings, spec, ledger, state_partitions=state_partitions)
     if dry_run:
         plan["changelog_keys"] = len(read_changelog(settings, spec))
-        return {**plan, "dry_run": True}
+        return waits.Done({**plan, "dry_run": True})
     may_replace_checkpoint(settings, spec, running=plan["running"], stop_first=stop_first, what="rebuild-state")
-    query = JobQuery.for_spec(spec, settings.repo)
-    names = seed.seed_columns(query)
+    query = JobQuery.for_spec(spec, settings.repo)  # a job that does not load fails here, before the operation
+    seed.seed_columns(query)
+    try:
+        with ledger.operation(spec.name, "rebuild-state", {"state_partitions": plan["state_partitions_after"]},
+                              who=who, resume=resume,
+                              before={"batch": plan["checkpoint_batch"],
+                                      "state_partitions": plan["state_partitions_before"],
+                                      "marker_batch": plan["marker_batch"]}) as rec:
+            out = _rebuild(settings, spec, ledger, rec, plan, query, who=who, timeout=timeout, spark=spark,
+                           progress=progress)
+    except HandOver as wait:
+        return waits.Waiting(wait.pending)
+    return waits.ended(rec, out)
+
+
+def _rebuild(settings: Settings, spec: AppSpec, ledger: Ledger, rec: OperationRecord, plan: dict[str, Any],
+             query: JobQuery, *, who: str | None, timeout: float, spark: Any,
+             progress: Callable[[str], None]) -> dict[str, Any]:
+    """The rebuild inside its operation (``rec.after`` set); the rebuild's result."""
     n = plan["state_partitions_after"]
-    with ledger.operation(spec.name, "rebuild-state", {"state_partitions": n}, who=who,
-                          before={"batch": plan["checkpoint_batch"], "state_partitions": plan["state_partitions_before"],
-                                  "marker_batch": plan["marker_batch"]}) as rec:
-        t0 = time.monotonic()
-        with Replacement(settings, spec, ledger, rec.op, running=plan["running"], who=who, timeout=timeout,
-                         progress=progress) as swap:
-            parallelism = swap.stop()
-            if plan["running"]:  # the stop committed more batches: plan again from where it stopped
-                plan = {**rebuild_plan(settings, spec, ledger, state_partitions=n), "running": True}
-            progress(f"{spec.name}: reading {spec.changelog_topic} ...")
-            latest = read_changelog(settings, spec)
-            table = query.seed_table(decode_changelog(query.job_cls, latest))
-            rows = table.num_rows
-            own = spark is None
-            spark = spark or seed.seed_session(settings)
-            tmp = _tmp(settings, spec, "rebuild")
-            try:
-                seed.write_seed_input(table, tmp / "input", names)
-                progress(f"{spec.name}: seeding {rows} keys into {n} state partitions ...")
-                seed.seed_checkpoint(spark, query, tmp / "input", tmp / "checkpoint", state_partitions=n, progress=progress)
-                start = {o["topic"]: {} for o in plan["offsets"]}
-                for o in plan["offsets"]:
-                    start[o["topic"]][str(o["partition"])] = o["start_at"]
-                timed = plan["stream_time"]
-                seed.point_offsets(tmp / "checkpoint", start, plan["query_sources"],
-                                   watermark_ms=timed["spark_watermark"] if timed else None)
-                if timed:  # the partitions' stream times as of the changelog's batch
-                    layout.write_clocks(tmp / "checkpoint", layout.Clocks(
-                        0, {(t, int(p)): int(st) for t, p, st in timed["clocks"]}, timed["watermark"]),
-                        [(o["topic"], o["partition"]) for o in plan["offsets"]])
-                aside = swap.set_aside()
-                swap.install(tmp / "checkpoint")
-            finally:
-                shutil.rmtree(tmp, ignore_errors=True)
-                if own:
-                    spark.stop()
-            marker = swap.rewind(0)
-            repin_state_partitions(settings, spec.name, n)
-            swap.restart(parallelism, batch_before=0)
-        rec.after = {"batch": 0, "state_partitions": n, "keys": rows, "aside": str(aside),
-                     "rewind_marker": marker}
+    t0 = time.monotonic()
+    with Replacement(settings, spec, ledger, rec, running=plan["running"], who=who, timeout=timeout,
+                     progress=progress) as swap:
+        parallelism = swap.stop()
+        plan = {**plan, "running": swap.running}
+        progress(f"{spec.name}: reading {spec.changelog_topic} ...")
+        table = query.seed_table(decode_changelog(query.job_cls, read_changelog(settings, spec)))
+        rows = table.num_rows
+        own = spark is None
+        spark = spark or seed.seed_session(settings)
+        tmp = _tmp(settings, spec, "rebuild")
+        try:
+            _seed(spark, query, table, tmp, plan, progress)
+            aside = swap.set_aside()
+            swap.install(tmp / "checkpoint")
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if own:
+                spark.stop()
+        marker = swap.rewind(0)
+        repin_state_partitions(settings, spec.name, n)
+        swap.restart(parallelism, batch_before=0)
+    rec.after = {"batch": 0, "state_partitions": n, "keys": rows, "aside": str(aside), "rewind_marker": marker}
     return {**plan, "dry_run": False, "operation_id": rec.id, "changelog_keys": rows, "aside": str(aside),
             "seconds": round(time.monotonic() - t0, 1)}
+
+
+def _seed(spark: Any, query: JobQuery, table: Any, tmp: Path, plan: dict[str, Any],
+          progress: Callable[[str], None]) -> None:
+    """A checkpoint in ``tmp/checkpoint`` seeded with ``table``, its sources at the plan's offsets."""
+    n = plan["state_partitions_after"]
+    seed.write_seed_input(table, tmp / "input", seed.seed_columns(query))
+    progress(f"{plan['app']}: seeding {table.num_rows} keys into {n} state partitions ...")
+    seed.seed_checkpoint(spark, query, tmp / "input", tmp / "checkpoint", state_partitions=n, progress=progress)
+    start: dict[str, dict[str, int]] = {o["topic"]: {} for o in plan["offsets"]}
+    for o in plan["offsets"]:
+        start[o["topic"]][str(o["partition"])] = o["start_at"]
+    timed = plan["stream_time"]
+    seed.point_offsets(tmp / "checkpoint", start, plan["query_sources"],
+                       watermark_ms=timed["spark_watermark"] if timed else None)
+    if timed:  # the partitions' stream times as of the changelog's batch
+        layout.write_clocks(tmp / "checkpoint", layout.Clocks(
+            0, {(t, int(p)): int(st) for t, p, st in timed["clocks"]}, timed["watermark"]),
+            [(o["topic"], o["partition"]) for o in plan["offsets"]])

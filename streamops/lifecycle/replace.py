@@ -14,8 +14,9 @@ the app's lease:
 4. ``restart(parallelism, batch_before)``: a stopped-for-this app runs again, and the operation
    waits for a batch after ``batch_before``.
 
-An Airflow task hands both waits to a trigger instead (``ledger.handoff``): no worker slot is held
-while the app stops or starts.
+Both waits end the operation's step (``lifecycle.waits``): ``stop()`` raises ``HandOver`` and the
+operation is called again, resumed, once the app stopped; ``restart()`` leaves the wait for the
+start to whoever waits (the CLI in its process, an Airflow task in the triggerer).
 
 Every step is journaled in the ledger (``Ledger.step``) *before* it acts, so an operation that
 fails or whose process is killed at any point leaves the list of what it may have done, and
@@ -40,8 +41,8 @@ from streamops.checkpoints import layout
 from streamops.exceptions import UsageError
 from streamops.host import failpoints
 from streamops.host.locks import HeldLock
-from streamops.ledger import Ledger, handoff
-from streamops.ledger.handoff import OperationDeferred
+from streamops.ledger import Ledger
+from streamops.ledger.store import HandOver, OperationRecord
 from streamops.lifecycle import operations as ops
 from streamops.settings import Settings
 from streamops.spec import AppSpec
@@ -86,17 +87,17 @@ class Replacement:
     """The steps of one checkpoint replacement (module docstring), for operation ``op``; a context
     manager that releases the checkpoint lock however the operation ends."""
 
-    def __init__(self, settings: Settings, spec: AppSpec, ledger: Ledger, op: Any, *, running: bool,
+    def __init__(self, settings: Settings, spec: AppSpec, ledger: Ledger, rec: OperationRecord, *, running: bool,
                  who: str | None, timeout: float, progress: Progress = lambda _m: None,
                  abort_open: Callable[[str, str], None] | None = None) -> None:
         """``abort_open(bootstrap, app)``: ends a transaction a killed driver left open
         (``app.marker.abort_open_transaction``, the default; tests without a broker pass their own)."""
-        self.settings, self.spec, self.ledger, self.op = settings, spec, ledger, op
+        self.settings, self.spec, self.ledger, self.rec, self.op = settings, spec, ledger, rec, rec.op
         self.ctx = AppContext(settings, spec, ledger)
         self.abort_open = abort_open or abort_open_transaction
         self.running, self.who, self.timeout, self.progress = running, who, timeout, progress
         self.checkpoint = checkpoint_dir(settings, spec)
-        self.aside = aside_path(settings, spec, op.id)
+        self.aside = aside_path(settings, spec, rec.id)
         self._lock: HeldLock | None = None
 
     def __enter__(self) -> Self:
@@ -110,29 +111,30 @@ class Replacement:
         self.ledger.step(self.op, name, **data)
         failpoints.hit(f"{self.op.kind}.{name}")
 
-    def stop(self) -> int:
+    def stop(self, **facts: Any) -> int:
         """Stop the app at a batch boundary if it runs and wait, then hold the checkpoint lock;
-        the parallelism to restart with. Under ``ledger.handoff.deferrable()`` the wait is handed
-        over (``OperationDeferred``) and the operation resumed takes it from its journal."""
+        the parallelism to restart with. The wait ends the step (``HandOver``); the operation
+        resumed takes the stop from its journal. ``facts``: what the operation knew before the
+        stop, journaled with it and read back as ``self.facts`` when resumed."""
         resumed = self._journaled_stop()
+        self.facts = facts if resumed is None else {**facts, **{k: v for k, v in resumed.items() if k in facts}}
         if resumed is not None:
             self.running, parallelism = bool(resumed.get("was_running")), int(resumed["parallelism"])
             if self.running and ops.poll(self.ctx, self._pending("stop", None, None)) is None:
-                raise OperationDeferred(self._pending("stop", None, None).to_dict())  # not stopped yet
+                raise HandOver(self._pending("stop", None, None).to_dict())  # not stopped yet
         else:
             desired = self.ledger.desired(self.spec.name)
             parallelism = desired["parallelism"] if desired else self.spec.parallelism.default
             if not self.running and self._stopped_by_a_failed_operation(desired):
                 self.running = True  # ... so it runs again after this one
-            self.step("stop", was_running=self.running, parallelism=parallelism)
+            self.step("stop", was_running=self.running, parallelism=parallelism, **facts)
             if self.running:
                 self.progress(f"{self.spec.name}: stopping at a batch boundary ...")
                 self.ledger.set_desired(self.spec.name, status="stopped", parallelism=parallelism, who=self.who,
                                         op=self.op)
-                pending = self._pending("stop", None, None)
-                if handoff.current() is not None:
-                    raise OperationDeferred(pending.to_dict())
-                self._wait(pending)
+                wait = self._pending("stop", None, None)
+                if ops.poll(self.ctx, wait) is None:  # (no driver ran: nothing to wait for)
+                    raise HandOver(wait.to_dict())
         self._lock = lock_checkpoint(
             self.settings, self.spec, wait_s=30.0,
             refused=f"A driver runs on it outside the supervisor; nothing was changed. Stop that driver (or "
@@ -143,9 +145,8 @@ class Replacement:
         return parallelism
 
     def _journaled_stop(self) -> dict[str, Any] | None:
-        """This operation's journaled stop, when it is being resumed (``ledger.handoff``)."""
-        mode = handoff.current()
-        if mode is None or mode.resume != self.op.id:
+        """This operation's journaled stop, when it is being resumed after the wait."""
+        if not self.rec.resumed:
             return None
         journal = (self.ledger.get_operation(self.op.id) or {}).get("journal") or []
         return next((s for s in journal if s["step"] == "stop"), None)
@@ -177,16 +178,15 @@ class Replacement:
         return rewind_marker(self.settings, self.spec, batch_id)
 
     def restart(self, parallelism: int, *, batch_before: int | None) -> None:
-        """Run the app again if this replacement stopped it; wait for a batch after ``batch_before``."""
+        """Run the app again if this replacement stopped it; the operation ends waiting for a batch
+        after ``batch_before``."""
         self._unlock()
         if not self.running:
             return
         self.step("restart", parallelism=parallelism)
         self.progress(f"{self.spec.name}: starting x{parallelism} from batch {batch_before} ...")
         self.ledger.set_desired(self.spec.name, status="running", parallelism=parallelism, who=self.who, op=self.op)
-        pending = self._pending("deploy", parallelism, batch_before)
-        if not handoff.hand_off(self.op.id, pending.to_dict()):
-            self._wait(pending)
+        self.rec.waiting = self._pending("deploy", parallelism, batch_before).to_dict()
 
     def _stopped_by_a_failed_operation(self, desired: dict[str, Any] | None) -> bool:
         """Is the app stopped only because an operation stopped it and then failed or was killed
@@ -225,7 +225,3 @@ class Replacement:
         return ops.Pending(app=self.op.app, kind=kind, operation_id=self.op.id, requested_by=self.op.requested_by,
                            t0=t0, deadline=t0 + self.timeout, before={}, parallelism=parallelism,
                            batch_before=batch_before)
-
-    def _wait(self, pending: ops.Pending) -> None:
-        while ops.poll(self.ctx, pending) is None:
-            time.sleep(0.5)

@@ -17,11 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from streamops.app.checkpoint import checkpoint_dir
+from streamops.app.context import AppContext
 from streamops.checkpoints import layout
 from streamops.checkpoints.lineage import checkpoint_id
 from streamops.checkpoints.savepoint import SavepointError, expired, install, snapshot, verify
 from streamops.ledger import Ledger
+from streamops.ledger.store import HandOver
 from streamops.lifecycle import operations as ops
+from streamops.lifecycle import waits
 from streamops.lifecycle.replace import Replacement, aside_dir
 from streamops.settings import Settings
 from streamops.spec import AppSpec, age_seconds
@@ -126,30 +129,40 @@ def restore_plan(settings: Settings, spec: AppSpec, ledger: Ledger, savepoint_id
     }
 
 
-def restore(settings: Settings, spec: AppSpec, ledger: Ledger, savepoint_id: str, *, dry_run: bool = False,
-            who: str | None = None, timeout: float = 300.0,
-            progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
-    """Stop, set the checkpoint aside, install the savepoint, rewind the sink, restart."""
+def restore(settings: Settings, spec: AppSpec, ledger: Ledger, savepoint_id: str, **kwargs: Any) -> dict[str, Any]:
+    """``restore_step`` advanced to its end in this process (the CLI)."""
+    return waits.wait_here(ledger, lambda resume: restore_step(settings, spec, ledger, savepoint_id, resume=resume,
+                                                               **kwargs),
+                           waits.convergence(AppContext(settings, spec, ledger)))
+
+
+def restore_step(settings: Settings, spec: AppSpec, ledger: Ledger, savepoint_id: str, *, dry_run: bool = False,
+                 who: str | None = None, timeout: float = 300.0, resume: int | None = None,
+                 progress: Callable[[str], None] = lambda _m: None) -> waits.Step:
+    """Stop, set the checkpoint aside, install the savepoint, rewind the sink, restart (``waits``)."""
     plan = restore_plan(settings, spec, ledger, savepoint_id)
     if dry_run:
-        return {**plan, "dry_run": True}
+        return waits.Done({**plan, "dry_run": True})
     if plan["restart"]:  # the supervisor stops and restarts a running app; a stopped one needs none
         ops.require_supervisor(settings)
-    with ledger.operation(spec.name, "restore", {"savepoint": savepoint_id}, who=who,
-                          before={"batch": plan["current_batch"], "offsets": plan["offsets"]}) as rec:
-        t0 = time.time()
-        with Replacement(settings, spec, ledger, rec.op, running=plan["restart"], who=who, timeout=timeout,
-                         progress=progress) as swap:
-            parallelism = swap.stop()
-            sp = _find(ledger, spec, savepoint_id)
-            verify(Path(sp["path"]), sp["sha256"])  # again: nothing may have changed since the plan
-            aside = swap.set_aside()
-            progress(f"{spec.name}: checkpoint set aside to {aside}; installing {savepoint_id} ...")
-            swap.step("install", savepoint=savepoint_id)
-            install(Path(sp["path"]), checkpoint_dir(settings, spec), aside)
-            marker = swap.rewind(plan["batch_id"])
-            swap.restart(parallelism, batch_before=plan["batch_id"])
-        rec.after = {"batch": layout.last_committed_batch(checkpoint_dir(settings, spec)), "aside": str(aside),
-                     "savepoint": savepoint_id, "rewind_marker": marker}
-    return {**plan, "dry_run": False, "operation_id": rec.id, "aside": str(aside),
-            "seconds": round(time.time() - t0, 1)}
+    try:
+        with ledger.operation(spec.name, "restore", {"savepoint": savepoint_id}, who=who, resume=resume,
+                              before={"batch": plan["current_batch"], "offsets": plan["offsets"]}) as rec:
+            t0 = time.time()
+            with Replacement(settings, spec, ledger, rec, running=plan["restart"], who=who, timeout=timeout,
+                             progress=progress) as swap:
+                parallelism = swap.stop()
+                sp = _find(ledger, spec, savepoint_id)
+                verify(Path(sp["path"]), sp["sha256"])  # again: nothing may have changed since the plan
+                aside = swap.set_aside()
+                progress(f"{spec.name}: checkpoint set aside to {aside}; installing {savepoint_id} ...")
+                swap.step("install", savepoint=savepoint_id)
+                install(Path(sp["path"]), checkpoint_dir(settings, spec), aside)
+                marker = swap.rewind(plan["batch_id"])
+                swap.restart(parallelism, batch_before=plan["batch_id"])
+            rec.after = {"batch": layout.last_committed_batch(checkpoint_dir(settings, spec)), "aside": str(aside),
+                         "savepoint": savepoint_id, "rewind_marker": marker}
+    except HandOver as wait:
+        return waits.Waiting(wait.pending)
+    return waits.ended(rec, {**plan, "restart": swap.running, "dry_run": False,
+                             "operation_id": rec.id, "aside": str(aside), "seconds": round(time.time() - t0, 1)})

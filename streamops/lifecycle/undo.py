@@ -25,10 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from streamops.app.checkpoint import checkpoint_dir
+from streamops.app.context import AppContext
 from streamops.checkpoints import layout, lineage
 from streamops.exceptions import StreamopsError, UsageError
 from streamops.ledger import Ledger
-from streamops.lifecycle import driver
+from streamops.ledger.store import HandOver, OperationRecord
+from streamops.lifecycle import driver, waits
 from streamops.lifecycle import operations as ops
 from streamops.lifecycle.replace import Replacement, aside_dir, may_replace_checkpoint
 from streamops.lifecycle.topic_copies import SAVED, recreate_changelog, save_topics, write_back
@@ -191,60 +193,86 @@ def undo_plan(settings: Settings, spec: AppSpec, ledger: Ledger, op_id: int) -> 
             "actions": actions}
 
 
-def undo(settings: Settings, spec: AppSpec, ledger: Ledger, op_id: int, *, dry_run: bool = False,
-         stop_first: bool = False, who: str | None = None, timeout: float = 300.0,
-         progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
-    """Reverse operation ``op_id`` (module docstring)."""
+def undo(settings: Settings, spec: AppSpec, ledger: Ledger, op_id: int, **kwargs: Any) -> dict[str, Any]:
+    """``undo_step`` advanced to its end in this process (the CLI)."""
+    return waits.wait_here(ledger, lambda resume: undo_step(settings, spec, ledger, op_id, resume=resume, **kwargs),
+                           waits.convergence(AppContext(settings, spec, ledger)))
+
+
+def undo_step(settings: Settings, spec: AppSpec, ledger: Ledger, op_id: int, *, dry_run: bool = False,
+              stop_first: bool = False, who: str | None = None, timeout: float = 300.0, resume: int | None = None,
+              progress: Callable[[str], None] = lambda _m: None) -> waits.Step:
+    """Reverse operation ``op_id`` (module docstring; ``lifecycle.waits``)."""
     plan = undo_plan(settings, spec, ledger, op_id)
     if dry_run:
-        return {**plan, "dry_run": True}
+        return waits.Done({**plan, "dry_run": True})
     may_replace_checkpoint(settings, spec, running=plan["running"], stop_first=stop_first, what="an undo")
     if plan["restart"]:
         ops.require_supervisor(settings)
+    try:
+        with ledger.operation(spec.name, "undo", {"undo": op_id, "kind": plan["kind"]}, who=who, resume=resume,
+                              before={"batch": plan["current_batch"],
+                                      "output_version": ledger.output_version(spec.name)}) as rec:
+            out = _undo(settings, spec, ledger, rec, op_id, plan, who=who, timeout=timeout, progress=progress)
+    except HandOver as wait:
+        return waits.Waiting(wait.pending)
+    return waits.ended(rec, out)
+
+
+def _undo(settings: Settings, spec: AppSpec, ledger: Ledger, rec: OperationRecord, op_id: int,
+          plan: dict[str, Any], *, who: str | None, timeout: float,
+          progress: Callable[[str], None]) -> dict[str, Any]:
+    """The undo inside its operation (``rec.after`` set); the undo's result."""
     done = read_done(ledger.get_operation(op_id) or {})
     ckpt = checkpoint_dir(settings, spec)
-    with ledger.operation(spec.name, "undo", {"undo": op_id, "kind": plan["kind"]}, who=who,
-                          before={"batch": plan["current_batch"], "output_version": ledger.output_version(spec.name)}
-                          ) as rec:
-        t0 = time.monotonic()
-        written: dict[str, Any] = {}
-        with Replacement(settings, spec, ledger, rec.op, running=plan["restart"], who=who, timeout=timeout,
-                         progress=progress) as swap:
-            parallelism = swap.stop()
-            if done.parallelism is not None and not plan["running"]:
-                parallelism = done.parallelism  # the size it ran at before the operation stopped it
-            aside = swap.aside
-            aside.mkdir(parents=True)
-            if done.changelog_recreated:  # kept, so that this undo can be undone too
-                output = done.saved.get("output", {}).get("topic")
-                swap.step("saved", folder=str(aside),
-                          saved=save_topics(settings, spec, aside, output=output, progress=progress,
-                                            changelog_missing_ok=True))
-            if done.checkpoint_before is not None:
-                swap.set_aside(aside / "checkpoint")
-                # the operation's aside copy stays where it is: it can still be looked at
-                shutil.copytree(done.checkpoint_before, aside / "restoring")
-                swap.install(aside / "restoring")
-            if done.changelog_recreated:
-                assert done.saved_in is not None
-                swap.step("changelog-recreate", topic=spec.changelog_topic)
-                progress(f"{spec.name}: recreating {spec.changelog_topic} from the saved copy ...")
-                recreate_changelog(settings, spec)
-                written["changelog"] = write_back(settings, done.saved_in / SAVED["changelog"], spec.changelog_topic,
-                                                  tombstones=False)
-                if "output" in done.saved:
-                    written["output"] = write_back(settings, done.saved_in / SAVED["output"],
-                                                   done.saved["output"]["topic"], tombstones=True)
-            version_now = ledger.output_version(spec.name)
-            if plan["output_version_after"] != version_now:
-                swap.step("output-version", before=version_now, after=plan["output_version_after"])
-                ledger.set_output_version(spec.name, plan["output_version_after"], who=who, op=rec.op)
-            batch = layout.last_committed_batch(ckpt)
-            marker = swap.rewind(-1 if batch is None else batch) \
-                if done.checkpoint_before is not None or done.rewound else None
-            swap.restart(parallelism, batch_before=batch)
-        rec.after = {"batch": batch, "aside": str(aside), "written": written, "rewind_marker": marker,
-                     "output_version": plan["output_version_after"]}
+    t0 = time.monotonic()
+    written: dict[str, Any] = {}
+    with Replacement(settings, spec, ledger, rec, running=plan["restart"], who=who, timeout=timeout,
+                     progress=progress) as swap:
+        parallelism = swap.stop(driver_running=plan["running"])
+        plan = {**plan, "running": swap.facts["driver_running"]}  # as before the stop, when resumed
+        if done.parallelism is not None and not plan["running"]:
+            parallelism = done.parallelism  # the size it ran at before the operation stopped it
+        aside = swap.aside
+        aside.mkdir(parents=True)
+        if done.changelog_recreated:  # kept, so that this undo can be undone too
+            output = done.saved.get("output", {}).get("topic")
+            swap.step("saved", folder=str(aside),
+                      saved=save_topics(settings, spec, aside, output=output, progress=progress,
+                                        changelog_missing_ok=True))
+        if done.checkpoint_before is not None:
+            swap.set_aside(aside / "checkpoint")
+            # the operation's aside copy stays where it is: it can still be looked at
+            shutil.copytree(done.checkpoint_before, aside / "restoring")
+            swap.install(aside / "restoring")
+        if done.changelog_recreated:
+            written = _write_back_saved(settings, spec, swap, done, progress)
+        version_now = ledger.output_version(spec.name)
+        if plan["output_version_after"] != version_now:
+            swap.step("output-version", before=version_now, after=plan["output_version_after"])
+            ledger.set_output_version(spec.name, plan["output_version_after"], who=who, op=rec.op)
+        batch = layout.last_committed_batch(ckpt)
+        marker = swap.rewind(-1 if batch is None else batch) \
+            if done.checkpoint_before is not None or done.rewound else None
+        swap.restart(parallelism, batch_before=batch)
+    rec.after = {"batch": batch, "aside": str(aside), "written": written, "rewind_marker": marker,
+                 "output_version": plan["output_version_after"]}
     return {**plan, "dry_run": False, "operation_id": rec.id, "set_aside": str(aside), "written": written,
             "seconds": round(time.monotonic() - t0, 1)}
+
+
+def _write_back_saved(settings: Settings, spec: AppSpec, swap: Replacement, done: Done,
+                      progress: Callable[[str], None]) -> dict[str, Any]:
+    """The changelog (and output) the undone operation saved, written back into a new changelog."""
+    assert done.saved_in is not None
+    swap.step("changelog-recreate", topic=spec.changelog_topic)
+    progress(f"{spec.name}: recreating {spec.changelog_topic} from the saved copy ...")
+    recreate_changelog(settings, spec)
+    written = {"changelog": write_back(settings, done.saved_in / SAVED["changelog"], spec.changelog_topic,
+                                       tombstones=False)}
+    if "output" in done.saved:
+        written["output"] = write_back(settings, done.saved_in / SAVED["output"], done.saved["output"]["topic"],
+                                       tombstones=True)
+    return written
+
 

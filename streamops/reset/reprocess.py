@@ -24,13 +24,15 @@ from pathlib import Path
 from typing import Any
 
 from streamops.app.checkpoint import checkpoint_dir
+from streamops.app.context import AppContext
 from streamops.app.dir import AppDir
 from streamops.app.outputs import check_version, reprocess_spec
 from streamops.checkpoints import layout
 from streamops.exceptions import StreamopsError, UsageError
 from streamops.host.process import start_ticks
-from streamops.ledger import Ledger, handoff
-from streamops.lifecycle import driver
+from streamops.ledger import Ledger
+from streamops.ledger.store import HandOver
+from streamops.lifecycle import driver, waits
 from streamops.lifecycle import operations as ops
 from streamops.lifecycle.replace import Replacement, rewind_marker
 from streamops.reset.targets import parse_datetime
@@ -150,51 +152,56 @@ def reprocess_plan(settings: Settings, spec: AppSpec, ledger: Ledger, *, frm: st
     }
 
 
-def reprocess(settings: Settings, spec: AppSpec, ledger: Ledger, *, frm: str, to: str,
-              output_version: str | None = None, dry_run: bool = False, master: str | None = None,
-              parallelism: int | None = None, who: str | None = None, timeout: float = 3600.0,
-              progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
-    """Run the job over [from, to) into the versioned output; returns when the range is committed.
+def reprocess(settings: Settings, spec: AppSpec, ledger: Ledger, **kwargs: Any) -> dict[str, Any]:
+    """``reprocess_step`` advanced to its end in this process (the CLI), with progress from the run's
+    checkpoint; interrupted, the run's driver is ended too."""
+    progress = kwargs.get("progress") or (lambda _m: None)
+    return waits.wait_here(ledger, lambda resume: reprocess_step(settings, spec, ledger, resume=resume, **kwargs),
+                           lambda pending: _run_poll(settings, pending, progress), abandon=stop_run)
 
-    Under ``ledger.handoff.deferrable()`` (an Airflow task) the run is handed over once its driver
-    started (``OperationDeferred``, kind ``reprocess``: ``watch_run`` polls it elsewhere), and the
-    operation resumed after the driver ended checks and records the range."""
+
+def reprocess_step(settings: Settings, spec: AppSpec, ledger: Ledger, *, frm: str, to: str,
+                   output_version: str | None = None, dry_run: bool = False, master: str | None = None,
+                   parallelism: int | None = None, who: str | None = None, timeout: float = 3600.0,
+                   resume: int | None = None, progress: Callable[[str], None] = lambda _m: None) -> waits.Step:
+    """Run the job over [from, to) into the versioned output (``lifecycle.waits``): the step that
+    launches the run's driver ends waiting for it (kind ``reprocess``: ``watch_run`` polls it); the
+    step resumed after the driver ended checks and records the range."""
     plan = reprocess_plan(settings, spec, ledger, frm=frm, to=to, output_version=output_version)
     if dry_run:
-        return {**plan, "dry_run": True}
-    mode = handoff.current()
+        return waits.Done({**plan, "dry_run": True})
     derived = reprocess_spec(spec, plan["output_version"])
     n = spec.check_parallelism(parallelism) if parallelism else spec.parallelism.min
-    # its own lease (the live app's operations go on meanwhile); a second run into it is refused
-    with ledger.operation(derived.name, "reprocess", {"app": spec.name, "from": frm, "to": to,
-                                                      "output_version": plan["output_version"]},
-                          who=who, before={"start": plan["start"], "stop": plan["stop"]}) as rec:
-        t0 = time.monotonic()
-        launched = _launched(ledger, rec.id) if mode is not None and mode.resume == rec.id else None
-        if launched is not None:  # resumed: the driver ran while the task was deferred
-            plan, marker = launched["plan"], launched["marker"]
-            t0 -= time.time() - launched["at"]
-            done = _finish_run(settings, derived, plan, progress)
-        else:
-            marker, run_file = _prepare_run(settings, derived, plan, progress)
-            done = 0
-            if plan["records"]:
-                proc = _launch(settings, spec, derived, run_file, n, master)
-                if mode is not None:
+    try:
+        # its own lease (the live app's operations go on meanwhile); a second run into it is refused
+        with ledger.operation(derived.name, "reprocess", {"app": spec.name, "from": frm, "to": to,
+                                                          "output_version": plan["output_version"]},
+                              who=who, before={"start": plan["start"], "stop": plan["stop"]}, resume=resume) as rec:
+            t0 = time.monotonic()
+            launched = _launched(ledger, rec.id) if rec.resumed else None
+            if launched is not None:  # resumed: the driver ran meanwhile
+                plan, marker = launched["plan"], launched["marker"]
+                t0 -= time.time() - launched["at"]
+                done = _finish_run(settings, derived, plan, progress)
+            else:
+                marker, run_file = _prepare_run(settings, derived, plan, progress)
+                done = 0
+                if plan["records"]:
+                    proc = _launch(settings, spec, derived, run_file, n, master)
                     ledger.step(rec.op, "launched", pid=proc.pid, ticks=start_ticks(proc.pid), at=time.time(),
                                 plan=plan, marker=marker)
-                    raise handoff.OperationDeferred({
-                        "app": derived.name, "kind": "reprocess", "operation_id": rec.id,
-                        "requested_by": rec.op.requested_by, "deadline": time.time() + timeout,
-                        "pid": proc.pid, "ticks": start_ticks(proc.pid), "plan": plan})
-                done = _watch(settings, derived, proc, plan, timeout, progress)
-        if plan["records"]:
-            _keep_chain(settings, derived, plan)
-        seconds = round(time.monotonic() - t0, 1)
-        rec.after = {**_run_after(settings, derived, plan, marker, done), "seconds": seconds}
+                    raise HandOver({"app": derived.name, "kind": "reprocess", "operation_id": rec.id,
+                                    "requested_by": rec.op.requested_by, "deadline": time.time() + timeout,
+                                    "pid": proc.pid, "ticks": start_ticks(proc.pid), "plan": plan})
+            if plan["records"]:
+                _keep_chain(settings, derived, plan)
+            seconds = round(time.monotonic() - t0, 1)
+            rec.after = {**_run_after(settings, derived, plan, marker, done), "seconds": seconds}
+    except HandOver as wait:
+        return waits.Waiting(wait.pending)
     rate = round(plan["records"] / seconds, 1) if seconds else None
-    return {**plan, "dry_run": False, "operation_id": rec.id, "seconds": seconds, "records_per_second": rate,
-            "batches": rec.after["batches"]}
+    return waits.Done({**plan, "dry_run": False, "operation_id": rec.id, "seconds": seconds,
+                       "records_per_second": rate, "batches": rec.after["batches"]})
 
 
 def _prepare_run(settings: Settings, derived: AppSpec, plan: dict[str, Any],
@@ -284,36 +291,25 @@ def committed_records(checkpoint: Path, plan: dict[str, Any]) -> int:
                for t, ps in committed.items() for p, o in ps.items())
 
 
-def _watch(settings: Settings, derived: AppSpec, proc: subprocess.Popen, plan: dict[str, Any], timeout: float,
-           progress: Callable[[str], None]) -> int:
-    """Wait for the driver in the foreground, with progress from its checkpoint; returns records committed."""
+def _run_poll(settings: Settings, pending: dict[str, Any], progress: Callable[[str], None]) -> waits.Poll:
+    """A poll of a run's driver for a waiter in this process: progress from its checkpoint; past the
+    deadline the driver is ended (``stop_run``) and the run fails with its last log lines."""
+    ckpt, total = Path(pending["plan"]["checkpoint"]), pending["plan"]["records"]
+    shown = [-1]
 
-    log = AppDir.of(settings, derived.name).log
-    ckpt = checkpoint_dir(settings, derived)
-    total = plan["records"]
-    deadline, shown = time.monotonic() + timeout, -1
-    try:
-        while proc.poll() is None:
-            done = committed_records(ckpt, plan)
-            if done != shown:
-                shown = done
-                progress(f"{derived.name}: {done}/{total} records ({100 * done / total:.0f}%), batch "
-                         f"{layout.last_committed_batch(ckpt)}")
-            if time.monotonic() > deadline:
-                raise ReprocessError(f"{derived.name} did not finish in {timeout:.0f} s ({done}/{total} records); "
-                                     f"last log lines:\n{_tail(log)}")
-            time.sleep(0.25)
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, 9)
-                proc.wait(10)
-    if proc.returncode != 0:
-        raise ReprocessError(f"{derived.name} exited {proc.returncode}; last log lines:\n{_tail(log)}")
-    return _finish_run(settings, derived, plan, progress)
+    def poll() -> bool:
+        running, done = watch_run(pending)
+        if done != shown[0]:
+            shown[0] = done
+            progress(f"{pending['app']}: {done}/{total} records ({100 * done / total:.0f}%), batch "
+                     f"{layout.last_committed_batch(ckpt)}")
+        if running and time.time() > pending["deadline"]:
+            stop_run(pending)
+            raise ReprocessError(f"{pending['app']} did not finish in time ({done}/{total} records); last log "
+                                 f"lines:\n{_tail(AppDir.of(settings, pending['app']).log)}")
+        return not running
+
+    return poll
 
 
 def watch_run(pending: dict[str, Any]) -> tuple[bool, int]:
@@ -413,11 +409,16 @@ def _tail(path: Path, lines: int = 30) -> str:
 
 
 # -- promote ---------------------------------------------------------------------------------------
-def promote(settings: Settings, spec: AppSpec, ledger: Ledger, version: str | None, *, dry_run: bool = False,
-            who: str | None = None, timeout: float = 300.0,
-            progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
-    """Make ``version`` (None or 'v1': the spec's own topic) the output the live app writes; a
-    running app is restarted at a batch boundary so its next batch writes there."""
+def promote(settings: Settings, spec: AppSpec, ledger: Ledger, version: str | None, **kwargs: Any) -> dict[str, Any]:
+    """``promote_step`` advanced to its end in this process (the CLI)."""
+    return waits.wait_here(ledger, lambda resume: promote_step(settings, spec, ledger, version, resume=resume,
+                                                               **kwargs),
+                           waits.convergence(AppContext(settings, spec, ledger)))
+
+
+def promote_plan(settings: Settings, spec: AppSpec, ledger: Ledger, version: str | None, *,
+                 running: bool | None = None) -> dict[str, Any]:
+    """What ``promote`` would do (``running``: whether the app runs, if known)."""
     from streamops.kafka.admin import end_offsets
     from streamops.kafka.exceptions import TopicNotFoundError
 
@@ -429,24 +430,37 @@ def promote(settings: Settings, spec: AppSpec, ledger: Ledger, version: str | No
     except TopicNotFoundError:
         raise UsageError(f"{topic} does not exist: reprocess into {target} first "
                          f"(`streamops reprocess {spec.name} --from ... --to ... --output-version {target}`)") from None
-    running = driver.running(settings, spec.name) is not None
-    plan = {"app": spec.name, "output_version_before": before, "output_version_after": target,
+    running = driver.running(settings, spec.name) is not None if running is None else running
+    return {"app": spec.name, "output_version_before": before, "output_version_after": target,
             "output_topic_before": versioned_output(spec.output_topic, before), "output_topic_after": topic,
             "records_in_topic": records, "running": running, "noop": before == target,
             "actions": [] if before == target else
             [f"record in the ledger that {spec.name} writes {topic}"]
             + ([f"restart {spec.name} at a batch boundary so it writes {topic}"] if running else [])}
+
+
+def promote_step(settings: Settings, spec: AppSpec, ledger: Ledger, version: str | None, *, dry_run: bool = False,
+                 who: str | None = None, timeout: float = 300.0, resume: int | None = None,
+                 progress: Callable[[str], None] = lambda _m: None) -> waits.Step:
+    """Make ``version`` (None or 'v1': the spec's own topic) the output the live app writes; a
+    running app is restarted at a batch boundary so its next batch writes there (``lifecycle.waits``)."""
+    plan = promote_plan(settings, spec, ledger, version)
     if dry_run or plan["noop"]:
-        return {**plan, "dry_run": dry_run}
-    if running:
+        return waits.Done({**plan, "dry_run": dry_run})
+    if plan["running"]:
         ops.require_supervisor(settings)
-    with ledger.operation(spec.name, "promote", {"output_version": target}, who=who,
-                          before={"output_version": before}) as rec:
-        with Replacement(settings, spec, ledger, rec.op, running=running, who=who, timeout=timeout,
-                         progress=progress) as swap:
-            parallelism = swap.stop()
-            swap.step("output-version", before=before, after=target)
-            ledger.set_output_version(spec.name, target, who=who, op=rec.op)
-            swap.restart(parallelism, batch_before=layout.last_committed_batch(checkpoint_dir(settings, spec)))
-        rec.after = {"output_version": target}
-    return {**plan, "dry_run": False, "operation_id": rec.id}
+    target = plan["output_version_after"]
+    try:
+        with ledger.operation(spec.name, "promote", {"output_version": target}, who=who, resume=resume,
+                              before={"output_version": plan["output_version_before"]}) as rec:
+            with Replacement(settings, spec, ledger, rec, running=plan["running"], who=who, timeout=timeout,
+                             progress=progress) as swap:
+                parallelism = swap.stop()
+                plan = promote_plan(settings, spec, ledger, version, running=swap.running)
+                swap.step("output-version", before=plan["output_version_before"], after=target)
+                ledger.set_output_version(spec.name, target, who=who, op=rec.op)
+                swap.restart(parallelism, batch_before=layout.last_committed_batch(checkpoint_dir(settings, spec)))
+            rec.after = {"output_version": target}
+    except HandOver as wait:
+        return waits.Waiting(wait.pending)
+    return waits.ended(rec, {**plan, "dry_run": False, "operation_id": rec.id})

@@ -28,12 +28,14 @@ from pathlib import Path
 from typing import Any
 
 from streamops.app.checkpoint import checkpoint_dir
+from streamops.app.context import AppContext
 from streamops.app.outputs import check_version
 from streamops.checkpoints import compact as cc
 from streamops.checkpoints import layout
 from streamops.exceptions import StreamopsError, UsageError
 from streamops.ledger import Ledger
-from streamops.lifecycle import driver
+from streamops.ledger.store import HandOver, OperationRecord
+from streamops.lifecycle import driver, waits
 from streamops.lifecycle.replace import Replacement, aside_dir, may_replace_checkpoint
 from streamops.lifecycle.topic_copies import recreate_changelog, save_topics
 from streamops.reset.targets import TP, PartitionMove, ResetTarget, resolve
@@ -130,53 +132,71 @@ def reset_plan(settings: Settings, spec: AppSpec, ledger: Ledger, target: ResetT
 
 
 # -- execution -------------------------------------------------------------------------------------
-def reset(settings: Settings, spec: AppSpec, ledger: Ledger, target: ResetTarget, *, state: str = "wipe",
-          force: bool = False, output_version: str | None = None, dry_run: bool = False, stop_first: bool = False,
-          who: str | None = None, timeout: float = 300.0,
-          progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
-    """Reset the app's input offsets and state (see module docstring)."""
+def reset(settings: Settings, spec: AppSpec, ledger: Ledger, target: ResetTarget, **kwargs: Any) -> dict[str, Any]:
+    """``reset_step`` advanced to its end in this process (the CLI)."""
+    return waits.wait_here(ledger, lambda resume: reset_step(settings, spec, ledger, target, resume=resume, **kwargs),
+                           waits.convergence(AppContext(settings, spec, ledger)))
+
+
+def reset_step(settings: Settings, spec: AppSpec, ledger: Ledger, target: ResetTarget, *, state: str = "wipe",
+               force: bool = False, output_version: str | None = None, dry_run: bool = False,
+               stop_first: bool = False, who: str | None = None, timeout: float = 300.0, resume: int | None = None,
+               progress: Callable[[str], None] = lambda _m: None) -> waits.Step:
+    """Reset the app's input offsets and state (see module docstring; ``lifecycle.waits``). A
+    running app is planned again once it stopped (the step resumed after the wait)."""
     plan = reset_plan(settings, spec, ledger, target, state=state, force=force, output_version=output_version)
     if dry_run:
-        return {**plan, "dry_run": True}
+        return waits.Done({**plan, "dry_run": True})
     may_replace_checkpoint(settings, spec, running=plan["running"], stop_first=stop_first, what="a reset")
     ckpt = checkpoint_dir(settings, spec)
     before = {"batch": plan["batch_id"], "offsets": {f"{t}/{p}": o for (t, p), o in layout.next_offsets(ckpt).items()},
               "output_version": plan["output_version_before"]}
-    with ledger.operation(spec.name, "reset", {**plan["params"], "state": state, "output_version": output_version},
-                          who=who, before=before) as rec:
-        t0 = time.monotonic()
-        with Replacement(settings, spec, ledger, rec.op, running=plan["running"], who=who, timeout=timeout,
-                         progress=progress) as swap:
-            parallelism = swap.stop()
-            if plan["running"]:  # batches committed while stopping: plan again from where it stopped
-                plan = {**reset_plan(settings, spec, ledger, target, state=state, force=force,
-                                     output_version=output_version), "running": True}
-            moves = {(o["topic"], o["partition"]): o["target"] for o in plan["offsets"]}
-            targets = {t: {str(p): o for (tt, p), o in moves.items() if tt == t} for t, _p in moves}
-            aside = swap.aside
-            aside.mkdir(parents=True)
-            saved = save_topics(settings, spec, aside, progress=progress,
-                                output=plan["output_topic_before"] if not output_version else None)
-            swap.step("saved", folder=str(aside), saved=saved)
-            if state == "wipe":
-                swap.set_aside(aside / "checkpoint")
-                swap.step("install", start=targets)
-                layout.write_start_offsets(ckpt, targets)
-                swap.step("changelog-recreate", topic=spec.changelog_topic)
-                progress(f"{spec.name}: recreating {spec.changelog_topic} empty ...")
-                recreate_changelog(settings, spec)
-                marker = swap.rewind(-1)
-            else:
-                swap.copy_aside(aside / "checkpoint")
-                retarget_batch(ckpt, plan["batch_id"], targets)
-                marker = swap.rewind(plan["batch_id"])
-            if output_version:
-                swap.step("output-version", before=plan["output_version_before"], after=output_version)
-                ledger.set_output_version(spec.name, output_version, who=who, op=rec.op)
-            swap.restart(parallelism, batch_before=-1 if state == "wipe" else plan["batch_id"])
-        rec.after = {"offsets": {f"{t}/{p}": o for (t, p), o in moves.items()}, "state": state,
-                     "aside": str(aside), "saved": saved, "output_version": plan["output_version_after"],
-                     "rewind_marker": marker}
+    try:
+        with ledger.operation(spec.name, "reset", {**plan["params"], "state": state, "output_version": output_version},
+                              who=who, before=before, resume=resume) as rec:
+            out = _reset(settings, spec, ledger, rec, plan, state=state, output_version=output_version, who=who,
+                         timeout=timeout, progress=progress)
+    except HandOver as wait:
+        return waits.Waiting(wait.pending)
+    return waits.ended(rec, out)
+
+
+def _reset(settings: Settings, spec: AppSpec, ledger: Ledger, rec: OperationRecord, plan: dict[str, Any], *,
+           state: str, output_version: str | None, who: str | None, timeout: float,
+           progress: Callable[[str], None]) -> dict[str, Any]:
+    """The reset inside its operation (``rec.after`` set); the reset's result."""
+    t0 = time.monotonic()
+    ckpt = checkpoint_dir(settings, spec)
+    with Replacement(settings, spec, ledger, rec, running=plan["running"], who=who, timeout=timeout,
+                     progress=progress) as swap:
+        parallelism = swap.stop()  # a running app: handed over, and planned again when resumed
+        plan = {**plan, "running": swap.running}
+        moves = {(o["topic"], o["partition"]): o["target"] for o in plan["offsets"]}
+        targets = {t: {str(p): o for (tt, p), o in moves.items() if tt == t} for t, _p in moves}
+        aside = swap.aside
+        aside.mkdir(parents=True)
+        saved = save_topics(settings, spec, aside, progress=progress,
+                            output=plan["output_topic_before"] if not output_version else None)
+        swap.step("saved", folder=str(aside), saved=saved)
+        if state == "wipe":
+            swap.set_aside(aside / "checkpoint")
+            swap.step("install", start=targets)
+            layout.write_start_offsets(ckpt, targets)
+            swap.step("changelog-recreate", topic=spec.changelog_topic)
+            progress(f"{spec.name}: recreating {spec.changelog_topic} empty ...")
+            recreate_changelog(settings, spec)
+            marker = swap.rewind(-1)
+        else:
+            swap.copy_aside(aside / "checkpoint")
+            retarget_batch(ckpt, plan["batch_id"], targets)
+            marker = swap.rewind(plan["batch_id"])
+        if output_version:
+            swap.step("output-version", before=plan["output_version_before"], after=output_version)
+            ledger.set_output_version(spec.name, output_version, who=who, op=rec.op)
+        swap.restart(parallelism, batch_before=-1 if state == "wipe" else plan["batch_id"])
+    rec.after = {"offsets": {f"{t}/{p}": o for (t, p), o in moves.items()}, "state": state,
+                 "aside": str(aside), "saved": saved, "output_version": plan["output_version_after"],
+                 "rewind_marker": marker}
     return {**plan, "dry_run": False, "operation_id": rec.id, "aside": str(aside), "saved": saved,
             "seconds": round(time.monotonic() - t0, 1)}
 
@@ -215,7 +235,14 @@ def undo_plan(settings: Settings, spec: AppSpec, ledger: Ledger, op_id: int) -> 
 
 
 def undo(settings: Settings, spec: AppSpec, ledger: Ledger, op_id: int, **kwargs: Any) -> dict[str, Any]:
-    """``lifecycle.undo.undo`` (``reset --undo OP``, the Airflow reset operator's ``undo`` target)."""
+    """``lifecycle.undo.undo`` (``reset --undo OP``)."""
     from streamops.lifecycle.undo import undo as run
 
     return run(settings, spec, ledger, op_id, **kwargs)
+
+
+def undo_step(settings: Settings, spec: AppSpec, ledger: Ledger, op_id: int, **kwargs: Any) -> waits.Step:
+    """``lifecycle.undo.undo_step`` (the Airflow reset operator's ``undo`` target)."""
+    from streamops.lifecycle.undo import undo_step as step
+
+    return step(settings, spec, ledger, op_id, **kwargs)

@@ -4,7 +4,7 @@ go to the triggerer, so a worker slot is held only while the core works."""
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import Any, NoReturn
 
 from airflow.exceptions import AirflowException
 from airflow.sdk import BaseOperator
@@ -13,10 +13,12 @@ from airflow.sdk import BaseOperator
 class HandsOffWaits(BaseOperator):
     """Base of the long operations: the waits for a running app to stop and to run again
     (``LedgerConvergenceTrigger``) and for a reprocess run's driver (``ReprocessRunTrigger``) are
-    handed to the triggerer (``streamops.ledger.handoff``), so no worker slot is held meanwhile.
-    Subclasses give ``run_core`` (the core call) and ``report`` (the log lines of its result)."""
+    handed to the triggerer (``streamops.lifecycle.waits``), so no worker slot is held meanwhile.
+    Subclasses give ``run_core`` (the core's step function, advanced from ``resume``) and
+    ``report`` (the log lines of its result)."""
 
-    def run_core(self, context: Any) -> dict[str, Any]:
+    def run_core(self, context: Any, resume: int | None) -> Any:
+        """The operation's step (``waits.Step``): ``Done``, or ``Waiting`` for the triggerer."""
         raise NotImplementedError
 
     def report(self, out: dict[str, Any]) -> None:
@@ -26,24 +28,21 @@ class HandsOffWaits(BaseOperator):
         return self._attempt(context, resume=None)
 
     def _attempt(self, context: Any, resume: int | None) -> dict[str, Any]:
-        from streamops.ledger.handoff import OperationDeferred, deferrable
+        from streamops.lifecycle.waits import Waiting
 
-        try:
-            with deferrable(resume=resume) as mode:
-                out = self.run_core(context)
-        except OperationDeferred as waiting:
-            self.log.info("operation #%s: %s; deferring until it has", waiting.pending["operation_id"],
-                          "the run's driver started" if waiting.pending["kind"] == "reprocess" else
-                          "the app stops at a batch boundary")
-            self._defer(waiting.pending, "resume_after_wait", {})
-        if not mode.handed_off:
-            self.report(out)
-            return out
-        (op_id, pending), = mode.handed_off.items()
-        self.log.info("operation #%s: the app starts again; deferring until its first batch", op_id)
-        self._defer(pending, "finish_after_restart", {"result": out})
+        got = self.run_core(context, resume)
+        if not isinstance(got, Waiting):
+            self.report(got.result)
+            return got.result
+        if got.last:
+            self.log.info("operation #%s: the app starts again; deferring until its first batch", got.operation_id)
+            self._defer(got.pending, "finish_after_restart", {"result": got.result})
+        self.log.info("operation #%s: %s; deferring until it has", got.operation_id,
+                      "the run's driver started" if got.pending["kind"] == "reprocess" else
+                      "the app stops at a batch boundary")
+        self._defer(got.pending, "resume_after_wait", {})
 
-    def _defer(self, pending: dict[str, Any], method: str, kwargs: dict[str, Any]) -> None:
+    def _defer(self, pending: dict[str, Any], method: str, kwargs: dict[str, Any]) -> NoReturn:
         import time
 
         from streamops_airflow.triggers import LedgerConvergenceTrigger, ReprocessRunTrigger

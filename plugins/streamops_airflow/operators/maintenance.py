@@ -59,15 +59,16 @@ class RebuildStateOperator(HandsOffWaits):
         self.app, self.state_partitions, self.dry_run = app, state_partitions, dry_run
         self.stop_first, self.timeout_s = stop_first, timeout_s
 
-    def run_core(self, context: Any) -> dict[str, Any]:
-        from streamops.lifecycle.maintenance import rebuild_state
+    def run_core(self, context: Any, resume: int | None) -> Any:
+        from streamops.lifecycle.maintenance import rebuild_state_step
 
         with app_session(self.app, "rebuild-state") as ctx:
             settings, spec, ledger = ctx.settings, ctx.spec, ctx.ledger
-            return rebuild_state(settings, spec, ledger, state_partitions=as_int(self.state_partitions,
-                                                                                "state_partitions"),
-                                 dry_run=as_bool(self.dry_run), stop_first=as_bool(self.stop_first),
-                                 who=requested_by(context), timeout=float(self.timeout_s), progress=self.log.info)
+            return rebuild_state_step(settings, spec, ledger,
+                                      state_partitions=as_int(self.state_partitions, "state_partitions"),
+                                      dry_run=as_bool(self.dry_run), stop_first=as_bool(self.stop_first),
+                                      who=requested_by(context), timeout=float(self.timeout_s), resume=resume,
+                                      progress=self.log.info)
 
     def report(self, out: dict[str, Any]) -> None:
         for o in out["offsets"]:

@@ -21,13 +21,14 @@ class PromoteOperator(HandsOffWaits):
         super().__init__(**kwargs)
         self.app, self.output_version, self.dry_run, self.timeout_s = app, output_version, dry_run, timeout_s
 
-    def run_core(self, context: Any) -> dict[str, Any]:
-        from streamops.reset.reprocess import promote
+    def run_core(self, context: Any, resume: int | None) -> Any:
+        from streamops.reset.reprocess import promote_step
 
         with app_session(self.app, "promote") as ctx:
             settings, spec, ledger = ctx.settings, ctx.spec, ctx.ledger
-            return promote(settings, spec, ledger, str(self.output_version), dry_run=as_bool(self.dry_run),
-                           who=requested_by(context), timeout=float(self.timeout_s), progress=self.log.info)
+            return promote_step(settings, spec, ledger, str(self.output_version), dry_run=as_bool(self.dry_run),
+                                who=requested_by(context), timeout=float(self.timeout_s), resume=resume,
+                                progress=self.log.info)
 
     def report(self, out: dict[str, Any]) -> None:
         for a in out["actions"]:
@@ -48,12 +49,11 @@ class ReprocessOperator(HandsOffWaits):
         self.app, self.frm, self.to, self.output_version = app, frm, to, output_version
         self.master, self.dry_run, self.timeout_s = master, dry_run, timeout_s
 
-    def run_core(self, context: Any) -> dict[str, Any]:
+    def run_core(self, context: Any, resume: int | None) -> Any:
         from airflow.sdk.exceptions import AirflowSkipException
 
-        from streamops.ledger import handoff
         from streamops.ledger.store import OperationInProgress
-        from streamops.reset.reprocess import reprocess, settle_lost_run, waiting_run
+        from streamops.reset.reprocess import reprocess_step, settle_lost_run, waiting_run
 
         run_type = str(getattr(context.get("dag_run"), "run_type", "") or "")
         if run_type.lower().endswith("scheduled"):
@@ -64,16 +64,16 @@ class ReprocessOperator(HandsOffWaits):
             settings, spec, ledger = ctx.settings, ctx.spec, ctx.ledger
             version = as_text(self.output_version) or spec.reprocess.output_version
 
-            def run() -> dict[str, Any]:
-                return reprocess(settings, spec, ledger, frm=frm, to=to, output_version=version,
-                                 dry_run=as_bool(self.dry_run), master=as_text(self.master),
-                                 who=requested_by(context), timeout=float(self.timeout_s), progress=self.log.info)
+            def run() -> Any:
+                return reprocess_step(settings, spec, ledger, frm=frm, to=to, output_version=version,
+                                      dry_run=as_bool(self.dry_run), master=as_text(self.master),
+                                      who=requested_by(context), timeout=float(self.timeout_s), resume=resume,
+                                      progress=self.log.info)
 
             try:
                 return run()
             except OperationInProgress:
-                mode = handoff.current()
-                if mode is None or mode.resume is not None:  # a resume takes back its own operation
+                if resume is not None:  # a resume takes back its own operation
                     raise
                 lost = self._lost_waiter(context, waiting_run(ledger, spec, version))
                 if lost is None:

@@ -53,7 +53,7 @@ class ResetOperator(HandsOffWaits):
         except ValueError:
             raise UsageError(f"target {kind} needs an integer value, got {value!r}") from None
 
-    def run_core(self, context: Any) -> dict[str, Any]:
+    def run_core(self, context: Any, resume: int | None) -> Any:
         from streamops.reset import tool
         from streamops.reset.targets import make_target
 
@@ -61,15 +61,14 @@ class ResetOperator(HandsOffWaits):
             settings, spec, ledger = ctx.settings, ctx.spec, ctx.ledger
             target = self._target()
             common = {"dry_run": as_bool(self.dry_run), "stop_first": as_bool(self.stop_first),
-                      "who": requested_by(context), "timeout": float(self.timeout_s), "progress": self.log.info}
+                      "who": requested_by(context), "timeout": float(self.timeout_s), "resume": resume,
+                      "progress": self.log.info}
             if str(self.target) == "undo":
-                out = tool.undo(settings, spec, ledger, target, **common)
-            else:
-                if str(self.target) == "shift_by":
-                    target = make_target(shift_by=target)
-                out = tool.reset(settings, spec, ledger, target, state=str(self.state), force=as_bool(self.force),
-                                 output_version=as_text(self.output_version), **common)
-        return out
+                return tool.undo_step(settings, spec, ledger, target, **common)
+            if str(self.target) == "shift_by":
+                target = make_target(shift_by=target)
+            return tool.reset_step(settings, spec, ledger, target, state=str(self.state), force=as_bool(self.force),
+                                   output_version=as_text(self.output_version), **common)
 
     def report(self, out: dict[str, Any]) -> None:
         for o in out["offsets"]:

@@ -46,13 +46,14 @@ class RestoreOperator(HandsOffWaits):
         super().__init__(**kwargs)
         self.app, self.savepoint, self.dry_run, self.timeout_s = app, savepoint, dry_run, timeout_s
 
-    def run_core(self, context: Any) -> dict[str, Any]:
-        from streamops.lifecycle.savepoints import restore
+    def run_core(self, context: Any, resume: int | None) -> Any:
+        from streamops.lifecycle.savepoints import restore_step
 
         with app_session(self.app, "restore") as ctx:
             settings, spec, ledger = ctx.settings, ctx.spec, ctx.ledger
-            return restore(settings, spec, ledger, str(self.savepoint), dry_run=as_bool(self.dry_run),
-                           who=requested_by(context), timeout=float(self.timeout_s), progress=self.log.info)
+            return restore_step(settings, spec, ledger, str(self.savepoint), dry_run=as_bool(self.dry_run),
+                                who=requested_by(context), timeout=float(self.timeout_s), resume=resume,
+                                progress=self.log.info)
 
     def report(self, out: dict[str, Any]) -> None:
         for p in out["offsets"]:

@@ -172,7 +172,7 @@ def test_a_batch_commit_and_a_dlq_record_each_start_a_dag_run(deployed) -> None:
 
 
 def test_a_stop_first_rebuild_holds_no_worker_slot_while_the_app_stops_and_starts(deployed) -> None:
-    """The rebuild task defers (``ledger.handoff``) while the running app stops and again while it
+    """The rebuild task defers (``lifecycle.waits``) while the running app stops and again while it
     starts; the operation is one ledger entry, resumed between the waits, and the app is exact after
     it. (A reprocess task deferring while its run's driver runs: test_airflow_backfill.)"""
     s, token, app = deployed

@@ -6,6 +6,7 @@ import json
 import time
 
 from streamops.ledger import Ledger
+from streamops.ledger.store import OperationRecord
 from streamops.lifecycle.replace import Replacement
 from streamops.settings import Settings
 from streamops.spec import AppSpec
@@ -33,7 +34,7 @@ def test_an_app_stopped_by_an_operation_that_died_runs_again_after_the_next_one(
         ledger.finish(dead, "failed", error="abandoned")
         for previous_running, expected in ((False, True), (True, True)):
             op = ledger.begin("app1", "reset", who="t")
-            with Replacement(settings, SPEC, ledger, op, running=previous_running, who="t", timeout=5,
+            with Replacement(settings, SPEC, ledger, OperationRecord(op), running=previous_running, who="t", timeout=5,
                              abort_open=no_broker) as swap:
                 assert swap.stop() == 3 and swap.running is expected
             assert ledger.get_operation(op.id)["journal"][0]["was_running"] is True
@@ -41,7 +42,7 @@ def test_an_app_stopped_by_an_operation_that_died_runs_again_after_the_next_one(
         # an app its operator stopped stays stopped
         ledger.set_desired("app1", status="stopped", parallelism=3)
         op = ledger.begin("app1", "reset", who="t")
-        with Replacement(settings, SPEC, ledger, op, running=False, who="t", timeout=5, abort_open=no_broker) as swap:
+        with Replacement(settings, SPEC, ledger, OperationRecord(op), running=False, who="t", timeout=5, abort_open=no_broker) as swap:
             swap.stop()
             assert swap.running is False
         ledger.finish(op, "succeeded")
