@@ -36,9 +36,9 @@ KAFKA_CONN_ID = "streamops_kafka"
 
 @cache
 def _settings():
-    from streamops.settings import Settings
+    from streamops_airflow.hooks import StreamopsHook
 
-    return Settings.from_env()
+    return StreamopsHook().settings
 
 
 def _spec(app: str, spec: Any = None):

@@ -131,14 +131,14 @@ class AppWatchTrigger(_Serialized, BaseTrigger):
 
         from streamops.app.dir import AppDir
         from streamops.app.outputs import load_live_spec
-        from streamops.ledger import Ledger
         from streamops.observe.alerts import check, new_alerts
-        from streamops.settings import Settings
+        from streamops_airflow.hooks import StreamopsHook
 
         started = time.monotonic()
         since = datetime.fromisoformat(self.since_iso)
-        settings = Settings.from_env()
-        ledger = await asyncio.to_thread(Ledger.open, settings.ledger_db_url)
+        hook = StreamopsHook()
+        settings = hook.settings
+        ledger = await asyncio.to_thread(hook.get_conn)
         state = AppDir.of(settings, self.app).alerts
         try:
             while True:
@@ -169,10 +169,10 @@ class BatchCommitTrigger(_Serialized, BaseEventTrigger):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         from streamops.observe import events
-        from streamops.settings import Settings
         from streamops.specfile import open_spec_file
+        from streamops_airflow.hooks import StreamopsHook
 
-        settings = Settings.from_env()
+        settings = StreamopsHook().settings
         spec_file = await asyncio.to_thread(open_spec_file, settings.repo, settings.state_dir)
         after = await asyncio.to_thread(events.start_cursor, settings, self.app)
         last_event = 0.0
@@ -213,9 +213,9 @@ class DlqRecordsTrigger(_Serialized, BaseEventTrigger):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         from streamops.observe.dlq import new_records
-        from streamops.settings import Settings
+        from streamops_airflow.hooks import StreamopsHook
 
-        settings = Settings.from_env()
+        settings = StreamopsHook().settings
         fired: dict[int, int] = {}  # partition -> end offset an event was fired for
         last_event = 0.0
         while True:

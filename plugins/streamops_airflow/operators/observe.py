@@ -80,12 +80,12 @@ class DlqSummaryOperator(BaseOperator):
 
     def _apps(self, triggered: list[str]) -> list[str]:
         """The apps asked for, else those whose DLQ asset triggered the run, else every app."""
-        from streamops.settings import Settings
         from streamops.specfile import open_spec_file
+        from streamops_airflow.hooks import StreamopsHook
 
         if self.apps not in (None, "", "None", []):
             return [self.apps] if isinstance(self.apps, str) else list(self.apps)
         if triggered:
             return sorted(set(triggered))
-        settings = Settings.from_env()
+        settings = StreamopsHook().settings
         return sorted(open_spec_file(settings.repo, settings.state_dir).specs)
