@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from streamops.exceptions import ConfigError
+from streamops.kafka.config import KafkaConfig
 from streamops.kafka.properties import (
     JAAS_USERNAME,
     java_properties,
@@ -294,3 +295,16 @@ def describe(bootstrap: str, renderings: bool = False) -> dict[str, Any]:
                    else dict(app[1]) if app else {})
         out.update(properties=mask(written), librdkafka=mask(librdkafka(props)), spark=mask(spark_options(props)))
     return out
+
+
+def kafka_config(settings: Settings, spec: Any = None) -> KafkaConfig:
+    """The configuration of the platform's clients (``spec`` None) or of ``spec``'s (its ``kafka``
+    overrides merged over the platform's defaults), validated and resolved now: a ``ConfigError``
+    names the property (never a secret)."""
+    app = None if spec is None else spec.name
+    overrides = dict(getattr(spec, "kafka", None) or {})
+    written = app_properties(settings, app, overrides)
+    source = defaults_source(settings)
+    where = f"apps.{app}.kafka" if overrides else str(source or "the Kafka client properties")
+    return KafkaConfig(settings.kafka_bootstrap, resolve(written, where), app, tuple(sorted(overrides)), source,
+                       written, embedded=source is not None and source == embedded_client_properties(settings))

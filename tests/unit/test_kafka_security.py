@@ -14,12 +14,14 @@ import pytest
 
 from streamops.exceptions import ConfigError
 from streamops.kafka import properties, security
+from streamops.kafka.config import KafkaConfig
 from streamops.settings import Settings
 from streamops.spec import AppSpec, parse_specs
 
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
 PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SECRET = "s3cr3t-Pa55word"
+MASK_JAAS = f'password="{properties.MASK}"'
 
 
 def _settings(tmp_path: Path, **kw) -> Settings:
@@ -260,6 +262,62 @@ def test_a_client_uses_the_platform_defaults_and_the_apps_overrides(tmp_path: Pa
     with pytest.raises(ConfigError, match=r"apps\.app1\.kafka \(merged over the platform's defaults\): "
                                           r"sasl\.mechanism='GSSAPI'"):
         security.use_app(bad, s)
+
+
+def _two_apps(tmp_path: Path) -> tuple[Settings, AppSpec, AppSpec]:
+    """A platform (user streamops) and two apps, each logging in as a SCRAM user of its own."""
+    defaults = tmp_path / "client.properties"
+    defaults.write_text(properties.java_properties(_sasl_ssl()))
+    specs = []
+    for name in ("orders", "payments"):
+        (tmp_path / f"{name}.pw").write_text(f"{name}-{SECRET}")
+        specs.append(AppSpec.model_validate({**_spec({"sasl.jaas.config": f'{SCRAM} required username="{name}" '
+                                                      f'password="${{file:{tmp_path}/{name}.pw}}";'}), "name": name}))
+    return _settings(tmp_path, kafka_client_properties=defaults), specs[0], specs[1]
+
+
+def test_two_apps_in_one_process_each_give_their_clients_their_own_properties(tmp_path: Path) -> None:
+    """What the ContextVar used to guarantee for two Airflow tasks in one worker: a client is
+    made with the configuration it is handed, whatever else this process made, in any thread."""
+    import threading
+
+    s, orders, payments = _two_apps(tmp_path)
+    a, b = security.kafka_config(s, orders), security.kafka_config(s, payments)
+    assert (a.app, a.overrides, b.app, b.overrides) == ("orders", ("sasl.jaas.config",),
+                                                        "payments", ("sasl.jaas.config",))
+    seen: dict[str, list[tuple[str, str]]] = {"orders": [], "payments": []}
+
+    def make_clients(kafka: KafkaConfig) -> None:
+        for _ in range(200):  # interleaved with the other app's, in another thread
+            conf = kafka.librdkafka()
+            seen[kafka.app].append((conf["sasl.username"], conf["sasl.password"]))
+
+    threads = [threading.Thread(target=make_clients, args=(k,)) for k in (a, b, a, b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert set(seen["orders"]) == {("orders", f"orders-{SECRET}")} and len(seen["orders"]) == 400
+    assert set(seen["payments"]) == {("payments", f"payments-{SECRET}")} and len(seen["payments"]) == 400
+    assert a.bootstrap == s.kafka_bootstrap
+    assert a.librdkafka()["ssl.ca.location"] == "/etc/kafka/ca.pem"  # the platform's defaults under the override
+    assert 'username="payments" password="payments-' in b.spark_options()["kafka.sasl.jaas.config"]
+    assert security.kafka_config(s).librdkafka()["sasl.username"] == "app"  # the platform's: untouched
+    msg = b.refusal_message("SASL authentication error: Authentication failed")
+    assert f"apps.payments.kafka in the spec file over the platform's defaults {s.kafka_client_properties}" in msg
+
+
+def test_a_configuration_prints_no_secret(tmp_path: Path) -> None:
+    s, orders, _ = _two_apps(tmp_path)
+    kafka = security.kafka_config(s, orders)
+    assert kafka.properties["sasl.jaas.config"].endswith(f'password="orders-{SECRET}";')  # resolved inside
+    for shown in (repr(kafka), str(kafka), f"{kafka}", repr([kafka]), repr({"k": kafka}),
+                  repr(security.kafka_config(s)), str(kafka.describe(renderings=True))):
+        assert SECRET not in shown, shown
+    assert 'password="******"' in repr(kafka) and "orders" in repr(kafka) and s.kafka_bootstrap in repr(kafka)
+    # secrets written in the platform's file (not references) are masked too
+    assert f'password="{SECRET}"' in (tmp_path / "client.properties").read_text()
+    assert SECRET not in repr(security.kafka_config(s)) and MASK_JAAS in repr(security.kafka_config(s))
 
 
 def test_a_process_the_platform_started_finds_its_settings_in_the_environment(tmp_path: Path, monkeypatch) -> None:
