@@ -28,6 +28,8 @@ from streamops.checkpoints import compact as cc
 from streamops.checkpoints import layout
 from streamops.exceptions import StreamopsError, UsageError
 from streamops.host.locks import LockHeld
+from streamops.kafka.config import KafkaConfig
+from streamops.kafka.security import kafka_config
 from streamops.ledger import Ledger
 from streamops.lifecycle import driver
 from streamops.lifecycle.replace import Replacement, aside_dir, may_replace_checkpoint
@@ -153,22 +155,23 @@ def _install_snapshots(spark, query: JobQuery, plan: cc.Plan, batch: int, tmp: P
 
 
 # -- rebuild-state -----------------------------------------------------------------------------------
-def _input_offsets(settings: Settings, spec: AppSpec, marker: dict) -> dict[str, dict[str, int]]:
+def _input_offsets(kafka: KafkaConfig, spec: AppSpec, marker: dict) -> dict[str, dict[str, int]]:
     """The input the changelog reflects, for every partition of the input topics."""
     from streamops.kafka.admin import partitions
 
     ends = marker.get("input_end") or marker.get("emitted_until") or {}
-    return {t: {str(p): int(ends.get(t, {}).get(str(p), 0)) for p in partitions(settings.kafka_bootstrap, t)}
+    return {t: {str(p): int(ends.get(t, {}).get(str(p), 0)) for p in partitions(kafka, t)}
             for t in spec.input_topics}
 
 
-def rebuild_plan(settings: Settings, spec: AppSpec, ledger: Ledger, *, state_partitions: int | None = None,
-                 changelog: dict[str, bytes] | None = None) -> dict[str, Any]:
+def rebuild_plan(settings: Settings, spec: AppSpec, ledger: Ledger, *, kafka: KafkaConfig,
+                 state_partitions: int | None = None, changelog: dict[str, bytes] | None = None) -> dict[str, Any]:
+    """What rebuild-state would do (``kafka``: the app's client configuration); changes nothing."""
     from streamops.app.marker import last_marker
 
     if state_partitions is not None and not 1 <= state_partitions <= 200:
         raise UsageError(f"--state-partitions must be within 1..200, got {state_partitions}")
-    marker = last_marker(settings.kafka_bootstrap, spec.commits_topic, spec.name)
+    marker = last_marker(kafka, spec.commits_topic, spec.name)
     if not marker:
         raise NothingToMaintain(f"{spec.name}: no batch marker on {spec.commits_topic}: nothing was committed, "
                                 f"there is no changelog to rebuild from")
@@ -178,7 +181,7 @@ def rebuild_plan(settings: Settings, spec: AppSpec, ledger: Ledger, *, state_par
     ckpt = checkpoint_dir(settings, spec)
     current_parts = len(cc.partitions(ckpt)) or None
     n = state_partitions or current_parts or spec.state_partitions
-    start = _input_offsets(settings, spec, marker)
+    start = _input_offsets(kafka, spec, marker)
     committed = {t: {str(p): o for p, o in ps.items()} for t, ps in layout.committed_offsets(ckpt).items()}
     offsets = [{"topic": t, "partition": int(p), "checkpoint": committed.get(t, {}).get(p), "start_at": o}
                for t, ps in start.items() for p, o in sorted(ps.items(), key=lambda kv: int(kv[0]))]
@@ -213,12 +216,12 @@ class ForeignChangelogKeyError(StreamopsError):
     """
 
 
-def read_changelog(settings: Settings, spec: AppSpec) -> dict[str, bytes]:
+def read_changelog(kafka: KafkaConfig, spec: AppSpec) -> dict[str, bytes]:
     """The changelog's latest value per key; keys exactly as the job's committer wrote them."""
     from streamops.kafka.read import latest_per_key
 
     out: dict[str, bytes] = {}
-    for key, value in latest_per_key(settings.kafka_bootstrap, spec.changelog_topic, decode=lambda v: v,
+    for key, value in latest_per_key(kafka, spec.changelog_topic, decode=lambda v: v,
                                      raw_keys=True, past_open_transactions=True).items():
         try:
             out[key.decode("utf-8")] = value
@@ -245,9 +248,10 @@ def rebuild_state(settings: Settings, spec: AppSpec, ledger: Ledger, *, state_pa
                   dry_run: bool = False, stop_first: bool = False, who: str | None = None, timeout: float = 300.0,
                   spark=None, progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
     """Build a new checkpoint from the changelog topic (see module docstring)."""
-    plan = rebuild_plan(settings, spec, ledger, state_partitions=state_partitions)
+    kafka = kafka_config(settings, spec)  # until this takes an AppContext: its clients' configuration
+    plan = rebuild_plan(settings, spec, ledger, kafka=kafka, state_partitions=state_partitions)
     if dry_run:
-        plan["changelog_keys"] = len(read_changelog(settings, spec))
+        plan["changelog_keys"] = len(read_changelog(kafka, spec))
         return {**plan, "dry_run": True}
     may_replace_checkpoint(settings, spec, running=plan["running"], stop_first=stop_first, what="rebuild-state")
     query = JobQuery.for_spec(spec, settings.repo)
@@ -257,13 +261,13 @@ def rebuild_state(settings: Settings, spec: AppSpec, ledger: Ledger, *, state_pa
                           before={"batch": plan["checkpoint_batch"], "state_partitions": plan["state_partitions_before"],
                                   "marker_batch": plan["marker_batch"]}) as rec:
         t0 = time.monotonic()
-        with Replacement(settings, spec, ledger, rec.op, running=plan["running"], who=who, timeout=timeout,
-                         progress=progress) as swap:
+        with Replacement(settings, spec, ledger, rec.op, kafka=kafka, running=plan["running"], who=who,
+                         timeout=timeout, progress=progress) as swap:
             parallelism = swap.stop()
             if plan["running"]:  # the stop committed more batches: plan again from where it stopped
-                plan = {**rebuild_plan(settings, spec, ledger, state_partitions=n), "running": True}
+                plan = {**rebuild_plan(settings, spec, ledger, kafka=kafka, state_partitions=n), "running": True}
             progress(f"{spec.name}: reading {spec.changelog_topic} ...")
-            latest = read_changelog(settings, spec)
+            latest = read_changelog(kafka, spec)
             table = query.seed_table(decode_changelog(query.job_cls, latest))
             rows = table.num_rows
             own = spark is None

@@ -20,6 +20,7 @@ from streamops.app.checkpoint import checkpoint_dir
 from streamops.checkpoints import layout
 from streamops.checkpoints.lineage import checkpoint_id
 from streamops.checkpoints.savepoint import SavepointError, expired, install, snapshot, verify
+from streamops.kafka.security import kafka_config
 from streamops.ledger import Ledger
 from streamops.lifecycle import operations as ops
 from streamops.lifecycle.replace import Replacement, aside_dir
@@ -138,8 +139,8 @@ def restore(settings: Settings, spec: AppSpec, ledger: Ledger, savepoint_id: str
     with ledger.operation(spec.name, "restore", {"savepoint": savepoint_id}, who=who,
                           before={"batch": plan["current_batch"], "offsets": plan["offsets"]}) as rec:
         t0 = time.time()
-        with Replacement(settings, spec, ledger, rec.op, running=plan["restart"], who=who, timeout=timeout,
-                         progress=progress) as swap:
+        with Replacement(settings, spec, ledger, rec.op, kafka=kafka_config(settings, spec), running=plan["restart"],
+                         who=who, timeout=timeout, progress=progress) as swap:
             parallelism = swap.stop()
             sp = _find(ledger, spec, savepoint_id)
             verify(Path(sp["path"]), sp["sha256"])  # again: nothing may have changed since the plan

@@ -27,6 +27,7 @@ from typing import Any
 from streamops.app.checkpoint import checkpoint_dir
 from streamops.checkpoints import layout, lineage
 from streamops.exceptions import StreamopsError, UsageError
+from streamops.kafka.security import kafka_config
 from streamops.ledger import Ledger
 from streamops.lifecycle import driver
 from streamops.lifecycle import operations as ops
@@ -202,14 +203,14 @@ def undo(settings: Settings, spec: AppSpec, ledger: Ledger, op_id: int, *, dry_r
     if plan["restart"]:
         ops.require_supervisor(settings)
     done = read_done(ledger.get_operation(op_id) or {})
-    ckpt = checkpoint_dir(settings, spec)
+    ckpt, kafka = checkpoint_dir(settings, spec), kafka_config(settings, spec)  # kafka: until an AppContext
     with ledger.operation(spec.name, "undo", {"undo": op_id, "kind": plan["kind"]}, who=who,
                           before={"batch": plan["current_batch"], "output_version": ledger.output_version(spec.name)}
                           ) as rec:
         t0 = time.monotonic()
         written: dict[str, Any] = {}
-        with Replacement(settings, spec, ledger, rec.op, running=plan["restart"], who=who, timeout=timeout,
-                         progress=progress) as swap:
+        with Replacement(settings, spec, ledger, rec.op, kafka=kafka, running=plan["restart"], who=who,
+                         timeout=timeout, progress=progress) as swap:
             parallelism = swap.stop()
             if done.parallelism is not None and not plan["running"]:
                 parallelism = done.parallelism  # the size it ran at before the operation stopped it
@@ -218,7 +219,7 @@ def undo(settings: Settings, spec: AppSpec, ledger: Ledger, op_id: int, *, dry_r
             if done.changelog_recreated:  # kept, so that this undo can be undone too
                 output = done.saved.get("output", {}).get("topic")
                 swap.step("saved", folder=str(aside),
-                          saved=save_topics(settings, spec, aside, output=output, progress=progress,
+                          saved=save_topics(kafka, spec, aside, output=output, progress=progress,
                                             changelog_missing_ok=True))
             if done.checkpoint_before is not None:
                 swap.set_aside(aside / "checkpoint")
@@ -229,11 +230,11 @@ def undo(settings: Settings, spec: AppSpec, ledger: Ledger, op_id: int, *, dry_r
                 assert done.saved_in is not None
                 swap.step("changelog-recreate", topic=spec.changelog_topic)
                 progress(f"{spec.name}: recreating {spec.changelog_topic} from the saved copy ...")
-                recreate_changelog(settings, spec)
-                written["changelog"] = write_back(settings, done.saved_in / SAVED["changelog"], spec.changelog_topic,
+                recreate_changelog(kafka, spec)
+                written["changelog"] = write_back(kafka, done.saved_in / SAVED["changelog"], spec.changelog_topic,
                                                   tombstones=False)
                 if "output" in done.saved:
-                    written["output"] = write_back(settings, done.saved_in / SAVED["output"],
+                    written["output"] = write_back(kafka, done.saved_in / SAVED["output"],
                                                    done.saved["output"]["topic"], tombstones=True)
             version_now = ledger.output_version(spec.name)
             if plan["output_version_after"] != version_now:

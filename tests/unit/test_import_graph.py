@@ -218,9 +218,9 @@ def test_jobs_import_only_the_public_job_api() -> None:
                      + "\n".join(bad))
 
 
-#: shared state still to be wired in as values (issue 38: the Kafka client configuration as a value
-#: of the AppContext; one way to wait, the Airflow deferral in the plugin): remove an entry with it
-SHARED_STATE_TO_GO = {"streamops/kafka/security.py", "streamops/ledger/handoff.py"}
+#: shared state still to be wired in as values (issue 38: one way to wait, the Airflow deferral in
+#: the plugin): remove an entry with it
+SHARED_STATE_TO_GO = {"streamops/ledger/handoff.py"}
 
 
 def test_no_global_statement_and_no_contextvar_outside_the_app_context() -> None:

@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from streamops.kafka.config import KafkaConfig
 from streamops.ledger import Ledger, handoff
 from streamops.ledger.store import OperationInProgress
 from streamops.lifecycle import operations as ops
@@ -22,15 +23,20 @@ SPEC = AppSpec(name="app1", job="jobs.x", input_topics=("in",), output_topic="o"
                dlq_topic="d", input_partitions=6, state_partitions=4)
 
 
-def no_broker(_bootstrap: str, _app: str) -> None:
+#: the app's Kafka clients (none is made here)
+KAFKA = KafkaConfig.plaintext("127.0.0.1:1")
+
+
+def no_broker(_kafka: KafkaConfig, _app: str) -> None:
     """No broker here: there is no transaction to abort."""
 
 
 def operation(settings: Settings, ledger: Ledger) -> dict:
     """The shape of restore/reset/rebuild: stop, replace, restart, ``after``."""
     with ledger.operation("app1", "rebuild-state", {}, who="t") as rec, \
-            Replacement(settings, SPEC, ledger, rec.op, running=ledger.desired("app1")["status"] == "running",
-                        who="t", timeout=60, abort_open=no_broker) as swap:
+            Replacement(settings, SPEC, ledger, rec.op, kafka=KAFKA,
+                        running=ledger.desired("app1")["status"] == "running", who="t", timeout=60,
+                        abort_open=no_broker) as swap:
         parallelism = swap.stop()
         swap.step("install")
         swap.restart(parallelism, batch_before=0)
