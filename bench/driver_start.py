@@ -32,6 +32,7 @@ from jobs.demo.generator import generate
 from streamops.app.checkpoint import checkpoint_dir
 from streamops.kafka.admin import TopicSpec, ensure_topics
 from streamops.kafka.produce import produce
+from streamops.kafka.security import kafka_config
 from streamops.lifecycle.replace import rewind_marker
 from streamops.platform import manager
 from streamops.spec import default_spec_path, get_app, load_specs
@@ -44,7 +45,7 @@ def one_run(settings, spec, env: dict[str, str]) -> tuple[float, float]:
     shutil.rmtree(checkpoint_dir(settings, spec), ignore_errors=True)
     progress = settings.state_dir / "apps" / APP / "batches.jsonl"
     progress.unlink(missing_ok=True)
-    rewind_marker(settings, spec, -1)
+    rewind_marker(settings, spec, kafka_config(settings, spec), -1)
     t0 = time.monotonic()
     r = subprocess.run([sys.executable, "-m", "streamops.spark.driver", "--app", APP, "--master", "local[2]",
                         "--exit-at-end", "--max-offsets-per-trigger", "2500"], check=False, env=env,

@@ -107,11 +107,12 @@ def synthesize(settings, spec, keys: int) -> None:
     from streamops.app.topics import ensure_app_topics
     from streamops.job import JsonSerde
     from streamops.kafka.produce import produce
+    from streamops.kafka.security import kafka_config
 
     manager.down(settings, only=["kafka"])  # a clean broker per size: nothing left of the last one
     shutil.rmtree(settings.state_dir / "kafka", ignore_errors=True)
     manager.up(settings, only=["kafka"])
-    ensure_app_topics(settings, spec)
+    ensure_app_topics(kafka_config(settings, spec), spec)
 
     js, job = JsonSerde(), UserActivity()
 
@@ -128,9 +129,10 @@ def synthesize(settings, spec, keys: int) -> None:
 
 
 def _marker(settings, spec, batch_id: int) -> None:
+    from streamops.kafka.security import kafka_config
     from streamops.spark.commit import BatchCommitter
 
-    committer = BatchCommitter(settings.kafka_bootstrap, spec.name, spec.commits_topic)
+    committer = BatchCommitter(kafka_config(settings, spec), spec.name, spec.commits_topic)
     try:
         committer.commit(batch_id, [], input_end={t: {str(p): 0 for p in range(spec.input_partitions)}
                                                  for t in spec.input_topics})
@@ -141,6 +143,7 @@ def _marker(settings, spec, batch_id: int) -> None:
 def bench_keys(settings, spec, ledger, spark, keys: int, runs: int) -> dict[str, list[float]]:
     from streamops.app.checkpoint import checkpoint_dir
     from streamops.kafka.read import latest_per_key
+    from streamops.kafka.security import kafka_config
     from streamops.lifecycle.maintenance import rebuild_state
     from streamops.state.verify.run import verify
 
@@ -158,7 +161,7 @@ def bench_keys(settings, spec, ledger, spark, keys: int, runs: int) -> dict[str,
         out = rebuild_state(settings, spec, ledger, spark=spark)
         res["rebuild-state"].append(out["changelog_keys"] / (time.monotonic() - t0))
         t0 = time.monotonic()
-        report = verify(spec, settings, ledger=ledger, spark=spark)
+        report = verify(spec, settings, kafka_config(settings, spec), ledger=ledger, spark=spark)
         secs = time.monotonic() - t0
         res["verify"].append(keys / secs)
         ok = report.to_dict()["ok"]
@@ -188,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from streamops.app.topics import ensure_app_topics
+    from streamops.kafka.security import kafka_config
     from streamops.ledger import Ledger
     from streamops.spec import default_spec_path, get_app, load_specs
     from streamops.state.seed import seed_session
@@ -202,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         manager.up(settings, only=["kafka"])
         os.environ.update(settings.env())
         ledger = Ledger.open(settings.ledger_db_url)
-        ensure_app_topics(settings, spec)
+        ensure_app_topics(kafka_config(settings, spec), spec)
         spark = seed_session(settings, name="bench-maintenance")
         if not args.skip_compaction:
             comp_rows = bench_compaction(settings, spec, ledger, spark, args)

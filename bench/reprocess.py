@@ -50,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     from streamops.app.checkpoint import checkpoint_dir
     from streamops.app.topics import ensure_app_topics
     from streamops.kafka.produce import produce
+    from streamops.kafka.security import kafka_config
     from streamops.spec import default_spec_path, get_app, load_specs
 
     home = Path(tempfile.mkdtemp(prefix="bench-reprocess-"))
@@ -60,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         print(f"starting a broker in {home} ...", flush=True)
         manager.up(settings, only=["kafka"])
-        ensure_app_topics(settings, spec)
+        ensure_app_topics(kafka_config(settings, spec), spec)
         t0 = time.time()
         produce(settings.kafka_bootstrap, c.INPUT_TOPIC,
                 ((r.key, r.value) for r in generate_records(args.events, args.users, seed=7, bad_ratio=0.01)),

@@ -146,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from streamops.app.checkpoint import checkpoint_dir
     from streamops.app.context import AppContext
+    from streamops.kafka.security import kafka_config
     from streamops.ledger import Ledger
     from streamops.lifecycle import operations as ops
     from streamops.lifecycle.savepoints import take
@@ -166,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
 
         os.environ.update(settings.env())
         ledger = Ledger.open(settings.ledger_db_url)
-        ctx = AppContext(settings, spec, ledger)
+        ctx = AppContext(settings, spec, ledger, kafka_config(settings, spec))
         from streamops.kafka.admin import TopicSpec, ensure_topics
 
         ensure_topics(settings.kafka_bootstrap, [TopicSpec(name=c.INPUT_TOPIC, partitions=spec.input_partitions)])
@@ -258,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
             if layout.last_committed_batch(ckpt) != idle_batch:
                 print("note: a batch ran during the idle resizes", flush=True)
         ops.stop(ctx, timeout=300)
-        report = run_check(spec, settings)
+        report = run_check(spec, settings, ctx.kafka)
         lost = sum(d.summary()["missing"] for d in report.diffs)
         dup = sum(d.summary()["different"] + d.summary()["extra"] + d.summary()["duplicates"] for d in report.diffs)
         ledger.close()

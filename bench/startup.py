@@ -155,7 +155,7 @@ def deploy_app(settings, app: str, events: int) -> float:
 
     t0 = time.monotonic()
     produce_input(settings, app, events, seed=1)
-    with open_app(settings, app, kafka="process") as ctx:
+    with open_app(settings, app) as ctx:
         deploy(ctx, who="bench", timeout=300)
     return time.monotonic() - t0
 

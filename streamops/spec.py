@@ -24,7 +24,7 @@ def duration_seconds(text: str) -> float:
     return float(m.group(1)) * _UNITS[m.group(2)]
 
 
-#: a reference to a secret (``streamops.kafka.security`` resolves it when a client is made)
+#: a reference to a secret (``streamops.kafka.security.kafka_config`` resolves it when it builds a config)
 KAFKA_REFERENCE = re.compile(r"^\s*\$\{(file|env):[^}]*\}\s*$")
 _JAAS_PASSWORD = re.compile(r'password\s*=\s*"((?:[^"\\]|\\.)*)"')
 

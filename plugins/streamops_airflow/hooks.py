@@ -46,11 +46,11 @@ class StreamopsHook(BaseHook):
 
     @contextmanager
     def app_context(self, app: str, *, ledger: Ledger | None = None) -> Iterator[AppContext]:
-        """``app``'s context for the block; the Kafka clients made in it are the app's, and nothing
-        after it in the same worker inherits the app's credentials (``kafka="block"``)."""
+        """``app``'s context for the block; its Kafka clients are made with ``ctx.kafka`` (the app's
+        configuration, a value: nothing else in the same worker can pick up the app's credentials)."""
         from streamops.app.context import open_app
 
-        with open_app(self.settings, app, kafka="block", ledger=ledger) as ctx:
+        with open_app(self.settings, app, ledger=ledger) as ctx:
             yield ctx
 
     def load_context(self, app: str, ledger: Ledger) -> AppContext:

@@ -11,28 +11,26 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Literal
 
 from streamops.app import outputs
-from streamops.kafka import security
+from streamops.kafka.config import KafkaConfig
+from streamops.kafka.security import kafka_config
 from streamops.ledger import Ledger
 from streamops.settings import Settings
 from streamops.spec import AppSpec
-
-#: whose Kafka clients are the app's: every client of this ``process`` from now on (a CLI
-#: command, a driver: clients made in any thread), or those made in the ``block`` (an Airflow task:
-#: nothing after it in the same worker inherits the app's credentials)
-KafkaScope = Literal["process", "block"]
 
 
 @dataclass(frozen=True)
 class AppContext:
     """The platform's settings, the app's live spec (the spec file's entry with what its last
-    deploy pinned and the ledger's output version) and the open ledger."""
+    deploy pinned and the ledger's output version), the open ledger, and the Kafka client
+    configuration every client of the app is made with (its spec's ``kafka`` overrides merged
+    over the platform's defaults)."""
 
     settings: Settings
     spec: AppSpec
     ledger: Ledger
+    kafka: KafkaConfig
 
     @property
     def app(self) -> str:
@@ -40,13 +38,14 @@ class AppContext:
 
 
 def load_context(settings: Settings, app: str, ledger: Ledger, *, last_good_ok: bool = False) -> AppContext:
-    """``app``'s context on a ledger the caller holds, its Kafka clients left as they are (a
-    trigger's poll, which runs in a thread of its own)."""
-    return AppContext(settings, outputs.load_live_spec(settings, app, ledger, last_good_ok=last_good_ok), ledger)
+    """``app``'s context on a ledger the caller holds (a trigger's poll). Its merged Kafka
+    configuration is checked and resolved now (``ConfigError`` naming the property)."""
+    spec = outputs.load_live_spec(settings, app, ledger, last_good_ok=last_good_ok)
+    return AppContext(settings, spec, ledger, kafka_config(settings, spec))
 
 
 @contextmanager
-def open_app(settings: Settings, app: str, *, kafka: KafkaScope, last_good_ok: bool = False,
+def open_app(settings: Settings, app: str, *, last_good_ok: bool = False,
              ledger: Ledger | None = None) -> Iterator[AppContext]:
     """The context of ``app`` for the block; the ledger it opened is closed after it.
 
@@ -58,13 +57,7 @@ def open_app(settings: Settings, app: str, *, kafka: KafkaScope, last_good_ok: b
     own = ledger is None
     ledger = Ledger.open(settings.ledger_db_url) if ledger is None else ledger
     try:
-        ctx = load_context(settings, app, ledger, last_good_ok=last_good_ok)
-        if kafka == "process":
-            security.use_app(ctx.spec, settings)
-            yield ctx
-        else:
-            with security.app_scope(ctx.spec, settings):
-                yield ctx
+        yield load_context(settings, app, ledger, last_good_ok=last_good_ok)
     finally:
         if own:
             ledger.close()

@@ -13,7 +13,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from streamops.app.topics import transactional_id
 from streamops.exceptions import StreamopsError
 from streamops.kafka.admin import watermark_offsets
-from streamops.kafka.security import librdkafka_for
+from streamops.kafka.config import KafkaConfig
 
 
 class MarkerReadError(StreamopsError):
@@ -24,18 +24,18 @@ class MarkerReadError(StreamopsError):
     """
 
 
-def last_committed_batch(bootstrap: str, commits_topic: str, app: str, *, config: dict | None = None,
+def last_committed_batch(kafka: KafkaConfig, commits_topic: str, app: str, *, config: dict | None = None,
                          timeout: float = 30.0) -> int:
     """Batch id of ``app``'s latest committed marker (-1 if none)."""
-    marker = last_marker(bootstrap, commits_topic, app, config=config, timeout=timeout)
+    marker = last_marker(kafka, commits_topic, app, config=config, timeout=timeout)
     return -1 if marker is None else int(marker["batch_id"])
 
 
-def last_marker(bootstrap: str, commits_topic: str, app: str, *, config: dict | None = None,
+def last_marker(kafka: KafkaConfig, commits_topic: str, app: str, *, config: dict | None = None,
                 timeout: float = 30.0) -> dict | None:
     """``app``'s latest committed marker (None if none)."""
     c = Consumer({
-        "bootstrap.servers": bootstrap, **librdkafka_for(bootstrap), "group.id": f"_streamops-{app}-marker-reader",
+        "bootstrap.servers": kafka.bootstrap, **kafka.librdkafka(), "group.id": f"_streamops-{app}-marker-reader",
         "enable.auto.commit": False, "isolation.level": "read_committed",
         "enable.partition.eof": True,
         **(config or {}),
@@ -72,13 +72,13 @@ def last_marker(bootstrap: str, commits_topic: str, app: str, *, config: dict | 
         c.close()
 
 
-def abort_open_transaction(bootstrap: str, app: str, *, timeout: float = 60.0) -> None:
+def abort_open_transaction(kafka: KafkaConfig, app: str, *, timeout: float = 60.0) -> None:
     """Abort a transaction a dead driver of ``app`` left open, as a starting driver does.
 
     Until then it holds back every committed record after it from read_committed readers (what an
     operation saves, what it checks). Only while no driver of ``app`` runs: it fences the one that does.
     """
-    producer = Producer({"bootstrap.servers": bootstrap, **librdkafka_for(bootstrap),
+    producer = Producer({"bootstrap.servers": kafka.bootstrap, **kafka.librdkafka(),
                          "transactional.id": transactional_id(app),
                          "enable.idempotence": True})
     producer.init_transactions(timeout)

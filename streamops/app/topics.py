@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # imported where used: executors read the header names and load no Kafka admin
     from streamops.kafka.admin import TopicSpec
-    from streamops.settings import Settings
+    from streamops.kafka.config import KafkaConfig
     from streamops.spec import AppSpec
 
 # -- record headers (values are UTF-8 strings) --------------------------------------------------
@@ -59,7 +59,7 @@ def app_topic_specs(spec: AppSpec, *, ticks: bool = False) -> dict[str, TopicSpe
     return specs
 
 
-def ensure_app_topics(settings: Settings, spec: AppSpec, *, ticks: bool = False) -> None:
+def ensure_app_topics(kafka: KafkaConfig, spec: AppSpec, *, ticks: bool = False) -> None:
     from streamops.kafka.admin import ensure_topics
 
-    ensure_topics(settings.kafka_bootstrap, list(app_topic_specs(spec, ticks=ticks).values()))
+    ensure_topics(kafka, list(app_topic_specs(spec, ticks=ticks).values()))

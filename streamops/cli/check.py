@@ -11,7 +11,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from streamops.reset.targets import parse_datetime
     from streamops.state.check import render, run_check
 
-    settings, spec = load_app(args)
+    settings, spec, kafka = load_app(args)
     try:
         since = None if args.since is None else int(parse_datetime(args.since).timestamp() * 1000)
     except ValueError as exc:
@@ -22,11 +22,11 @@ def cmd_check(args: argparse.Namespace) -> int:
         if args.wait:
             from streamops.observe.status import wait_caught_up
 
-            left = wait_caught_up(settings, spec, args.wait, progress=progress_printer(args))
+            left = wait_caught_up(settings, spec, kafka, args.wait, progress=progress_printer(args))
             if left:
                 progress_printer(args)(f"{spec.name}: {left} input records not committed after {args.wait:.0f} s; "
                                        f"comparing up to the last committed batch")
-        report = run_check(spec, settings, since_ms=since, progress=progress_printer(args))
+        report = run_check(spec, settings, kafka, since_ms=since, progress=progress_printer(args))
     return emit_report(args, report, render(report))
 
 

@@ -15,6 +15,7 @@ from streamops.settings import Settings
 
 if TYPE_CHECKING:
     from streamops.app.context import AppContext
+    from streamops.kafka.config import KafkaConfig
     from streamops.ledger import Ledger
     from streamops.spec import AppSpec
 
@@ -51,23 +52,20 @@ def error_payload(exc: StreamopsError) -> dict[str, Any]:
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
-    from streamops.kafka.security import register
-
-    # --kafka-security (platform up) overrides the setting; this process's Kafka clients use them
-    return register(Settings.from_env(home=getattr(args, "home", None),
-                                      kafka_security=getattr(args, "kafka_security", None)))
+    # --kafka-security (platform up) overrides the setting
+    return Settings.from_env(home=getattr(args, "home", None), kafka_security=getattr(args, "kafka_security", None))
 
 
-def load_app(args: argparse.Namespace, *, last_good_ok: bool = False) -> tuple[Settings, AppSpec]:
-    """(settings, spec) for ``args.app``; unknown app -> usage error listing the known ones.
-    ``last_good_ok``: on the last good spec file if the file does not load (``stop``)."""
+def load_app(args: argparse.Namespace, *, last_good_ok: bool = False) -> tuple[Settings, AppSpec, KafkaConfig]:
+    """(settings, spec, the app's Kafka client configuration) for ``args.app``, without the ledger;
+    unknown app -> usage error listing the known ones; a bad Kafka configuration -> ``ConfigError``
+    naming the property. ``last_good_ok``: on the last good spec file if the file does not load."""
     from streamops.app.outputs import load_live_spec
-    from streamops.kafka.security import use_app
+    from streamops.kafka.security import kafka_config
 
     settings = settings_from(args)
     spec = load_live_spec(settings, args.app, last_good_ok=last_good_ok)
-    use_app(spec, settings)  # this command's Kafka clients are the app's (its spec's kafka overrides)
-    return settings, spec
+    return settings, spec, kafka_config(settings, spec)
 
 
 def open_ledger(settings: Settings) -> Ledger:
@@ -79,12 +77,12 @@ def open_ledger(settings: Settings) -> Ledger:
 
 @contextmanager
 def app_context(args: argparse.Namespace, *, last_good_ok: bool = False) -> Iterator[AppContext]:
-    """The one context a command on ``args.app`` works with (``streamops.app.context``); its
-    Kafka clients, in any thread, are the app's; the ledger is closed on the way out whatever
-    happens (the output is printed after, from what the operation returned)."""
+    """The one context a command on ``args.app`` works with (``streamops.app.context``; its Kafka
+    clients are made with ``ctx.kafka``); the ledger is closed on the way out whatever happens (the
+    output is printed after, from what the operation returned)."""
     from streamops.app.context import open_app
 
-    with open_app(settings_from(args), args.app, kafka="process", last_good_ok=last_good_ok) as ctx:
+    with open_app(settings_from(args), args.app, last_good_ok=last_good_ok) as ctx:
         yield ctx
 
 

@@ -57,9 +57,9 @@ def cmd_platform_up(args: argparse.Namespace) -> int:
     if "supervisor" in groups or not args.only:
         text.append(f"  Metrics       {settings.metrics_url}  (Prometheus)")
     if "kafka" in groups:
-        from streamops.kafka.security import describe
+        from streamops.kafka.security import kafka_config
 
-        kafka = info["kafka_security"] = describe(settings.kafka_bootstrap)
+        kafka = info["kafka_security"] = kafka_config(settings).describe()
         secured = (f" ({kafka['security_protocol']}, {kafka['sasl_mechanism']} user {kafka['sasl_username']}; "
                    f"client properties in {kafka['defaults']})") if kafka["sasl_mechanism"] else ""
         text.append(f"  Kafka         {settings.kafka_bootstrap}{secured}")
@@ -103,21 +103,23 @@ def cmd_platform_kafka_tool(args: argparse.Namespace) -> int:
     import os
     import subprocess
 
+    from streamops.kafka.security import kafka_config
     from streamops.platform import kafka_broker
 
     settings = settings_from(args)
     rest = list(args.tool_args)
     if rest and rest[0] == "--":
         rest = rest[1:]
-    if args.tool != "storage" and "--bootstrap-server" not in rest:
-        rest = ["--bootstrap-server", settings.kafka_bootstrap, *rest]
-    flag = kafka_broker.CONFIG_FLAGS.get(args.tool)
-    if flag is None or flag in rest:  # the storage tool, or a config file of the caller's
+    if args.tool == "storage":  # the broker's own storage: no client, no client configuration
         return subprocess.run(kafka_broker.tool_argv(args.tool, rest), env=dict(os.environ), check=False).returncode
-    from streamops.kafka.security import command_config
-
+    kafka = kafka_config(settings)
+    if "--bootstrap-server" not in rest:
+        rest = ["--bootstrap-server", kafka.bootstrap, *rest]
+    flag = kafka_broker.CONFIG_FLAGS.get(args.tool)
+    if flag is None or flag in rest:  # a tool without one, or a config file of the caller's
+        return subprocess.run(kafka_broker.tool_argv(args.tool, rest), env=dict(os.environ), check=False).returncode
     # the platform's client security, resolved into a file of mode 0600 that lives as long as the tool
-    with command_config(settings.kafka_bootstrap, settings.state_dir / "tmp") as path:
+    with kafka.command_config(settings.state_dir / "tmp") as path:
         first = [flag, str(path)] if path is not None else []  # before a subcommand (transactions)
         return subprocess.run(kafka_broker.tool_argv(args.tool, [*first, *rest]), env=dict(os.environ),
                               check=False).returncode
@@ -126,14 +128,15 @@ def cmd_platform_kafka_tool(args: argparse.Namespace) -> int:
 def cmd_platform_kafka_config(args: argparse.Namespace) -> int:
     """The Kafka client configuration every client of the platform uses (of APP's clients with APP),
     where it comes from, and its renderings; every secret masked."""
-    from streamops.kafka import security
+    from streamops.kafka.security import kafka_config
 
     settings = settings_from(args)
+    spec = None
     if args.app:
         from streamops.app.outputs import load_live_spec
 
-        security.use_app(load_live_spec(settings, args.app), settings)
-    info = security.describe(settings.kafka_bootstrap, renderings=True)
+        spec = load_live_spec(settings, args.app)
+    info = kafka_config(settings, spec).describe(renderings=True)
     text = [f"Kafka clients of {info['app'] or 'the platform'} at {info['bootstrap']}: {info['security_protocol']}"
             + (f", {info['sasl_mechanism']} user {info['sasl_username']}" if info["sasl_mechanism"] else ""),
             f"  defaults: {info['defaults'] or 'none (PLAINTEXT)'}"]

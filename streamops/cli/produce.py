@@ -18,6 +18,7 @@ from streamops.cli.common import emit, settings_from
 from streamops.exceptions import UsageError
 
 if TYPE_CHECKING:
+    from streamops.kafka.config import KafkaConfig
     from streamops.spec import AppSpec
 
 USAGE_NOTE = """\
@@ -187,8 +188,13 @@ def cmd_produce(args: argparse.Namespace) -> int:
         total = args.events
         records = _generated(job_cls, spec, target, args.events, args.seed, options)
         source = f"{job_cls.__name__}.generate"
-    bootstrap = args.bootstrap or settings.kafka_bootstrap
-    return _send(args, spec, target, bootstrap, records, total, source, options)
+    from streamops.kafka.config import KafkaConfig
+    from streamops.kafka.security import kafka_config
+
+    kafka = kafka_config(settings)  # the platform's clients; another cluster's (--bootstrap): PLAINTEXT
+    if args.bootstrap and args.bootstrap != kafka.bootstrap:
+        kafka = KafkaConfig.plaintext(args.bootstrap)
+    return _send(args, spec, target, kafka, records, total, source, options)
 
 
 def _flags(options: dict[str, Any]) -> str:
@@ -244,17 +250,17 @@ def file_sources(given: list[str], target: Target) -> dict[str, list[bytes]]:
     return out
 
 
-def _send(args: argparse.Namespace, spec: AppSpec, target: Target, bootstrap: str,
+def _send(args: argparse.Namespace, spec: AppSpec, target: Target, kafka: KafkaConfig,
           records: Iterable[tuple[str, bytes | None, bytes]], total: int, source: str,
           options: dict[str, Any]) -> int:
     from streamops.kafka.admin import TopicSpec, ensure_topics
     from streamops.kafka.produce import produce_to_topics
 
-    made = ensure_topics(bootstrap, [TopicSpec(name=t, partitions=spec.input_partitions) for t in target.topics])
+    made = ensure_topics(kafka, [TopicSpec(name=t, partitions=spec.input_partitions) for t in target.topics])
     show = sys.stderr.isatty() or not args.json
     bar = ProgressBar(total, sys.stderr) if show else None
     try:
-        result = produce_to_topics(bootstrap, records, partitions={t: made[t].partitions for t in target.topics},
+        result = produce_to_topics(kafka, records, partitions={t: made[t].partitions for t in target.topics},
                                    rate=args.rate, progress=bar.update if bar else None)
     finally:
         if bar is not None:
@@ -262,7 +268,7 @@ def _send(args: argparse.Namespace, spec: AppSpec, target: Target, bootstrap: st
     topics = {t: {"partitions": made[t].partitions, "created": made[t].created, "records": result.per_topic.get(t, 0)}
               for t in target.topics}
     payload: dict[str, Any] = {
-        "app": spec.name, "topics": topics, "bootstrap": bootstrap, "events": result.records, "bytes": result.bytes,
+        "app": spec.name, "topics": topics, "bootstrap": kafka.bootstrap, "events": result.records, "bytes": result.bytes,
         "seconds": round(result.seconds, 3), "events_per_s": round(result.records_per_s, 1), "source": source,
         "seed": None if args.from_file else args.seed, "options": options, "rate": args.rate,
         "partitioner": "murmur2 (Kafka's default)"}

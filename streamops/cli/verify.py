@@ -11,9 +11,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from streamops.state.verify.report import render
     from streamops.state.verify.run import verify
 
-    settings, spec = load_app(args)
+    settings, spec, kafka = load_app(args)
     with comparing():
-        report = verify(spec, settings, progress=progress_printer(args), record=not args.no_record,
+        report = verify(spec, settings, kafka, progress=progress_printer(args), record=not args.no_record,
                         html=not args.no_html)
     return emit_report(args, report, render(report))
 

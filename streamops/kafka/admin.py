@@ -16,6 +16,7 @@ from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from streamops.kafka import security
+from streamops.kafka.config import KafkaConfig, as_config
 from streamops.kafka.exceptions import BrokerAuthError, BrokerUnavailableError, TopicError, TopicNotFoundError
 
 #: seconds to wait for the cluster before calling it unreachable
@@ -63,10 +64,10 @@ class EnsuredTopic(NamedTuple):
     partitions: int
 
 
-def client_config(bootstrap: str, config: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Base client config: the platform's client security (``security``); explicit ``config`` entries win."""
-    return {"bootstrap.servers": bootstrap, "logger": CLIENT_LOG, **security.librdkafka_for(bootstrap),
-            **(config or {})}
+def client_config(kafka: KafkaConfig | str, config: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Base client config: ``kafka``'s address and client security; explicit ``config`` entries win."""
+    kafka = as_config(kafka)
+    return {"bootstrap.servers": kafka.bootstrap, "logger": CLIENT_LOG, **kafka.librdkafka(), **(config or {})}
 
 
 def _retrying(call: Callable[[float], Any], codes: tuple[int, ...], timeout: float, *,
@@ -83,22 +84,24 @@ def _retrying(call: Callable[[float], Any], codes: tuple[int, ...], timeout: flo
             time.sleep(CONNECT_RETRY_S)
 
 
-def cluster_metadata(client: Any, bootstrap: str, timeout: float):
+def cluster_metadata(client: Any, kafka: KafkaConfig | str, timeout: float):
     """Cluster metadata (all topics, so no topic is auto-created by asking).
 
     A connection that fails at once (a broker restarting: librdkafka's ``_TRANSPORT``) is tried
-    again until ``timeout`` has passed, so the error's "within N s" is true."""
+    again until ``timeout`` has passed, so the error's "within N s" is true. ``kafka``: what the
+    client was made with (to say where to correct a refusal)."""
+    kafka = as_config(kafka)
     since = time.monotonic()
     try:
         return _retrying(lambda left: client.list_topics(timeout=left), RETRIABLE_CONNECT, timeout,
                          stop=lambda: bool(security.refusal(client, since)))
     except KafkaException as exc:
         if refused := security.refusal(client, since):  # the broker answered, but refused this client
-            raise BrokerAuthError(security.refusal_message(bootstrap, refused)) from None
+            raise BrokerAuthError(kafka.refusal_message(refused)) from None
         raise BrokerUnavailableError(
-            f"no Kafka broker answered at {bootstrap} within {timeout:g}s ({exc.args[0].str()}); "
+            f"no Kafka broker answered at {kafka.bootstrap} within {timeout:g}s ({exc.args[0].str()}); "
             "start one with 'streamops platform up --only kafka', or point streamops at yours with "
-            "STREAMOPS_BOOTSTRAP_SERVERS=HOST:PORT" + security.plaintext_hint(bootstrap)
+            "STREAMOPS_BOOTSTRAP_SERVERS=HOST:PORT" + kafka.plaintext_hint()
         ) from None
 
 
@@ -125,7 +128,7 @@ def topic_partitions(metadata: Any, topic: str, bootstrap: str) -> list[int]:
 
 
 def ensure_topics(
-    bootstrap: str,
+    kafka: KafkaConfig | str,
     specs: Iterable[TopicSpec | Mapping[str, Any]],
     *,
     timeout: float = DEFAULT_TIMEOUT,
@@ -142,8 +145,9 @@ def ensure_topics(
         if by_name.setdefault(spec.name, spec) != spec:
             raise ValueError(f"conflicting specs for topic {spec.name!r}: {by_name[spec.name]} vs {spec}")
     wanted = list(by_name.values())
-    admin = AdminClient(client_config(bootstrap, config))  # must outlive the futures below
-    existing = cluster_metadata(admin, bootstrap, timeout).topics
+    kafka = as_config(kafka)
+    admin = AdminClient(client_config(kafka, config))  # must outlive the futures below
+    existing = cluster_metadata(admin, kafka, timeout).topics
     missing = [s for s in wanted if s.name not in existing]
     created: set[str] = set()
     if missing:
@@ -165,7 +169,7 @@ def ensure_topics(
     deadline = time.monotonic() + timeout
     for spec in wanted:
         while True:
-            meta = cluster_metadata(admin, bootstrap, timeout).topics.get(spec.name)
+            meta = cluster_metadata(admin, kafka, timeout).topics.get(spec.name)
             n = len(meta.partitions) if meta is not None and meta.error is None else 0
             if n >= (spec.partitions if spec.name in created else 1) or time.monotonic() > deadline:
                 break
@@ -176,16 +180,18 @@ def ensure_topics(
     return out
 
 
-def partitions(bootstrap: str, topic: str, *, timeout: float = DEFAULT_TIMEOUT) -> list[int]:
+def partitions(kafka: KafkaConfig | str, topic: str, *, timeout: float = DEFAULT_TIMEOUT) -> list[int]:
     """The topic's partition ids, sorted. Raises ``TopicNotFoundError`` if it does not exist."""
-    admin = AdminClient(client_config(bootstrap))
-    return topic_partitions(cluster_metadata(admin, bootstrap, timeout), topic, bootstrap)
+    kafka = as_config(kafka)
+    admin = AdminClient(client_config(kafka))
+    return topic_partitions(cluster_metadata(admin, kafka, timeout), topic, kafka.bootstrap)
 
 
-def end_offsets(bootstrap: str, topic: str, *, timeout: float = DEFAULT_TIMEOUT) -> dict[int, tuple[int, int]]:
+def end_offsets(kafka: KafkaConfig | str, topic: str, *, timeout: float = DEFAULT_TIMEOUT) -> dict[int, tuple[int, int]]:
     """``{partition: (low watermark, high watermark)}``; high is the next offset to be written."""
-    admin = AdminClient(client_config(bootstrap))  # must outlive the futures below
-    parts = topic_partitions(cluster_metadata(admin, bootstrap, timeout), topic, bootstrap)
+    kafka = as_config(kafka)
+    admin = AdminClient(client_config(kafka))  # must outlive the futures below
+    parts = topic_partitions(cluster_metadata(admin, kafka, timeout), topic, kafka.bootstrap)
     if not parts:
         return {}
     try:
@@ -224,11 +230,12 @@ def _list_offsets(admin: Any, topic: str, parts: list[int], spec: Any, timeout: 
         raise _OffsetsError(failed[0] if failed else -1, exc.args[0]) from None
 
 
-def offsets_for_times(bootstrap: str, topic: str, timestamp_ms: int, *,
+def offsets_for_times(kafka: KafkaConfig | str, topic: str, timestamp_ms: int, *,
                       timeout: float = DEFAULT_TIMEOUT) -> dict[int, int | None]:
     """First offset whose record timestamp is >= ``timestamp_ms``, per partition (None: no such record)."""
-    admin = AdminClient(client_config(bootstrap))
-    parts = topic_partitions(cluster_metadata(admin, bootstrap, timeout), topic, bootstrap)
+    kafka = as_config(kafka)
+    admin = AdminClient(client_config(kafka))
+    parts = topic_partitions(cluster_metadata(admin, kafka, timeout), topic, kafka.bootstrap)
     if not parts:
         return {}
     try:
@@ -239,14 +246,15 @@ def offsets_for_times(bootstrap: str, topic: str, timestamp_ms: int, *,
     return {p: (o if o >= 0 else None) for p, o in found.items()}
 
 
-def recreate_topic(bootstrap: str, spec: TopicSpec, *, timeout: float = DEFAULT_TIMEOUT,
+def recreate_topic(kafka: KafkaConfig | str, spec: TopicSpec, *, timeout: float = DEFAULT_TIMEOUT,
                    deleted: Callable[[], None] = lambda: None) -> None:
     """Delete ``spec.name`` (if it exists) and create it empty as ``spec`` says.
 
     How a compacted topic is emptied: brokers refuse DeleteRecords on ``cleanup.policy=compact``.
     ``deleted`` runs between the two (a failpoint: a process killed there leaves no topic)."""
-    admin = AdminClient(client_config(bootstrap))
-    if spec.name in cluster_metadata(admin, bootstrap, timeout).topics:
+    kafka = as_config(kafka)
+    admin = AdminClient(client_config(kafka))
+    if spec.name in cluster_metadata(admin, kafka, timeout).topics:
         for name, fut in admin.delete_topics([spec.name], operation_timeout=timeout).items():
             try:
                 fut.result(timeout=timeout + 2)
@@ -254,7 +262,7 @@ def recreate_topic(bootstrap: str, spec: TopicSpec, *, timeout: float = DEFAULT_
                 if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
                     raise TopicError(f"could not delete topic {name!r}: {exc.args[0].str()}") from None
         deadline = time.monotonic() + timeout
-        while spec.name in cluster_metadata(admin, bootstrap, timeout).topics:
+        while spec.name in cluster_metadata(admin, kafka, timeout).topics:
             if time.monotonic() > deadline:
                 raise TopicError(f"topic {spec.name!r} still listed {timeout:g}s after its deletion")
             time.sleep(0.1)
@@ -262,7 +270,7 @@ def recreate_topic(bootstrap: str, spec: TopicSpec, *, timeout: float = DEFAULT_
     deadline = time.monotonic() + timeout
     while True:  # a broker may briefly refuse the name while the deletion settles
         try:
-            ensure_topics(bootstrap, [spec], timeout=timeout)
+            ensure_topics(kafka, [spec], timeout=timeout)
             return
         except TopicError:
             if time.monotonic() > deadline:

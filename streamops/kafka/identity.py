@@ -11,21 +11,25 @@ already read from it.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from streamops.kafka.config import KafkaConfig
 
 #: {topic: {partition: [log start offset, high watermark, timestamp of the first record or None]}}
 Origins = dict[str, dict[str, list]]
 
 
-def origins(bootstrap: str, topics: Iterable[str]) -> Origins:
+def origins(kafka: KafkaConfig | str, topics: Iterable[str]) -> Origins:
     """Each partition's origin now (reads one record per non-empty partition)."""
     from streamops.kafka.admin import end_offsets
     from streamops.kafka.read import read_topic
 
     out: Origins = {}
     for topic in sorted(set(topics)):
-        marks = end_offsets(bootstrap, topic)
+        marks = end_offsets(kafka, topic)
         firsts = {m.partition(): m.timestamp()[1] for m in
-                  read_topic(bootstrap, topic, end={p: lo + 1 for p, (lo, _hi) in marks.items()})}
+                  read_topic(kafka, topic, end={p: lo + 1 for p, (lo, _hi) in marks.items()})}
         out[topic] = {str(p): [lo, hi, firsts.get(p)] for p, (lo, hi) in marks.items()}
     return out
 

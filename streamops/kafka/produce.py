@@ -18,6 +18,7 @@ from typing import Any
 from confluent_kafka import KafkaError, Producer
 
 from streamops.kafka.admin import client_config
+from streamops.kafka.config import KafkaConfig
 from streamops.kafka.exceptions import ProduceError
 
 #: producer settings tuned for throughput; ``config`` passed by the caller wins
@@ -123,7 +124,7 @@ class ProduceResult:
 
 
 def produce(
-    bootstrap: str,
+    kafka: KafkaConfig | str,
     topic: str,
     records: Iterable[tuple[bytes | None, bytes | None]],
     *,
@@ -135,11 +136,11 @@ def produce(
 ) -> ProduceResult:
     """Send ``(key, value)`` records to ``topic`` (with ``partitions`` partitions); see
     ``produce_to_topics``."""
-    return produce_to_topics(bootstrap, ((topic, k, v) for k, v in records), partitions={topic: partitions},
+    return produce_to_topics(kafka, ((topic, k, v) for k, v in records), partitions={topic: partitions},
                              rate=rate, progress=progress, config=config, flush_timeout=flush_timeout)
 
 
-def produce_to_topics(bootstrap: str, records: Iterable[tuple[str, bytes | None, bytes | None]], *,
+def produce_to_topics(kafka: KafkaConfig | str, records: Iterable[tuple[str, bytes | None, bytes | None]], *,
                       partitions: Mapping[str, int], rate: float | None = None,
                       progress: Callable[[int], None] | None = None, config: Mapping[str, Any] | None = None,
                       flush_timeout: float = 60.0) -> ProduceResult:
@@ -149,7 +150,7 @@ def produce_to_topics(bootstrap: str, records: Iterable[tuple[str, bytes | None,
     second and once at the end. Raises ``ProduceError`` if any record is not delivered."""
     failures: list[str] = []
     fatal: list[str] = []
-    producer = _producer(bootstrap, config, failures, fatal)
+    producer = _producer(kafka, config, failures, fatal)
     send = producer.produce
     poll = producer.poll
     bucket = TokenBucket(rate) if rate else None
@@ -201,7 +202,7 @@ def produce_to_topics(bootstrap: str, records: Iterable[tuple[str, bytes | None,
     return ProduceResult(names, sent, nbytes, elapsed, per_topic if only is None else {only: sent})
 
 
-def _producer(bootstrap: str, config: Mapping[str, Any] | None, failures: list[str], fatal: list[str]) -> Producer:
+def _producer(kafka: KafkaConfig | str, config: Mapping[str, Any] | None, failures: list[str], fatal: list[str]) -> Producer:
     """A producer whose delivery failures and fatal errors land in ``failures`` and ``fatal``."""
 
     def on_delivery(err: KafkaError | None, _msg: Any) -> None:
@@ -212,7 +213,7 @@ def _producer(bootstrap: str, config: Mapping[str, Any] | None, failures: list[s
         if err.fatal():
             fatal.append(err.str())
 
-    return Producer(client_config(bootstrap, {
+    return Producer(client_config(kafka, {
         **PRODUCE_DEFAULTS, **(config or {}), "on_delivery": on_delivery, "error_cb": on_error}))
 
 

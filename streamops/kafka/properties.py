@@ -1,13 +1,14 @@
 """The Kafka client configuration model: Java client properties (``security.protocol``, ``sasl.*``,
 ``ssl.*``) as a ``client.properties`` file holds them, checked, merged, resolved and rendered.
 
-Secrets may be references, resolved only when a client is made: ``${file:/abs/path}`` (the file's
-content, stripped), ``${file:/abs/path:key}`` (a key of a properties file, as Kafka's
-``FileConfigProvider``) and ``${env:NAME}`` (as Kafka's ``EnvVarConfigProvider``). Three renderings
-of one resolved configuration: ``librdkafka`` (confluent-kafka clients), ``spark_options``
-(``kafka.``-prefixed options of Spark's connector) and ``java_properties`` (a file for Kafka's
-tools' ``--command-config``). ``mask`` hides secrets for printing; no error message here ever
-carries a secret value. Where a client's configuration comes from is ``kafka.security``'s.
+Secrets may be references, resolved only when a configuration is built (``security.kafka_config``):
+``${file:/abs/path}`` (the file's content, stripped), ``${file:/abs/path:key}`` (a key of a
+properties file, as Kafka's ``FileConfigProvider``) and ``${env:NAME}`` (as Kafka's
+``EnvVarConfigProvider``). Three renderings of one resolved configuration: ``librdkafka``
+(confluent-kafka clients), ``spark_options`` (``kafka.``-prefixed options of Spark's connector) and
+``java_properties`` (a file for Kafka's tools' ``--command-config``). ``mask`` hides secrets for
+printing; no error message here ever carries a secret value. Where a client's configuration comes
+from is ``kafka.security``'s; the value clients are made with, ``kafka.config.KafkaConfig``.
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from streamops.kafka.admin import (
     topic_partitions,
     watermark_offsets,
 )
+from streamops.kafka.config import KafkaConfig, as_config
 from streamops.kafka.exceptions import ConsumeError, OpenTransactionError, TopicError
 
 #: consumer settings for bounded reads; ``config`` passed by the caller wins
@@ -36,7 +37,7 @@ READ_DEFAULTS: dict[str, Any] = {
 
 
 def read_topic(
-    bootstrap: str,
+    kafka: KafkaConfig | str,
     topic: str,
     *,
     end: Mapping[int, int] | None = None,
@@ -64,16 +65,17 @@ def read_topic(
     hanging one: its producer's broker-side state was lost) raises ``OpenTransactionError``, where
     the last stable offset would have given a read silently short of records committed after it.
     """
-    conf = client_config(bootstrap, {"group.id": f"streamops-read-{uuid.uuid4().hex}", **READ_DEFAULTS,
+    kafka = as_config(kafka)
+    conf = client_config(kafka, {"group.id": f"streamops-read-{uuid.uuid4().hex}", **READ_DEFAULTS,
                                      **(config or {})})
     consumer = Consumer(conf)
     try:
-        parts = topic_partitions(cluster_metadata(consumer, bootstrap, DEFAULT_TIMEOUT), topic, bootstrap)
+        parts = topic_partitions(cluster_metadata(consumer, kafka, DEFAULT_TIMEOUT), topic, kafka.bootstrap)
         remaining: dict[int, int] = {}
         start: list[TopicPartition] = []
         # the consumer's own watermarks end at the last stable offset under read_committed
         past = past_open_transactions and conf.get("isolation.level") == "read_committed"
-        highs = _high_watermarks(bootstrap, topic) if past else {}
+        highs = _high_watermarks(kafka, topic) if past else {}
         for p in parts:
             try:
                 low, high = watermark_offsets(consumer, TopicPartition(topic, p), DEFAULT_TIMEOUT)
@@ -96,10 +98,10 @@ def read_topic(
         consumer.close()
 
 
-def _high_watermarks(bootstrap: str, topic: str) -> dict[int, int]:
+def _high_watermarks(kafka: KafkaConfig, topic: str) -> dict[int, int]:
     """``topic``'s high watermarks (what read_uncommitted readers see)."""
     try:
-        return {p: hi for p, (_lo, hi) in end_offsets(bootstrap, topic).items()}
+        return {p: hi for p, (_lo, hi) in end_offsets(kafka, topic).items()}
     except TopicError as exc:
         raise ConsumeError(f"could not read the watermarks of {topic}: {exc}") from None
 
@@ -174,7 +176,7 @@ def _stalled(consumer: Consumer, topic: str, remaining: dict[int, int], stall_ti
 
 
 def latest_per_key(
-    bootstrap: str,
+    kafka: KafkaConfig | str,
     topic: str,
     decode: Callable[[bytes], Any] = json.loads,
     *,
@@ -192,7 +194,7 @@ def latest_per_key(
     ``past_open_transactions``, ``stall_timeout``: as in ``read_topic``.
     """
     latest: dict[Any, bytes] = {}
-    for m in read_topic(bootstrap, topic, end=end, config=config, past_open_transactions=past_open_transactions,
+    for m in read_topic(kafka, topic, end=end, config=config, past_open_transactions=past_open_transactions,
                         stall_timeout=stall_timeout):
         key = m.key()
         if key is None:

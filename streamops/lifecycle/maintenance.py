@@ -29,6 +29,8 @@ from streamops.checkpoints import compact as cc
 from streamops.checkpoints import layout
 from streamops.exceptions import StreamopsError, UsageError
 from streamops.host.locks import LockHeld
+from streamops.kafka.config import KafkaConfig
+from streamops.kafka.security import kafka_config
 from streamops.ledger import Ledger
 from streamops.ledger.store import HandOver, OperationRecord
 from streamops.lifecycle import driver, waits
@@ -155,22 +157,23 @@ def _install_snapshots(spark, query: JobQuery, plan: cc.Plan, batch: int, tmp: P
 
 
 # -- rebuild-state -----------------------------------------------------------------------------------
-def _input_offsets(settings: Settings, spec: AppSpec, marker: dict) -> dict[str, dict[str, int]]:
+def _input_offsets(kafka: KafkaConfig, spec: AppSpec, marker: dict) -> dict[str, dict[str, int]]:
     """The input the changelog reflects, for every partition of the input topics."""
     from streamops.kafka.admin import partitions
 
     ends = marker.get("input_end") or marker.get("emitted_until") or {}
-    return {t: {str(p): int(ends.get(t, {}).get(str(p), 0)) for p in partitions(settings.kafka_bootstrap, t)}
+    return {t: {str(p): int(ends.get(t, {}).get(str(p), 0)) for p in partitions(kafka, t)}
             for t in spec.input_topics}
 
 
-def rebuild_plan(settings: Settings, spec: AppSpec, ledger: Ledger, *, state_partitions: int | None = None,
-                 changelog: dict[str, bytes] | None = None) -> dict[str, Any]:
+def rebuild_plan(settings: Settings, spec: AppSpec, ledger: Ledger, *, kafka: KafkaConfig,
+                 state_partitions: int | None = None, changelog: dict[str, bytes] | None = None) -> dict[str, Any]:
+    """What rebuild-state would do (``kafka``: the app's client configuration); changes nothing."""
     from streamops.app.marker import last_marker
 
     if state_partitions is not None and not 1 <= state_partitions <= 200:
         raise UsageError(f"--state-partitions must be within 1..200, got {state_partitions}")
-    marker = last_marker(settings.kafka_bootstrap, spec.commits_topic, spec.name)
+    marker = last_marker(kafka, spec.commits_topic, spec.name)
     if not marker:
         raise NothingToMaintain(f"{spec.name}: no batch marker on {spec.commits_topic}: nothing was committed, "
                                 f"there is no changelog to rebuild from")
@@ -180,7 +183,7 @@ def rebuild_plan(settings: Settings, spec: AppSpec, ledger: Ledger, *, state_par
     ckpt = checkpoint_dir(settings, spec)
     current_parts = len(cc.partitions(ckpt)) or None
     n = state_partitions or current_parts or spec.state_partitions
-    start = _input_offsets(settings, spec, marker)
+    start = _input_offsets(kafka, spec, marker)
     committed = {t: {str(p): o for p, o in ps.items()} for t, ps in layout.committed_offsets(ckpt).items()}
     offsets = [{"topic": t, "partition": int(p), "checkpoint": committed.get(t, {}).get(p), "start_at": o}
                for t, ps in start.items() for p, o in sorted(ps.items(), key=lambda kv: int(kv[0]))]
@@ -215,12 +218,12 @@ class ForeignChangelogKeyError(StreamopsError):
     """
 
 
-def read_changelog(settings: Settings, spec: AppSpec) -> dict[str, bytes]:
+def read_changelog(kafka: KafkaConfig, spec: AppSpec) -> dict[str, bytes]:
     """The changelog's latest value per key; keys exactly as the job's committer wrote them."""
     from streamops.kafka.read import latest_per_key
 
     out: dict[str, bytes] = {}
-    for key, value in latest_per_key(settings.kafka_bootstrap, spec.changelog_topic, decode=lambda v: v,
+    for key, value in latest_per_key(kafka, spec.changelog_topic, decode=lambda v: v,
                                      raw_keys=True, past_open_transactions=True).items():
         try:
             out[key.decode("utf-8")] = value
@@ -246,7 +249,7 @@ def repin_state_partitions(settings: Settings, app: str, n: int) -> None:
 def rebuild_state(settings: Settings, spec: AppSpec, ledger: Ledger, **kwargs: Any) -> dict[str, Any]:
     """``rebuild_state_step`` advanced to its end in this process (the CLI)."""
     return waits.wait_here(ledger, lambda resume: rebuild_state_step(settings, spec, ledger, resume=resume, **kwargs),
-                           waits.convergence(AppContext(settings, spec, ledger)))
+                           waits.convergence(AppContext(settings, spec, ledger, kafka_config(settings, spec))))
 
 
 def rebuild_state_step(settings: Settings, spec: AppSpec, ledger: Ledger, *, state_partitions: int | None = None,
@@ -255,9 +258,10 @@ def rebuild_state_step(settings: Settings, spec: AppSpec, ledger: Ledger, *, sta
                        progress: Callable[[str], None] = lambda _m: None) -> waits.Step:
     """Build a new checkpoint from the changelog topic (see module docstring; ``lifecycle.waits``).
     A running app is planned again once it stopped (the step resumed after the wait)."""
-    plan = rebuild_plan(settings, spec, ledger, state_partitions=state_partitions)
+    kafka = kafka_config(settings, spec)  # until this takes an AppContext: its clients' configuration
+    plan = rebuild_plan(settings, spec, ledger, kafka=kafka, state_partitions=state_partitions)
     if dry_run:
-        plan["changelog_keys"] = len(read_changelog(settings, spec))
+        plan["changelog_keys"] = len(read_changelog(kafka, spec))
         return waits.Done({**plan, "dry_run": True})
     may_replace_checkpoint(settings, spec, running=plan["running"], stop_first=stop_first, what="rebuild-state")
     query = JobQuery.for_spec(spec, settings.repo)  # a job that does not load fails here, before the operation
@@ -268,25 +272,25 @@ def rebuild_state_step(settings: Settings, spec: AppSpec, ledger: Ledger, *, sta
                               before={"batch": plan["checkpoint_batch"],
                                       "state_partitions": plan["state_partitions_before"],
                                       "marker_batch": plan["marker_batch"]}) as rec:
-            out = _rebuild(settings, spec, ledger, rec, plan, query, who=who, timeout=timeout, spark=spark,
+            out = _rebuild(settings, spec, ledger, kafka, rec, plan, query, who=who, timeout=timeout, spark=spark,
                            progress=progress)
     except HandOver as wait:
         return waits.Waiting(wait.pending)
     return waits.ended(rec, out)
 
 
-def _rebuild(settings: Settings, spec: AppSpec, ledger: Ledger, rec: OperationRecord, plan: dict[str, Any],
-             query: JobQuery, *, who: str | None, timeout: float, spark: Any,
+def _rebuild(settings: Settings, spec: AppSpec, ledger: Ledger, kafka: KafkaConfig, rec: OperationRecord,
+             plan: dict[str, Any], query: JobQuery, *, who: str | None, timeout: float, spark: Any,
              progress: Callable[[str], None]) -> dict[str, Any]:
     """The rebuild inside its operation (``rec.after`` set); the rebuild's result."""
     n = plan["state_partitions_after"]
     t0 = time.monotonic()
-    with Replacement(settings, spec, ledger, rec, running=plan["running"], who=who, timeout=timeout,
+    with Replacement(settings, spec, ledger, rec, kafka=kafka, running=plan["running"], who=who, timeout=timeout,
                      progress=progress) as swap:
         parallelism = swap.stop()
         plan = {**plan, "running": swap.running}
         progress(f"{spec.name}: reading {spec.changelog_topic} ...")
-        table = query.seed_table(decode_changelog(query.job_cls, read_changelog(settings, spec)))
+        table = query.seed_table(decode_changelog(query.job_cls, read_changelog(kafka, spec)))
         rows = table.num_rows
         own = spark is None
         spark = spark or seed.seed_session(settings)

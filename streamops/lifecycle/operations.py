@@ -21,6 +21,7 @@ from streamops.app.control import supports_live
 from streamops.app.dir import AppDir
 from streamops.checkpoints import layout
 from streamops.exceptions import StreamopsError, UsageError
+from streamops.kafka.config import KafkaConfig
 from streamops.ledger import Ledger
 from streamops.ledger.store import Operation
 from streamops.lifecycle import driver
@@ -213,7 +214,7 @@ def request_deploy(ctx: AppContext, *, parallelism: int | None = None,
     target = spec_to_deploy(settings, spec)  # an app no longer in the file: a usage error, at once
     require_loaded(settings, spec.name)
     target.check_parallelism(n)
-    check_compatible(settings, target)
+    check_compatible(settings, target, ctx.kafka)
     pending = _begin(ctx, "deploy", {"parallelism": n}, who, timeout, n)
 
     def step() -> None:
@@ -223,12 +224,12 @@ def request_deploy(ctx: AppContext, *, parallelism: int | None = None,
     return _guarded(ledger, pending, step)
 
 
-def check_compatible(settings: Settings, spec: AppSpec) -> None:
+def check_compatible(settings: Settings, spec: AppSpec, kafka: KafkaConfig) -> None:
     """The driver's pre-flight checks (``app.preflight``), before anything is desired or started."""
     from streamops.app.preflight import preflight
     from streamops.spec import load_job
 
-    preflight(settings, spec, load_job(spec, settings.repo))
+    preflight(settings, spec, load_job(spec, settings.repo), kafka)
 
 
 def check_strategy(settings: Settings, spec: AppSpec, strategy: str) -> str:
@@ -303,7 +304,7 @@ def poll(ctx: AppContext, pending: Pending) -> dict[str, Any] | None:
                                f"`streamops stop {spec.name} --now` kills it")
         return None
     o = ledger.observed(spec.name) or {}
-    if _converged(settings, spec, o, pending):
+    if _converged(ctx, o, pending):
         return o
     gave_up = o.get("status") == "crash-loop" and o.get("heartbeat_at") is not None and \
         o["heartbeat_at"].timestamp() >= pending.t0  # not the give-up this deploy is meant to end
@@ -347,7 +348,7 @@ def diagnose(ctx: AppContext, pending: Pending) -> str:
     hb_age = driver.heartbeat_age(settings, app)
     state = (f"the driver (pid {rec.pid}) runs (status {o.get('status')}, executors {o.get('executors')}, heartbeat "
              f"{'none yet' if hb_age is None else f'{hb_age:.0f} s ago'}) but committed no batch since the request")
-    lags, note = lag(settings, spec, layout.committed_offsets(checkpoint_dir(settings, spec)))
+    lags, note = lag(ctx.kafka, spec, layout.committed_offsets(checkpoint_dir(settings, spec)))
     if lags is None:
         waits = f"; it cannot read its input: {note}"
     else:
@@ -358,7 +359,8 @@ def diagnose(ctx: AppContext, pending: Pending) -> str:
     return f"{state}{waits}; its last log lines:\n{driver.log_tail(settings, app, 20)}"
 
 
-def _converged(settings: Settings, spec: AppSpec, o: dict[str, Any], pending: Pending) -> bool:
+def _converged(ctx: AppContext, o: dict[str, Any], pending: Pending) -> bool:
+    settings, spec = ctx.settings, ctx.spec
     fresh = o.get("heartbeat_at") is not None and o["heartbeat_at"].timestamp() >= pending.t0
     if not fresh or o.get("status") != "running" or o.get("parallelism") != pending.parallelism:
         return False
@@ -369,7 +371,7 @@ def _converged(settings: Settings, spec: AppSpec, o: dict[str, Any], pending: Pe
         # batch's commit file only after that: wait for it, so "after" names a committed batch
         committed = layout.last_committed_batch(ckpt)
         return committed is not None and committed >= reported
-    lags, _note = lag(settings, spec, layout.committed_offsets(ckpt))
+    lags, _note = lag(ctx.kafka, spec, layout.committed_offsets(ckpt))
     return lags is not None and sum(sum(p.values()) for p in lags.values()) == 0  # caught up: no batch to wait for
 
 

@@ -41,6 +41,7 @@ from streamops.checkpoints import layout
 from streamops.exceptions import UsageError
 from streamops.host import failpoints
 from streamops.host.locks import HeldLock
+from streamops.kafka.config import KafkaConfig
 from streamops.ledger import Ledger
 from streamops.ledger.store import HandOver, OperationRecord
 from streamops.lifecycle import operations as ops
@@ -70,12 +71,12 @@ def may_replace_checkpoint(settings: Settings, spec: AppSpec, *, running: bool, 
         ops.require_supervisor(settings)
 
 
-def rewind_marker(settings: Settings, spec: AppSpec, batch_id: int) -> dict[str, Any]:
+def rewind_marker(settings: Settings, spec: AppSpec, kafka: KafkaConfig, batch_id: int) -> dict[str, Any]:
     """The app's batch marker now says ``batch_id`` of the checkpoint in place (``BatchCommitter.rewind``;
-    fences a driver)."""
+    fences a driver); ``kafka``: the app's client configuration."""
     from streamops.spark.commit import BatchCommitter
 
-    committer = BatchCommitter(settings.kafka_bootstrap, spec.name, spec.commits_topic,
+    committer = BatchCommitter(kafka, spec.name, spec.commits_topic,
                                checkpoint=checkpoint_dir(settings, spec))
     try:
         return committer.rewind(batch_id)
@@ -87,13 +88,16 @@ class Replacement:
     """The steps of one checkpoint replacement (module docstring), for operation ``op``; a context
     manager that releases the checkpoint lock however the operation ends."""
 
-    def __init__(self, settings: Settings, spec: AppSpec, ledger: Ledger, rec: OperationRecord, *, running: bool,
-                 who: str | None, timeout: float, progress: Progress = lambda _m: None,
-                 abort_open: Callable[[str, str], None] | None = None) -> None:
-        """``abort_open(bootstrap, app)``: ends a transaction a killed driver left open
-        (``app.marker.abort_open_transaction``, the default; tests without a broker pass their own)."""
+    def __init__(self, settings: Settings, spec: AppSpec, ledger: Ledger, rec: OperationRecord, *,
+                 kafka: KafkaConfig, running: bool, who: str | None, timeout: float,
+                 progress: Progress = lambda _m: None,
+                 abort_open: Callable[[KafkaConfig, str], None] | None = None) -> None:
+        """``kafka``: the app's client configuration. ``abort_open(kafka, app)``: ends a transaction
+        a killed driver left open (``app.marker.abort_open_transaction``, the default; tests without
+        a broker pass their own)."""
         self.settings, self.spec, self.ledger, self.rec, self.op = settings, spec, ledger, rec, rec.op
-        self.ctx = AppContext(settings, spec, ledger)
+        self.kafka = kafka
+        self.ctx = AppContext(settings, spec, ledger, kafka)
         self.abort_open = abort_open or abort_open_transaction
         self.running, self.who, self.timeout, self.progress = running, who, timeout, progress
         self.checkpoint = checkpoint_dir(settings, spec)
@@ -141,7 +145,7 @@ class Replacement:
                     f"`streamops deploy {self.spec.name}` and add --stop-first) and try again.")
         # no driver runs now: a transaction one killed mid-batch left open would hide the committed
         # records after it from what this operation saves and reads
-        self.abort_open(self.settings.kafka_bootstrap, self.spec.name)
+        self.abort_open(self.kafka, self.spec.name)
         return parallelism
 
     def _journaled_stop(self) -> dict[str, Any] | None:
@@ -175,7 +179,7 @@ class Replacement:
 
     def rewind(self, batch_id: int) -> dict[str, Any]:
         self.step("rewind", batch=batch_id)
-        return rewind_marker(self.settings, self.spec, batch_id)
+        return rewind_marker(self.settings, self.spec, self.kafka, batch_id)
 
     def restart(self, parallelism: int, *, batch_before: int | None) -> None:
         """Run the app again if this replacement stopped it; the operation ends waiting for a batch
@@ -212,7 +216,7 @@ class Replacement:
         back checks that they agreed: a checkpoint ahead of its output must not come back)."""
         from streamops.app.marker import last_marker
 
-        marker = last_marker(self.settings.kafka_bootstrap, self.spec.commits_topic, self.spec.name)
+        marker = last_marker(self.kafka, self.spec.commits_topic, self.spec.name)
         return None if marker is None else {k: marker.get(k) for k in ("batch_id", "checkpoint_id", "rewind")}
 
     def _unlock(self) -> None:

@@ -21,6 +21,7 @@ from streamops.app.context import AppContext
 from streamops.checkpoints import layout
 from streamops.checkpoints.lineage import checkpoint_id
 from streamops.checkpoints.savepoint import SavepointError, expired, install, snapshot, verify
+from streamops.kafka.security import kafka_config
 from streamops.ledger import Ledger
 from streamops.ledger.store import HandOver
 from streamops.lifecycle import operations as ops
@@ -133,7 +134,7 @@ def restore(settings: Settings, spec: AppSpec, ledger: Ledger, savepoint_id: str
     """``restore_step`` advanced to its end in this process (the CLI)."""
     return waits.wait_here(ledger, lambda resume: restore_step(settings, spec, ledger, savepoint_id, resume=resume,
                                                                **kwargs),
-                           waits.convergence(AppContext(settings, spec, ledger)))
+                           waits.convergence(AppContext(settings, spec, ledger, kafka_config(settings, spec))))
 
 
 def restore_step(settings: Settings, spec: AppSpec, ledger: Ledger, savepoint_id: str, *, dry_run: bool = False,
@@ -149,8 +150,8 @@ def restore_step(settings: Settings, spec: AppSpec, ledger: Ledger, savepoint_id
         with ledger.operation(spec.name, "restore", {"savepoint": savepoint_id}, who=who, resume=resume,
                               before={"batch": plan["current_batch"], "offsets": plan["offsets"]}) as rec:
             t0 = time.time()
-            with Replacement(settings, spec, ledger, rec, running=plan["restart"], who=who, timeout=timeout,
-                             progress=progress) as swap:
+            with Replacement(settings, spec, ledger, rec, kafka=kafka_config(settings, spec), running=plan["restart"],
+                             who=who, timeout=timeout, progress=progress) as swap:
                 parallelism = swap.stop()
                 sp = _find(ledger, spec, savepoint_id)
                 verify(Path(sp["path"]), sp["sha256"])  # again: nothing may have changed since the plan

@@ -12,14 +12,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from streamops.settings import Settings
+from streamops.kafka.config import KafkaConfig
 from streamops.spec import AppSpec
 
 #: the file each saved topic goes to, by role
 SAVED = {"changelog": "changelog.parquet", "output": "output.parquet"}
 
 
-def save_topics(settings: Settings, spec: AppSpec, folder: Path, *, output: str | None,
+def save_topics(kafka: KafkaConfig, spec: AppSpec, folder: Path, *, output: str | None,
                 progress: Callable[[str], None] = lambda _m: None,
                 changelog_missing_ok: bool = False) -> dict[str, Any]:
     """The changelog's (and ``output``'s) latest value per key into ``folder``:
@@ -33,12 +33,12 @@ def save_topics(settings: Settings, spec: AppSpec, folder: Path, *, output: str 
         if topic is None:
             continue
         progress(f"{spec.name}: saving the latest value per key of {topic} ...")
-        saved[role] = {"topic": topic, "keys": save_latest(settings.kafka_bootstrap, topic, folder / SAVED[role],
+        saved[role] = {"topic": topic, "keys": save_latest(kafka, topic, folder / SAVED[role],
                                                            missing_ok=changelog_missing_ok and role == "changelog")}
     return saved
 
 
-def save_latest(bootstrap: str, topic: str, path: Path, *, missing_ok: bool = False) -> int:
+def save_latest(kafka: KafkaConfig, topic: str, path: Path, *, missing_ok: bool = False) -> int:
     """``topic``'s latest value per key into a parquet file, keys as the bytes they are
     (``missing_ok``: a topic that does not exist as an empty file)."""
     import pyarrow as pa
@@ -48,7 +48,7 @@ def save_latest(bootstrap: str, topic: str, path: Path, *, missing_ok: bool = Fa
     from streamops.kafka.read import latest_per_key
 
     try:
-        latest = latest_per_key(bootstrap, topic, decode=lambda v: v, raw_keys=True, past_open_transactions=True)
+        latest = latest_per_key(kafka, topic, decode=lambda v: v, raw_keys=True, past_open_transactions=True)
     except TopicNotFoundError:
         if not missing_ok:
             raise
@@ -58,18 +58,18 @@ def save_latest(bootstrap: str, topic: str, path: Path, *, missing_ok: bool = Fa
     return len(latest)
 
 
-def recreate_changelog(settings: Settings, spec: AppSpec) -> None:
+def recreate_changelog(kafka: KafkaConfig, spec: AppSpec) -> None:
     """The app's changelog topic, deleted and created empty with its own settings
     (failpoint ``changelog.deleted``: between the two)."""
     from streamops.app.topics import app_topic_specs
     from streamops.host import failpoints
     from streamops.kafka.admin import recreate_topic
 
-    recreate_topic(settings.kafka_bootstrap, app_topic_specs(spec)["changelog"],
+    recreate_topic(kafka, app_topic_specs(spec)["changelog"],
                    deleted=lambda: failpoints.hit("changelog.deleted"))
 
 
-def write_back(settings: Settings, path: Path, topic: str, *, tombstones: bool) -> dict[str, int]:
+def write_back(kafka: KafkaConfig, path: Path, topic: str, *, tombstones: bool) -> dict[str, int]:
     """Append the saved latest values to ``topic`` (and tombstones for keys it gained since)."""
     import pyarrow.parquet as pq
 
@@ -83,10 +83,10 @@ def write_back(settings: Settings, path: Path, topic: str, *, tombstones: bool) 
     extra: list[bytes] = []
     if tombstones:
         have = set(keys)
-        extra = [k for k in latest_per_key(settings.kafka_bootstrap, topic, decode=lambda v: v, raw_keys=True,
+        extra = [k for k in latest_per_key(kafka, topic, decode=lambda v: v, raw_keys=True,
                                            past_open_transactions=True) if k not in have]
-    n = len(partitions(settings.kafka_bootstrap, topic))
+    n = len(partitions(kafka, topic))
     # the app's partitioner: a key's write-back must land in the partition its other records are in
-    produce(settings.kafka_bootstrap, topic, [*zip(keys, values, strict=True), *((k, None) for k in extra)],
+    produce(kafka, topic, [*zip(keys, values, strict=True), *((k, None) for k in extra)],
             partitions=n, config={"partitioner": SINK_PARTITIONER})
     return {"keys": len(keys), "tombstones": len(extra)}

@@ -28,6 +28,8 @@ from streamops.app.checkpoint import checkpoint_dir
 from streamops.app.context import AppContext
 from streamops.checkpoints import layout, lineage
 from streamops.exceptions import StreamopsError, UsageError
+from streamops.kafka.config import KafkaConfig
+from streamops.kafka.security import kafka_config
 from streamops.ledger import Ledger
 from streamops.ledger.store import HandOver, OperationRecord
 from streamops.lifecycle import driver, waits
@@ -196,7 +198,7 @@ def undo_plan(settings: Settings, spec: AppSpec, ledger: Ledger, op_id: int) -> 
 def undo(settings: Settings, spec: AppSpec, ledger: Ledger, op_id: int, **kwargs: Any) -> dict[str, Any]:
     """``undo_step`` advanced to its end in this process (the CLI)."""
     return waits.wait_here(ledger, lambda resume: undo_step(settings, spec, ledger, op_id, resume=resume, **kwargs),
-                           waits.convergence(AppContext(settings, spec, ledger)))
+                           waits.convergence(AppContext(settings, spec, ledger, kafka_config(settings, spec))))
 
 
 def undo_step(settings: Settings, spec: AppSpec, ledger: Ledger, op_id: int, *, dry_run: bool = False,
@@ -224,10 +226,10 @@ def _undo(settings: Settings, spec: AppSpec, ledger: Ledger, rec: OperationRecor
           progress: Callable[[str], None]) -> dict[str, Any]:
     """The undo inside its operation (``rec.after`` set); the undo's result."""
     done = read_done(ledger.get_operation(op_id) or {})
-    ckpt = checkpoint_dir(settings, spec)
+    ckpt, kafka = checkpoint_dir(settings, spec), kafka_config(settings, spec)  # kafka: until an AppContext
     t0 = time.monotonic()
     written: dict[str, Any] = {}
-    with Replacement(settings, spec, ledger, rec, running=plan["restart"], who=who, timeout=timeout,
+    with Replacement(settings, spec, ledger, rec, kafka=kafka, running=plan["restart"], who=who, timeout=timeout,
                      progress=progress) as swap:
         parallelism = swap.stop(driver_running=plan["running"])
         plan = {**plan, "running": swap.facts["driver_running"]}  # as before the stop, when resumed
@@ -238,7 +240,7 @@ def _undo(settings: Settings, spec: AppSpec, ledger: Ledger, rec: OperationRecor
         if done.changelog_recreated:  # kept, so that this undo can be undone too
             output = done.saved.get("output", {}).get("topic")
             swap.step("saved", folder=str(aside),
-                      saved=save_topics(settings, spec, aside, output=output, progress=progress,
+                      saved=save_topics(kafka, spec, aside, output=output, progress=progress,
                                         changelog_missing_ok=True))
         if done.checkpoint_before is not None:
             swap.set_aside(aside / "checkpoint")
@@ -246,7 +248,7 @@ def _undo(settings: Settings, spec: AppSpec, ledger: Ledger, rec: OperationRecor
             shutil.copytree(done.checkpoint_before, aside / "restoring")
             swap.install(aside / "restoring")
         if done.changelog_recreated:
-            written = _write_back_saved(settings, spec, swap, done, progress)
+            written = _write_back_saved(kafka, spec, swap, done, progress)
         version_now = ledger.output_version(spec.name)
         if plan["output_version_after"] != version_now:
             swap.step("output-version", before=version_now, after=plan["output_version_after"])
@@ -261,17 +263,17 @@ def _undo(settings: Settings, spec: AppSpec, ledger: Ledger, rec: OperationRecor
             "seconds": round(time.monotonic() - t0, 1)}
 
 
-def _write_back_saved(settings: Settings, spec: AppSpec, swap: Replacement, done: Done,
+def _write_back_saved(kafka: KafkaConfig, spec: AppSpec, swap: Replacement, done: Done,
                       progress: Callable[[str], None]) -> dict[str, Any]:
     """The changelog (and output) the undone operation saved, written back into a new changelog."""
     assert done.saved_in is not None
     swap.step("changelog-recreate", topic=spec.changelog_topic)
     progress(f"{spec.name}: recreating {spec.changelog_topic} from the saved copy ...")
-    recreate_changelog(settings, spec)
-    written = {"changelog": write_back(settings, done.saved_in / SAVED["changelog"], spec.changelog_topic,
+    recreate_changelog(kafka, spec)
+    written = {"changelog": write_back(kafka, done.saved_in / SAVED["changelog"], spec.changelog_topic,
                                        tombstones=False)}
     if "output" in done.saved:
-        written["output"] = write_back(settings, done.saved_in / SAVED["output"], done.saved["output"]["topic"],
+        written["output"] = write_back(kafka, done.saved_in / SAVED["output"], done.saved["output"]["topic"],
                                        tombstones=True)
     return written
 

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from streamops.settings import Settings
 from streamops.spec import AppSpec
+
+if TYPE_CHECKING:
+    from streamops.kafka.config import KafkaConfig
 
 #: what a shown key or value keeps (the source coordinates in its headers find the whole record)
 SHOWN_BYTES = 300
@@ -52,17 +55,17 @@ def dlq_summary(settings: Settings, spec: AppSpec, *, last: int = 500, shown: in
     not answer gives ``error`` (the page shows the rest)."""
     from streamops.app.topics import H_REASON
     from streamops.kafka.read import read_topic
-    from streamops.kafka.security import app_scope
+    from streamops.kafka.security import kafka_config
 
     records: list[DlqRecord] = []
     try:
-        with app_scope(spec, settings):
-            for m in read_topic(settings.kafka_bootstrap, spec.dlq_topic, last=last, stall_timeout=10):
-                headers = {k: (v or b"").decode("utf-8", "backslashreplace") for k, v in (m.headers() or [])}
-                ts_type, ts = m.timestamp()
-                value = m.value()
-                records.append(DlqRecord(m.partition(), m.offset(), ts if ts_type else None, headers.get(H_REASON),
-                                         headers, _text(m.key()), _text(value), len(value or b"")))
+        kafka = kafka_config(settings, spec)  # the app's clients; a bad configuration is shown as the error
+        for m in read_topic(kafka, spec.dlq_topic, last=last, stall_timeout=10):
+            headers = {k: (v or b"").decode("utf-8", "backslashreplace") for k, v in (m.headers() or [])}
+            ts_type, ts = m.timestamp()
+            value = m.value()
+            records.append(DlqRecord(m.partition(), m.offset(), ts if ts_type else None, headers.get(H_REASON),
+                                     headers, _text(m.key()), _text(value), len(value or b"")))
     except Exception as exc:  # noqa: BLE001 - a page must still show the rest
         return DlqSummary(spec.dlq_topic, 0, error=str(exc).splitlines()[0][:300])
     by_reason = Counter(r.reason or "?" for r in records)
@@ -111,7 +114,7 @@ def new_records(settings: Settings, app: str) -> dict[str, Any] | None:
     from streamops.app.dir import AppDir
     from streamops.kafka.admin import end_offsets
     from streamops.kafka.exceptions import TopicNotFoundError
-    from streamops.kafka.security import app_scope
+    from streamops.kafka.security import kafka_config
     from streamops.specfile import open_spec_file
 
     spec = open_spec_file(settings.repo, settings.state_dir).specs.get(app)
@@ -120,8 +123,7 @@ def new_records(settings: Settings, app: str) -> dict[str, Any] | None:
     appdir = AppDir.of(settings, app)
     cursor = _cursor(appdir)
     try:
-        with app_scope(spec, settings):
-            marks = end_offsets(settings.kafka_bootstrap, spec.dlq_topic)
+        marks = end_offsets(kafka_config(settings, spec), spec.dlq_topic)
     except TopicNotFoundError:
         return None
     records = sum(max(0, hi - max(lo, cursor.get(p, lo))) for p, (lo, hi) in marks.items())
@@ -131,39 +133,37 @@ def new_records(settings: Settings, app: str) -> dict[str, Any] | None:
             "ends": {str(p): hi for p, (_lo, hi) in sorted(marks.items())}}
 
 
-def digest_new(settings: Settings, spec: AppSpec, *, shown: int = 5, dry_run: bool = False) -> DlqDigest:
+def digest_new(settings: Settings, spec: AppSpec, kafka: KafkaConfig, *, shown: int = 5,
+               dry_run: bool = False) -> DlqDigest:
     """Read the app's DLQ from where the last digest stopped to its end, count by reason, and move
     the cursor there (unless ``dry_run``). A first digest starts at each partition's beginning.
     Records of a batch still being written are waited for (they belong before the cursor)."""
     from streamops.app.dir import AppDir
     from streamops.app.topics import H_REASON
     from streamops.kafka.admin import end_offsets
+    from streamops.kafka.exceptions import TopicNotFoundError
     from streamops.kafka.read import read_topic
-    from streamops.kafka.security import app_scope
 
     appdir = AppDir.of(settings, spec.name)
     cursor = _cursor(appdir)
-    from streamops.kafka.exceptions import TopicNotFoundError
-
-    with app_scope(spec, settings):
-        try:
-            marks = end_offsets(settings.kafka_bootstrap, spec.dlq_topic)
-        except TopicNotFoundError:  # never deployed: nothing rejected yet
-            return DlqDigest(spec.name, spec.dlq_topic, {}, 0, {})
-        ends = {p: hi for p, (_lo, hi) in marks.items()}
-        begins = {p: max(lo, cursor.get(p, lo), hi - DIGEST_MAX_PER_PARTITION) for p, (lo, hi) in marks.items()}
-        skipped = sum(max(0, begins[p] - max(lo, cursor.get(p, lo))) for p, (lo, _hi) in marks.items())
-        records: list[DlqRecord] = []
-        by_reason: Counter = Counter()
-        for m in read_topic(settings.kafka_bootstrap, spec.dlq_topic, from_offsets=begins, end=ends, stall_timeout=30,
-                            past_open_transactions=True):
-            headers = {k: (v or b"").decode("utf-8", "backslashreplace") for k, v in (m.headers() or [])}
-            by_reason[headers.get(H_REASON) or "?"] += 1
-            ts_type, ts = m.timestamp()
-            value = m.value()
-            records.append(DlqRecord(m.partition(), m.offset(), ts if ts_type else None, headers.get(H_REASON),
-                                     headers, _text(m.key()), _text(value), len(value or b"")))
-            del records[:-shown]
+    try:
+        marks = end_offsets(kafka, spec.dlq_topic)
+    except TopicNotFoundError:  # never deployed: nothing rejected yet
+        return DlqDigest(spec.name, spec.dlq_topic, {}, 0, {})
+    ends = {p: hi for p, (_lo, hi) in marks.items()}
+    begins = {p: max(lo, cursor.get(p, lo), hi - DIGEST_MAX_PER_PARTITION) for p, (lo, hi) in marks.items()}
+    skipped = sum(max(0, begins[p] - max(lo, cursor.get(p, lo))) for p, (lo, _hi) in marks.items())
+    records: list[DlqRecord] = []
+    by_reason: Counter = Counter()
+    for m in read_topic(kafka, spec.dlq_topic, from_offsets=begins, end=ends, stall_timeout=30,
+                        past_open_transactions=True):
+        headers = {k: (v or b"").decode("utf-8", "backslashreplace") for k, v in (m.headers() or [])}
+        by_reason[headers.get(H_REASON) or "?"] += 1
+        ts_type, ts = m.timestamp()
+        value = m.value()
+        records.append(DlqRecord(m.partition(), m.offset(), ts if ts_type else None, headers.get(H_REASON),
+                                 headers, _text(m.key()), _text(value), len(value or b"")))
+        del records[:-shown]
     ranges = {p: (begins[p], ends[p]) for p in sorted(ends) if ends[p] > begins[p]}
     if not dry_run:
         appdir.write(appdir.dlq_cursor, {"offsets": {str(p): o for p, o in sorted(ends.items())}})

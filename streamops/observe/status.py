@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from streamops.app.dir import AppDir
 from streamops.checkpoints import layout
@@ -26,6 +26,9 @@ from streamops.observe.streams import BatchPoint, as_point, history
 from streamops.settings import Settings
 from streamops.spec import AppSpec, versioned_output
 
+if TYPE_CHECKING:
+    from streamops.kafka.config import KafkaConfig
+
 #: a running app whose driver wrote no heartbeat for this long is ``stale``
 STALE_AFTER_S = 120.0
 #: operations ``streamops status`` lists
@@ -33,16 +36,15 @@ LAST_OPERATIONS = 5
 
 
 # -- the lag Kafka reports (the CLI, the operations, ``check --wait``) ---------------------------------
-def lag(settings: Settings, spec: AppSpec, committed: dict[str, dict[int, int]]) -> tuple[dict | None, str | None]:
-    """Per topic and partition: end offset - committed offset (whole topic if nothing committed)."""
+def lag(kafka: KafkaConfig, spec: AppSpec, committed: dict[str, dict[int, int]]) -> tuple[dict | None, str | None]:
+    """Per topic and partition: end offset - committed offset (whole topic if nothing committed);
+    ``kafka``: the app's client configuration."""
     from streamops.kafka.admin import end_offsets
-    from streamops.kafka.security import app_scope
 
     out: dict[str, dict[str, int]] = {}
     try:
         for topic in spec.input_topics:
-            with app_scope(spec):  # the app's Kafka client configuration (its spec's kafka overrides)
-                ends = end_offsets(settings.kafka_bootstrap, topic, timeout=5)
+            ends = end_offsets(kafka, topic, timeout=5)
             done = committed.get(topic, {})
             out[topic] = {str(p): hi - done.get(p, lo) for p, (lo, hi) in sorted(ends.items())}
     except Exception as exc:  # noqa: BLE001 - status must still show the rest
@@ -50,7 +52,7 @@ def lag(settings: Settings, spec: AppSpec, committed: dict[str, dict[int, int]])
     return out, None
 
 
-def wait_caught_up(settings: Settings, spec: AppSpec, timeout: float,
+def wait_caught_up(settings: Settings, spec: AppSpec, kafka: KafkaConfig, timeout: float,
                    progress: Callable[[str], None] = lambda _m: None) -> int:
     """Wait (at most ``timeout`` s) until the app's checkpoint has committed every input record
     present now, so that a comparison right after producing compares all of it. Returns the
@@ -59,7 +61,7 @@ def wait_caught_up(settings: Settings, spec: AppSpec, timeout: float,
     from streamops.kafka.admin import end_offsets
 
     ckpt = checkpoint_dir(settings, spec)
-    targets = {t: end_offsets(settings.kafka_bootstrap, t, timeout=10) for t in spec.input_topics}
+    targets = {t: end_offsets(kafka, t, timeout=10) for t in spec.input_topics}
     deadline, said = time.monotonic() + timeout, 0.0
     while True:
         committed = layout.committed_offsets(ckpt)
@@ -265,7 +267,7 @@ def _with_detail(status: AppStatus, settings: Settings, spec: AppSpec, ledger: L
     notes: list[str] = []
     lags = None
     if kafka_lag:
-        lags, note = lag(settings, spec, committed)
+        lags, note = _lag(settings, spec, committed)
         if note:
             notes.append(note)
     supervisor = read_json(heartbeat_file(settings))
@@ -273,6 +275,19 @@ def _with_detail(status: AppStatus, settings: Settings, spec: AppSpec, ledger: L
         notes.append(f"supervisor: {note}")
     return replace(status, checkpoint=CheckpointStatus(ckpt, layout.last_committed_batch(ckpt), committed),
                    lag=lags, operations=ledger.operations(spec.name, limit=LAST_OPERATIONS), notes=notes)
+
+
+def _lag(settings: Settings, spec: AppSpec, committed: dict[str, dict[int, int]]) -> tuple[dict | None, str | None]:
+    """``lag`` with the app's Kafka client configuration built here: status shows a bad one as a
+    note (status is what an operator runs when something is broken)."""
+    from streamops.exceptions import ConfigError
+    from streamops.kafka.security import kafka_config
+
+    try:
+        kafka = kafka_config(settings, spec)
+    except ConfigError as exc:
+        return None, f"lag unknown: {str(exc).splitlines()[0][:200]}"
+    return lag(kafka, spec, committed)
 
 
 def stream_row(settings: Settings, spec: AppSpec, ledger: Ledger, *, now: float | None = None,

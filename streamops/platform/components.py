@@ -163,15 +163,14 @@ def kafka_connection(settings: Settings) -> dict[str, str]:
     protocol a member joins and leaves alone, and a missing topic is waited for
     (bench/dlq_watcher.py)."""
     from streamops.exceptions import ConfigError
-    from streamops.kafka.properties import librdkafka, resolve
-    from streamops.kafka.security import platform_properties
+    from streamops.kafka.security import kafka_config
 
     try:
-        security = librdkafka(resolve(platform_properties(settings), "the platform's Kafka client properties"))
+        kafka = kafka_config(settings)
     except ConfigError as exc:  # the secured broker's files come with its first start: no watcher until then
         log.warning("no Airflow connection streamops_kafka: %s", exc)
         return {}
-    extra = {"bootstrap.servers": settings.kafka_bootstrap, "group.id": ASSET_WATCHERS_GROUP,
+    extra = {"bootstrap.servers": kafka.bootstrap, "group.id": ASSET_WATCHERS_GROUP,
              "group.protocol": "consumer", "auto.offset.reset": "earliest", "enable.auto.commit": "false", "isolation.level": "read_committed",
-             **security}
+             **kafka.librdkafka()}
     return {"AIRFLOW_CONN_STREAMOPS_KAFKA": json.dumps({"conn_type": "kafka", "extra": extra})}

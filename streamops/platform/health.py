@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from streamops.platform.components import Component
 from streamops.settings import Settings
+
+if TYPE_CHECKING:
+    from streamops.kafka.config import KafkaConfig
 
 
 def _get_json(url: str, timeout: float = 2.0) -> Any | None:
@@ -19,16 +22,13 @@ def _get_json(url: str, timeout: float = 2.0) -> Any | None:
         return None
 
 
-def kafka_healthy(bootstrap: str, timeout: float = 3.0) -> bool:
-    """A metadata round trip over the Kafka protocol."""
+def kafka_healthy(kafka: KafkaConfig, timeout: float = 3.0) -> bool:
+    """A metadata round trip over the Kafka protocol, as a client made with ``kafka``."""
     from confluent_kafka.admin import AdminClient
 
-    from streamops.kafka.security import librdkafka_for
-
-    security = librdkafka_for(bootstrap)  # a bad client configuration is its error (exit 2), not "unhealthy"
     try:
-        md = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout * 1000),
-                          "log_level": 0, **security}).list_topics(
+        md = AdminClient({"bootstrap.servers": kafka.bootstrap, "socket.timeout.ms": int(timeout * 1000),
+                          "log_level": 0, **kafka.librdkafka()}).list_topics(
             timeout=timeout
         )
         return bool(md.brokers)
@@ -45,13 +45,16 @@ def airflow_health(settings: Settings) -> dict[str, Any] | None:
     return _get_json(f"{settings.airflow_url}/api/v2/monitor/health")
 
 
-def check_all(settings: Settings, comps: list[Component]) -> dict[str, bool]:
-    """Health of each named component; shared endpoints are fetched once per call."""
+def check_all(settings: Settings, comps: list[Component], kafka: KafkaConfig | None) -> dict[str, bool]:
+    """Health of each named component; shared endpoints are fetched once per call. ``kafka``: the
+    platform's client configuration, when the broker is among ``comps``."""
     out: dict[str, bool] = {}
     names = {c.name for c in comps}
     groups = {c.group for c in comps}
     if "kafka" in names:
-        out["kafka"] = kafka_healthy(settings.kafka_bootstrap)
+        if kafka is None:
+            raise ValueError("the broker's health needs the platform's Kafka client configuration")
+        out["kafka"] = kafka_healthy(kafka)
     if "spark" in groups:
         master = spark_master_state(settings)
         alive = master is not None and master.get("status") == "ALIVE"
@@ -100,10 +103,13 @@ def probe(settings: Settings) -> dict[str, Any]:
     Unlike ``check_all`` this needs no pid files, so it works against external services
     (``STREAMOPS_BOOTSTRAP_SERVERS`` / ``STREAMOPS_SPARK_MASTER``) as well as embedded ones.
     """
+    from streamops.kafka.security import kafka_config
+
+    kafka = kafka_config(settings)  # a bad client configuration is its error (exit 2), not "unhealthy"
     master = spark_master_state(settings)
     workers = [w for w in (master or {}).get("workers", []) if w.get("state") == "ALIVE"]
     return {
-        "kafka": {"bootstrap": settings.kafka_bootstrap, "healthy": kafka_healthy(settings.kafka_bootstrap)},
+        "kafka": {"bootstrap": kafka.bootstrap, "healthy": kafka_healthy(kafka)},
         "spark": {
             "master": settings.spark_master_url,
             "healthy": master is not None and master.get("status") == "ALIVE" and bool(workers),

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psutil
 
@@ -22,6 +23,9 @@ from streamops.platform.components import GROUPS, Component, Group
 from streamops.platform.exceptions import ComponentStartError, PortInUseError
 from streamops.platform.health import check_all
 from streamops.settings import Settings
+
+if TYPE_CHECKING:
+    from streamops.kafka.config import KafkaConfig
 
 Progress = Callable[[str], None]
 
@@ -110,11 +114,18 @@ def _record(settings: Settings, comp: Component) -> PidRecord | None:
     return rec if rec is not None and rec.alive else None
 
 
+def _kafka(settings: Settings, comps: list[Component]) -> KafkaConfig | None:
+    """The platform's Kafka client configuration, to ask the broker among ``comps`` (if it is)."""
+    from streamops.kafka.security import kafka_config
+
+    return kafka_config(settings) if any(c.group == "kafka" for c in comps) else None
+
+
 def status(settings: Settings, only: Iterable[Group] | None = None) -> list[ComponentStatus]:
     comps = select(settings, only)
     records = {c.name: _record(settings, c) for c in comps}
     live = [c for c in comps if records[c.name] is not None]
-    health = check_all(settings, live) if live else {}
+    health = check_all(settings, live, _kafka(settings, live)) if live else {}
     out = []
     for c in comps:
         rec = records[c.name]
@@ -158,9 +169,6 @@ def up(
     Idempotent: running components are left alone. On any failure, everything this call
     started is stopped again and ComponentStartError carries the failing log's last lines.
     """
-    from streamops.kafka import security
-
-    security.register(settings)  # this process's clients of the platform (health) use its security
     java_bin, _major = find_java()
     secrets = ensure_secrets(settings)
     compmod.write_spark_properties(settings)
@@ -169,6 +177,7 @@ def up(
     to_start = [c for c in comps if _record(settings, c) is None]
     _check_ports(settings, to_start)
     _prepare(settings, comps, to_start, env, progress)
+    kafka = _kafka(settings, comps)  # after _prepare: a secured broker's client properties come with it
     started: list[Component] = []
     begun: dict[str, float] = {}
     try:
@@ -180,7 +189,7 @@ def up(
                   pid_path=pid_path(settings, c.name), cwd=settings.state_dir)
             started.append(c)
             begun[c.name] = time.monotonic()
-        _wait_healthy(settings, comps, started, begun, progress)
+        _wait_healthy(settings, comps, started, begun, progress, kafka)
     except BaseException as exc:
         if started:
             progress("stopping what this 'up' started: " + ", ".join(c.name for c in started))
@@ -234,11 +243,12 @@ def _wait_healthy(
     started: list[Component],
     begun: dict[str, float],
     progress: Progress,
+    kafka: KafkaConfig | None,
 ) -> None:
     t0 = time.monotonic()
     pending = {c.name: c for c in comps}
     while pending:
-        health = check_all(settings, list(pending.values()))
+        health = check_all(settings, list(pending.values()), kafka)
         for name in [n for n, ok in health.items() if ok]:
             progress(f"{name} healthy ({time.monotonic() - begun.get(name, t0):.1f}s)")
             pending.pop(name, None)

@@ -30,6 +30,8 @@ from streamops.app.outputs import check_version, reprocess_spec
 from streamops.checkpoints import layout
 from streamops.exceptions import StreamopsError, UsageError
 from streamops.host.process import start_ticks
+from streamops.kafka.config import KafkaConfig
+from streamops.kafka.security import kafka_config
 from streamops.ledger import Ledger
 from streamops.ledger.store import HandOver
 from streamops.lifecycle import driver, waits
@@ -87,7 +89,7 @@ def bound_offset(bound: dict[str, Any], option: str, lo: int, hi: int, at_time: 
     return min(max(o, lo), hi), option == "--from" and 0 < lo and gone
 
 
-def resolve_bound(settings: Settings, spec: AppSpec, bound: dict[str, Any], option: str
+def resolve_bound(kafka: KafkaConfig, spec: AppSpec, bound: dict[str, Any], option: str
                   ) -> tuple[dict[str, dict[str, int]], list[str]]:
     """Offsets per partition of every input topic (a time: the first record at or after it), and
     the partitions where the range may start in deleted records (``bound_offset``)."""
@@ -101,8 +103,8 @@ def resolve_bound(settings: Settings, spec: AppSpec, bound: dict[str, Any], opti
         raise UsageError(f"{option}: {', '.join(unknown)} is not an input of {spec.name} "
                          f"({', '.join(spec.input_topics)})")
     for topic in spec.input_topics:
-        marks = end_offsets(settings.kafka_bootstrap, topic)
-        times = offsets_for_times(settings.kafka_bootstrap, topic, bound["ms"]) if bound["kind"] == "time" else {}
+        marks = end_offsets(kafka, topic)
+        times = offsets_for_times(kafka, topic, bound["ms"]) if bound["kind"] == "time" else {}
         for p, (lo, hi) in sorted(marks.items()):
             asked = given.get(topic, {}).get(str(p))
             o, gone = bound_offset(bound, option, lo, hi, times.get(p), None if asked is None else int(asked))
@@ -119,15 +121,16 @@ def default_version(ledger: Ledger, spec: AppSpec) -> str:
 
 
 # -- reprocess -------------------------------------------------------------------------------------
-def reprocess_plan(settings: Settings, spec: AppSpec, ledger: Ledger, *, frm: str, to: str,
+def reprocess_plan(settings: Settings, spec: AppSpec, ledger: Ledger, *, kafka: KafkaConfig, frm: str, to: str,
                    output_version: str | None = None) -> dict[str, Any]:
+    """What reprocess would do (``kafka``: the app's client configuration); changes nothing."""
     version = check_version(output_version) or default_version(ledger, spec)
     live = ledger.output_version(spec.name)
     if version == (live or "v1"):  # v1 is the spec's own topic
         raise UsageError(f"{spec.name} writes {versioned_output(spec.output_topic, live)} now: reprocess into "
                          f"another version (e.g. {default_version(ledger, spec)})")
-    start, deleted = resolve_bound(settings, spec, parse_bound(frm, "--from"), "--from")
-    stop, _ = resolve_bound(settings, spec, parse_bound(to, "--to"), "--to")
+    start, deleted = resolve_bound(kafka, spec, parse_bound(frm, "--from"), "--from")
+    stop, _ = resolve_bound(kafka, spec, parse_bound(to, "--to"), "--to")
     rows, backwards = [], []
     for topic, parts in start.items():
         for p, s in sorted(parts.items(), key=lambda kv: int(kv[0])):
@@ -167,7 +170,8 @@ def reprocess_step(settings: Settings, spec: AppSpec, ledger: Ledger, *, frm: st
     """Run the job over [from, to) into the versioned output (``lifecycle.waits``): the step that
     launches the run's driver ends waiting for it (kind ``reprocess``: ``watch_run`` polls it); the
     step resumed after the driver ended checks and records the range."""
-    plan = reprocess_plan(settings, spec, ledger, frm=frm, to=to, output_version=output_version)
+    kafka = kafka_config(settings, spec)  # until this takes an AppContext: its clients' configuration
+    plan = reprocess_plan(settings, spec, ledger, kafka=kafka, frm=frm, to=to, output_version=output_version)
     if dry_run:
         return waits.Done({**plan, "dry_run": True})
     derived = reprocess_spec(spec, plan["output_version"])
@@ -184,7 +188,7 @@ def reprocess_step(settings: Settings, spec: AppSpec, ledger: Ledger, *, frm: st
                 t0 -= time.time() - launched["at"]
                 done = _finish_run(settings, derived, plan, progress)
             else:
-                marker, run_file = _prepare_run(settings, derived, plan, progress)
+                marker, run_file = _prepare_run(settings, derived, kafka, plan, progress)
                 done = 0
                 if plan["records"]:
                     proc = _launch(settings, spec, derived, run_file, n, master)
@@ -204,10 +208,11 @@ def reprocess_step(settings: Settings, spec: AppSpec, ledger: Ledger, *, frm: st
                        "records_per_second": rate, "batches": rec.after["batches"]})
 
 
-def _prepare_run(settings: Settings, derived: AppSpec, plan: dict[str, Any],
+def _prepare_run(settings: Settings, derived: AppSpec, kafka: KafkaConfig, plan: dict[str, Any],
                  progress: Callable[[str], None]) -> tuple[Any, Path]:
     """The run's checkpoint (new, or the state of the range that ended where this one starts), its
-    topics, its batch marker rewound and its run file: (the marker rewound, the run file)."""
+    topics, its batch marker rewound and its run file: (the marker rewound, the run file). ``kafka``:
+    the live app's client configuration (the run's clients are the app's)."""
     from streamops.app.topics import ensure_app_topics
 
     ckpt = checkpoint_dir(settings, derived)
@@ -217,10 +222,10 @@ def _prepare_run(settings: Settings, derived: AppSpec, plan: dict[str, Any],
     if resumed.is_dir():  # the previous range ended exactly here: its state goes on
         progress(f"{derived.name}: continuing the state of the range that ended at these offsets")
         shutil.copytree(resumed, ckpt)
-    ensure_app_topics(settings, derived)
+    ensure_app_topics(kafka, derived)
     batch = layout.last_committed_batch(ckpt)
     # the next batch is written again (upserts); DLQ entries already written are not
-    marker = rewind_marker(settings, derived, -1 if batch is None else batch)
+    marker = rewind_marker(settings, derived, kafka, -1 if batch is None else batch)
     run_dir = AppDir.of(settings, derived.name)
     run_file = run_dir.reprocess_run
     run_dir.write(run_file, {"output_version": plan["output_version"], "start": plan["start"],
@@ -413,10 +418,10 @@ def promote(settings: Settings, spec: AppSpec, ledger: Ledger, version: str | No
     """``promote_step`` advanced to its end in this process (the CLI)."""
     return waits.wait_here(ledger, lambda resume: promote_step(settings, spec, ledger, version, resume=resume,
                                                                **kwargs),
-                           waits.convergence(AppContext(settings, spec, ledger)))
+                           waits.convergence(AppContext(settings, spec, ledger, kafka_config(settings, spec))))
 
 
-def promote_plan(settings: Settings, spec: AppSpec, ledger: Ledger, version: str | None, *,
+def promote_plan(settings: Settings, spec: AppSpec, ledger: Ledger, version: str | None, *, kafka: KafkaConfig,
                  running: bool | None = None) -> dict[str, Any]:
     """What ``promote`` would do (``running``: whether the app runs, if known)."""
     from streamops.kafka.admin import end_offsets
@@ -426,7 +431,7 @@ def promote_plan(settings: Settings, spec: AppSpec, ledger: Ledger, version: str
     before = ledger.output_version(spec.name)
     topic = versioned_output(spec.output_topic, target)
     try:
-        records = sum(hi - lo for lo, hi in end_offsets(settings.kafka_bootstrap, topic).values())
+        records = sum(hi - lo for lo, hi in end_offsets(kafka, topic).values())
     except TopicNotFoundError:
         raise UsageError(f"{topic} does not exist: reprocess into {target} first "
                          f"(`streamops reprocess {spec.name} --from ... --to ... --output-version {target}`)") from None
@@ -444,7 +449,8 @@ def promote_step(settings: Settings, spec: AppSpec, ledger: Ledger, version: str
                  progress: Callable[[str], None] = lambda _m: None) -> waits.Step:
     """Make ``version`` (None or 'v1': the spec's own topic) the output the live app writes; a
     running app is restarted at a batch boundary so its next batch writes there (``lifecycle.waits``)."""
-    plan = promote_plan(settings, spec, ledger, version)
+    kafka = kafka_config(settings, spec)  # until this takes an AppContext: its clients' configuration
+    plan = promote_plan(settings, spec, ledger, version, kafka=kafka)
     if dry_run or plan["noop"]:
         return waits.Done({**plan, "dry_run": dry_run})
     if plan["running"]:
@@ -453,10 +459,10 @@ def promote_step(settings: Settings, spec: AppSpec, ledger: Ledger, version: str
     try:
         with ledger.operation(spec.name, "promote", {"output_version": target}, who=who, resume=resume,
                               before={"output_version": plan["output_version_before"]}) as rec:
-            with Replacement(settings, spec, ledger, rec, running=plan["running"], who=who, timeout=timeout,
-                             progress=progress) as swap:
+            with Replacement(settings, spec, ledger, rec, kafka=kafka, running=plan["running"], who=who,
+                             timeout=timeout, progress=progress) as swap:
                 parallelism = swap.stop()
-                plan = promote_plan(settings, spec, ledger, version, running=swap.running)
+                plan = promote_plan(settings, spec, ledger, version, kafka=kafka, running=swap.running)
                 swap.step("output-version", before=plan["output_version_before"], after=target)
                 ledger.set_output_version(spec.name, target, who=who, op=rec.op)
                 swap.restart(parallelism, batch_before=layout.last_committed_batch(checkpoint_dir(settings, spec)))

@@ -33,6 +33,8 @@ from streamops.app.outputs import check_version
 from streamops.checkpoints import compact as cc
 from streamops.checkpoints import layout
 from streamops.exceptions import StreamopsError, UsageError
+from streamops.kafka.config import KafkaConfig
+from streamops.kafka.security import kafka_config
 from streamops.ledger import Ledger
 from streamops.ledger.store import HandOver, OperationRecord
 from streamops.lifecycle import driver, waits
@@ -53,17 +55,16 @@ class ResetError(StreamopsError):
 
 
 # -- inputs of a plan ------------------------------------------------------------------------------
-def _watermarks(settings: Settings, spec: AppSpec) -> dict[TP, tuple[int, int]]:
+def _watermarks(kafka: KafkaConfig, spec: AppSpec) -> dict[TP, tuple[int, int]]:
     from streamops.kafka.admin import end_offsets
 
-    return {(t, p): lh for t in spec.input_topics for p, lh in end_offsets(settings.kafka_bootstrap, t).items()}
+    return {(t, p): lh for t in spec.input_topics for p, lh in end_offsets(kafka, t).items()}
 
 
-def _times(settings: Settings, spec: AppSpec, timestamp_ms: int) -> dict[TP, int | None]:
+def _times(kafka: KafkaConfig, spec: AppSpec, timestamp_ms: int) -> dict[TP, int | None]:
     from streamops.kafka.admin import offsets_for_times
 
-    return {(t, p): o for t in spec.input_topics
-            for p, o in offsets_for_times(settings.kafka_bootstrap, t, timestamp_ms).items()}
+    return {(t, p): o for t in spec.input_topics for p, o in offsets_for_times(kafka, t, timestamp_ms).items()}
 
 
 def _by_topic(moves: list[PartitionMove]) -> dict[str, dict[str, int]]:
@@ -74,9 +75,10 @@ def _by_topic(moves: list[PartitionMove]) -> dict[str, dict[str, int]]:
 
 
 # -- plan ------------------------------------------------------------------------------------------
-def reset_plan(settings: Settings, spec: AppSpec, ledger: Ledger, target: ResetTarget, *, state: str = "wipe",
-               force: bool = False, output_version: str | None = None) -> dict[str, Any]:
-    """Everything a reset would do, computed from the checkpoint and the broker; changes nothing."""
+def reset_plan(settings: Settings, spec: AppSpec, ledger: Ledger, target: ResetTarget, *, kafka: KafkaConfig,
+               state: str = "wipe", force: bool = False, output_version: str | None = None) -> dict[str, Any]:
+    """Everything a reset would do, computed from the checkpoint and the broker (``kafka``: the
+    app's client configuration); changes nothing."""
     if state not in STATES:
         raise UsageError(f"--state must be one of {', '.join(STATES)}, got {state!r}")
     if state == "keep" and not force:
@@ -89,8 +91,8 @@ def reset_plan(settings: Settings, spec: AppSpec, ledger: Ledger, target: ResetT
     if state == "keep" and batch is None:
         raise UsageError(f"{spec.name}: --state keep needs a committed batch to keep; {ckpt} has none")
     ts = target.timestamp_ms()
-    moves = resolve(target, watermarks=_watermarks(settings, spec), current=layout.next_offsets(ckpt),
-                    times=_times(settings, spec, ts) if ts is not None else None)
+    moves = resolve(target, watermarks=_watermarks(kafka, spec), current=layout.next_offsets(ckpt),
+                    times=_times(kafka, spec, ts) if ts is not None else None)
     live_before = ledger.output_version(spec.name)
     out_before = versioned_output(spec.output_topic, live_before)
     out_after = versioned_output(spec.output_topic, output_version or live_before)
@@ -135,7 +137,7 @@ def reset_plan(settings: Settings, spec: AppSpec, ledger: Ledger, target: ResetT
 def reset(settings: Settings, spec: AppSpec, ledger: Ledger, target: ResetTarget, **kwargs: Any) -> dict[str, Any]:
     """``reset_step`` advanced to its end in this process (the CLI)."""
     return waits.wait_here(ledger, lambda resume: reset_step(settings, spec, ledger, target, resume=resume, **kwargs),
-                           waits.convergence(AppContext(settings, spec, ledger)))
+                           waits.convergence(AppContext(settings, spec, ledger, kafka_config(settings, spec))))
 
 
 def reset_step(settings: Settings, spec: AppSpec, ledger: Ledger, target: ResetTarget, *, state: str = "wipe",
@@ -144,7 +146,9 @@ def reset_step(settings: Settings, spec: AppSpec, ledger: Ledger, target: ResetT
                progress: Callable[[str], None] = lambda _m: None) -> waits.Step:
     """Reset the app's input offsets and state (see module docstring; ``lifecycle.waits``). A
     running app is planned again once it stopped (the step resumed after the wait)."""
-    plan = reset_plan(settings, spec, ledger, target, state=state, force=force, output_version=output_version)
+    kafka = kafka_config(settings, spec)  # until this takes an AppContext: its clients' configuration
+    plan = reset_plan(settings, spec, ledger, target, kafka=kafka, state=state, force=force,
+                      output_version=output_version)
     if dry_run:
         return waits.Done({**plan, "dry_run": True})
     may_replace_checkpoint(settings, spec, running=plan["running"], stop_first=stop_first, what="a reset")
@@ -154,20 +158,21 @@ def reset_step(settings: Settings, spec: AppSpec, ledger: Ledger, target: ResetT
     try:
         with ledger.operation(spec.name, "reset", {**plan["params"], "state": state, "output_version": output_version},
                               who=who, before=before, resume=resume) as rec:
-            out = _reset(settings, spec, ledger, rec, plan, state=state, output_version=output_version, who=who,
+            out = _reset(settings, spec, ledger, kafka, rec, plan, state=state, output_version=output_version, who=who,
                          timeout=timeout, progress=progress)
     except HandOver as wait:
         return waits.Waiting(wait.pending)
     return waits.ended(rec, out)
 
 
-def _reset(settings: Settings, spec: AppSpec, ledger: Ledger, rec: OperationRecord, plan: dict[str, Any], *,
+def _reset(settings: Settings, spec: AppSpec, ledger: Ledger, kafka: KafkaConfig, rec: OperationRecord,
+           plan: dict[str, Any], *,
            state: str, output_version: str | None, who: str | None, timeout: float,
            progress: Callable[[str], None]) -> dict[str, Any]:
     """The reset inside its operation (``rec.after`` set); the reset's result."""
     t0 = time.monotonic()
     ckpt = checkpoint_dir(settings, spec)
-    with Replacement(settings, spec, ledger, rec, running=plan["running"], who=who, timeout=timeout,
+    with Replacement(settings, spec, ledger, rec, kafka=kafka, running=plan["running"], who=who, timeout=timeout,
                      progress=progress) as swap:
         parallelism = swap.stop()  # a running app: handed over, and planned again when resumed
         plan = {**plan, "running": swap.running}
@@ -175,7 +180,7 @@ def _reset(settings: Settings, spec: AppSpec, ledger: Ledger, rec: OperationReco
         targets = {t: {str(p): o for (tt, p), o in moves.items() if tt == t} for t, _p in moves}
         aside = swap.aside
         aside.mkdir(parents=True)
-        saved = save_topics(settings, spec, aside, progress=progress,
+        saved = save_topics(kafka, spec, aside, progress=progress,
                             output=plan["output_topic_before"] if not output_version else None)
         swap.step("saved", folder=str(aside), saved=saved)
         if state == "wipe":
@@ -184,7 +189,7 @@ def _reset(settings: Settings, spec: AppSpec, ledger: Ledger, rec: OperationReco
             layout.write_start_offsets(ckpt, targets)
             swap.step("changelog-recreate", topic=spec.changelog_topic)
             progress(f"{spec.name}: recreating {spec.changelog_topic} empty ...")
-            recreate_changelog(settings, spec)
+            recreate_changelog(kafka, spec)
             marker = swap.rewind(-1)
         else:
             swap.copy_aside(aside / "checkpoint")

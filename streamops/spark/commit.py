@@ -49,7 +49,7 @@ from streamops.app.topics import (
 from streamops.checkpoints import lineage
 from streamops.exceptions import StreamopsError
 from streamops.kafka import identity
-from streamops.kafka.security import librdkafka_for
+from streamops.kafka.config import KafkaConfig
 
 log = logging.getLogger(__name__)
 
@@ -97,16 +97,17 @@ def already_emitted(record: OutRecord, emitted_until: Offsets) -> bool:
 class BatchCommitter:
     """Commits each micro-batch's records exactly once (see module docstring)."""
 
-    def __init__(self, bootstrap: str, app: str, commits_topic: str, *, checkpoint: Path | None = None,
+    def __init__(self, kafka: KafkaConfig, app: str, commits_topic: str, *, checkpoint: Path | None = None,
                  producer_config: dict | None = None, timeout: float = 60.0) -> None:
-        """``checkpoint``: the one the committed batches belong to; its id goes into each marker."""
+        """``kafka``: the app's client configuration. ``checkpoint``: the one the committed batches
+        belong to; its id goes into each marker."""
         self.app = app
         self.checkpoint = checkpoint
         self._checkpoint_id: str | None = None
         self.commits_topic = commits_topic
         self.timeout = timeout
         self.producer = Producer({
-            "bootstrap.servers": bootstrap, **librdkafka_for(bootstrap),
+            "bootstrap.servers": kafka.bootstrap, **kafka.librdkafka(),
             "transactional.id": transactional_id(app),
             "enable.idempotence": True,
             "linger.ms": 5,
@@ -120,17 +121,17 @@ class BatchCommitter:
         self.producer.init_transactions(timeout)
         # the input offsets of each batch also go to the consumer group named after the app, in the
         # batch's transaction, for Kafka's tools and lag exporters (the checkpoint stays the truth)
-        group = Consumer({"bootstrap.servers": bootstrap, **librdkafka_for(bootstrap),
+        group = Consumer({"bootstrap.servers": kafka.bootstrap, **kafka.librdkafka(),
                           "group.id": consumer_group(app), "enable.auto.commit": False, "log_level": 0})
         try:  # only its metadata is needed; a consumer kept open would keep connecting for nothing
             self._group_metadata = group.consumer_group_metadata()
         finally:
             group.close()
-        marker = last_marker(bootstrap, commits_topic, app) or {}
+        marker = last_marker(kafka, commits_topic, app) or {}
         self.last_committed: int = int(marker.get("batch_id", -1))
         self.emitted_until: Offsets = marker.get("emitted_until") or {}
         self.dropped = 0  # records not written again after a rewind (already emitted)
-        self.bootstrap = bootstrap
+        self.kafka = kafka
         self.origins: identity.Origins = marker.get("input_origin") or {}
         #: {topic: {partition: ms}}: when a recreated input partition was noticed
         self.input_recreated: dict[str, dict[str, int]] = marker.get("input_recreated") or {}
@@ -140,7 +141,7 @@ class BatchCommitter:
         """Forget what was emitted from input partitions that were deleted and created again."""
         if not topics:
             return
-        current = identity.origins(self.bootstrap, topics)
+        current = identity.origins(self.kafka, topics)
         now_ms = int(time.time() * 1000)
         for topic, parts in identity.recreated(self.origins, current, self.emitted_until).items():
             for p in parts:

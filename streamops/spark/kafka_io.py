@@ -16,10 +16,11 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from streamops.exceptions import UsageError
-from streamops.kafka import security
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+    from streamops.kafka.config import KafkaConfig
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +105,7 @@ def _check_offsets(name: str, spec: Mapping[str, Any]) -> None:
 def read_kafka(
     spark: SparkSession,
     *,
-    bootstrap_servers: str,
+    kafka: KafkaConfig,
     subscribe: str | Iterable[str],
     streaming: bool = True,
     starting_offsets: str | Mapping | None = None,
@@ -115,7 +116,8 @@ def read_kafka(
     fail_on_data_loss: bool = True,
     options: Mapping[str, Any] | None = None,
 ) -> DataFrame:
-    """A Kafka DataFrame with Spark's Kafka schema including ``headers``.
+    """A Kafka DataFrame with Spark's Kafka schema including ``headers``, read as a client made with
+    ``kafka`` (its address and client security).
 
     ``options`` are further source options with Spark's names (``kafka.security.protocol``,
     ``kafka.sasl.*``, ``startingOffsetsByTimestampStrategy``, ...); they may not repeat an option set
@@ -125,10 +127,10 @@ def read_kafka(
     such bound), which ``clamp_to_bound`` takes back from the checkpoint once the run ends.
     ``kafka.isolation.level`` defaults to ``read_committed``.
     """
-    _check_arguments(bootstrap_servers, streaming, ending_offsets, stop_at_offsets, max_offsets_per_trigger)
+    _check_arguments(kafka.bootstrap, streaming, ending_offsets, stop_at_offsets, max_offsets_per_trigger)
     topics = [subscribe] if isinstance(subscribe, str) else list(subscribe)
     opts: dict[str, str] = {
-        "kafka.bootstrap.servers": bootstrap_servers,
+        "kafka.bootstrap.servers": kafka.bootstrap,
         "subscribe": ",".join(t.strip() for t in topics),
         "failOnDataLoss": "true" if fail_on_data_loss else "false",
     }
@@ -141,7 +143,7 @@ def read_kafka(
         opts["startingTimestamp"] = str(int(starting_timestamp))
     if max_offsets_per_trigger is not None:
         opts["maxOffsetsPerTrigger"] = str(int(max_offsets_per_trigger))
-    opts = _with_options(opts, options, bootstrap_servers)
+    opts = _with_options(opts, options, kafka)
     require_connector(spark)
     reader = spark.readStream if streaming else spark.read
     df = reader.format("kafka").options(**opts).load()
@@ -152,7 +154,7 @@ def _check_arguments(bootstrap_servers: str, streaming: bool, ending_offsets: ob
                      max_offsets_per_trigger: int | None) -> None:
     """``UsageError`` for a combination of ``read_kafka``'s arguments Spark would refuse or ignore."""
     if not bootstrap_servers:
-        raise UsageError("bootstrap_servers is required")
+        raise UsageError("a bootstrap address is required (kafka=...)")
     if streaming and ending_offsets is not None:
         raise UsageError("ending_offsets is only valid for batch reads (streaming=False)")
     if not streaming and stop_at_offsets is not None:
@@ -163,17 +165,17 @@ def _check_arguments(bootstrap_servers: str, streaming: bool, ending_offsets: ob
         raise UsageError(f"max_offsets_per_trigger must be >= 1, got {max_offsets_per_trigger}")
 
 
-def _with_options(opts: dict[str, str], options: Mapping[str, Any] | None, bootstrap_servers: str) -> dict[str, str]:
-    """``opts`` with the caller's further ``options`` and the platform's client security over them;
+def _with_options(opts: dict[str, str], options: Mapping[str, Any] | None, kafka: KafkaConfig) -> dict[str, str]:
+    """``opts`` with the caller's further ``options`` and ``kafka``'s client security over them;
     an option may not repeat a keyword argument's; headers and read_committed by default."""
     taken = {k.lower(): k for k in opts}
     extra = {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in (options or {}).items()}
-    extra = {**security.spark_options_for(bootstrap_servers), **extra}  # the platform's client security
+    extra = {**kafka.spark_options(), **extra}  # the client security
     clashes = sorted(k for k in extra if k.lower() in taken)
     if clashes:
         raise UsageError(
             f"options {clashes} repeat keyword arguments of read_kafka: pass each setting once "
-            f"(e.g. bootstrap_servers=..., not options={{'kafka.bootstrap.servers': ...}})"
+            f"(e.g. kafka=..., not options={{'kafka.bootstrap.servers': ...}})"
         )
     out = dict(opts)
     if not any(k.lower() == "includeheaders" for k in extra):
@@ -210,13 +212,13 @@ def clamp_to_bound(end: Mapping[str, Mapping[str, int]], bound: Mapping[str, Map
 def write_kafka_batch(
     df: DataFrame,
     *,
-    bootstrap_servers: str,
+    kafka: KafkaConfig,
     topic: str | None = None,
     options: Mapping[str, Any] | None = None,
     producer_config: Mapping[str, Any] | None = None,
 ) -> None:
-    """Write a batch DataFrame (e.g. inside ``foreachBatch``) with Spark's Kafka sink; raise if any
-    record fails.
+    """Write a batch DataFrame (e.g. inside ``foreachBatch``) with Spark's Kafka sink, as a client
+    made with ``kafka``; raise if any record fails.
 
     Columns as for Spark's Kafka sink: ``value`` (binary or string, required), optional ``key``
     (binary or string), ``headers`` (array<struct<key: string, value: binary>>), ``topic`` (used when
@@ -225,8 +227,8 @@ def write_kafka_batch(
     ``producer_config``: client properties without prefix (Java client names). Not transactional:
     a re-run batch is written again (the app runtime's committer is what writes exactly once).
     """
-    if not bootstrap_servers:
-        raise UsageError("bootstrap_servers is required")
+    if not kafka.bootstrap:
+        raise UsageError("a bootstrap address is required (kafka=...)")
     cols = set(df.columns)
     if "value" not in cols:
         raise UsageError(f"write_kafka_batch needs a 'value' column; columns are {sorted(cols)}")
@@ -238,16 +240,16 @@ def write_kafka_batch(
             f"write_kafka_batch: unexpected columns {sorted(unknown)}; select key, value and optionally "
             f"headers, topic, partition"
         )
-    spark_opts = {**security.spark_options_for(bootstrap_servers), **{str(k): str(v) for k, v in (options or {}).items()}}
+    spark_opts = {**kafka.spark_options(), **{str(k): str(v) for k, v in (options or {}).items()}}
     bad = sorted(k for k in spark_opts if not k.lower().startswith("kafka.") and k.lower() != "topic")
     if bad:
         raise UsageError(f"options {bad}: sink options must be 'kafka.'-prefixed client properties")
     if any(k.lower() == "kafka.bootstrap.servers" for k in spark_opts) or (
         producer_config and "bootstrap.servers" in producer_config
     ):
-        raise UsageError("pass the brokers once, as bootstrap_servers=...")
+        raise UsageError("pass the brokers once, as kafka=...")
     require_connector(df.sparkSession)
-    writer = df.write.format("kafka").option("kafka.bootstrap.servers", bootstrap_servers)
+    writer = df.write.format("kafka").option("kafka.bootstrap.servers", kafka.bootstrap)
     for k, v in spark_opts.items():
         writer = writer.option(k, v)
     for k, v in (producer_config or {}).items():

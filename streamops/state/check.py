@@ -20,7 +20,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from streamops.checkpoints import layout
 from streamops.exceptions import StreamopsError
@@ -28,6 +28,9 @@ from streamops.host import jars
 from streamops.settings import Settings
 from streamops.spark import pydaemon
 from streamops.spec import AppSpec, load_job
+
+if TYPE_CHECKING:
+    from streamops.kafka.config import KafkaConfig
 
 SAMPLES = 5
 
@@ -152,7 +155,7 @@ class _Scope:
     """What one check compares as of: the committed batch, its offsets, the input range folded."""
 
     spec: AppSpec
-    bootstrap: str
+    kafka: KafkaConfig
     ckpt: Path
     batch: int
     offsets: dict  # topic -> {partition: offset} the batch committed
@@ -165,7 +168,7 @@ class _Scope:
         return self.since_ms is not None or bool(self.start)
 
 
-def run_check(spec: AppSpec, settings: Settings, *, spark=None, since_ms: int | None = None,
+def run_check(spec: AppSpec, settings: Settings, kafka: KafkaConfig, *, spark=None, since_ms: int | None = None,
               open_transaction_wait_s: float = 30.0,
               progress: Callable[[str], None] = lambda _m: None) -> CheckReport:
     """``since_ms``: fold only input records with a timestamp at or after it (a reset to a
@@ -173,10 +176,10 @@ def run_check(spec: AppSpec, settings: Settings, *, spark=None, since_ms: int | 
     at. With either range, the output and DLQ may hold records from before it: only the keys and
     input records in the range are compared there. ``open_transaction_wait_s``: how long a
     transaction may stay open below the end of a sink topic (a running app's batch) before it is
-    named hanging (``OpenTransactionError``)."""
+    named hanging (``OpenTransactionError``). ``kafka``: the app's client configuration."""
     job_cls = load_job(spec, settings.repo)
     ckpt, batch = committed_batch(settings, spec)
-    sc = _Scope(spec, settings.kafka_bootstrap, ckpt, batch, layout.committed_offsets(ckpt),
+    sc = _Scope(spec, kafka, ckpt, batch, layout.committed_offsets(ckpt),
                 layout.start_offsets(ckpt) or {}, since_ms, open_transaction_wait_s)
     progress(f"folding the input up to batch {batch}'s offsets {sc.offsets}")
     folded, records = _fold(job_cls, sc)
@@ -202,14 +205,14 @@ def _fold(job_cls: type, sc: _Scope) -> tuple[Any, int]:
     from streamops.state.oracle import DERIVED, fold_input, record_of
 
     counted = {"n": 0}
-    input_partitions = {topic: partitions(sc.bootstrap, topic) for topic in sc.spec.input_topics}
+    input_partitions = {topic: partitions(sc.kafka, topic) for topic in sc.spec.input_topics}
 
     def messages():
         for topic in sc.spec.input_topics:
             # partitions the committed batch does not cover (yet) contribute nothing
             end = {p: sc.offsets.get(topic, {}).get(p, 0) for p in input_partitions[topic]}
             first = {int(p): int(o) for p, o in sc.start.get(topic, {}).items()}
-            for m in read_topic(sc.bootstrap, topic, end=end):
+            for m in read_topic(sc.kafka, topic, end=end):
                 if m.offset() < first.get(m.partition(), 0):
                     continue
                 if sc.since_ms is not None and m.timestamp()[1] < sc.since_ms:
@@ -247,10 +250,10 @@ def _topic_diffs(job_cls: type, sc: _Scope, folded: Any, progress: Callable[[str
     spec = sc.spec
     progress(f"reading {spec.changelog_topic}")
     changelog = compare("changelog", folded.states, decode_changelog(job_cls, latest_per_key(
-        sc.bootstrap, spec.changelog_topic, decode=lambda v: v, past_open_transactions=True,
+        sc.kafka, spec.changelog_topic, decode=lambda v: v, past_open_transactions=True,
         stall_timeout=sc.wait_s)))
     progress(f"reading {spec.live_output_topic}")
-    output = latest_per_key(sc.bootstrap, spec.live_output_topic, past_open_transactions=True,
+    output = latest_per_key(sc.kafka, spec.live_output_topic, past_open_transactions=True,
                             stall_timeout=sc.wait_s)
     if sc.ranged:  # keys only seen before the range keep their older output
         output = {k: v for k, v in output.items() if k in folded.output}
@@ -266,8 +269,8 @@ def _dlq_diff(sc: _Scope, invalid: dict) -> Diff:
     dupes = 0
     in_range = {(t, p, o) for t, p, o in invalid} if sc.ranged else None
     ahead = 0
-    recreated = _recreated(sc.bootstrap, sc.spec)
-    for m in read_topic(sc.bootstrap, sc.spec.dlq_topic, past_open_transactions=True, stall_timeout=sc.wait_s):
+    recreated = _recreated(sc.kafka, sc.spec)
+    for m in read_topic(sc.kafka, sc.spec.dlq_topic, past_open_transactions=True, stall_timeout=sc.wait_s):
         where, reason = dlq_entry(m.headers())
         if m.timestamp()[1] < recreated.get(where[0], {}).get(str(where[1]), 0):
             continue  # about a record of the input partition's previous life (it was recreated since)
@@ -288,12 +291,12 @@ def _dlq_diff(sc: _Scope, invalid: dict) -> Diff:
     return dlq
 
 
-def _recreated(bootstrap: str, spec: AppSpec) -> dict[str, dict[str, int]]:
+def _recreated(kafka: KafkaConfig, spec: AppSpec) -> dict[str, dict[str, int]]:
     """Input partitions recreated since the app first read them, and when that was noticed
     (``spark.commit``): DLQ entries written before then are about records that are gone."""
     from streamops.app.marker import last_marker
 
-    return (last_marker(bootstrap, spec.commits_topic, spec.name) or {}).get("input_recreated") or {}
+    return (last_marker(kafka, spec.commits_topic, spec.name) or {}).get("input_recreated") or {}
 
 
 def _after_range(where: tuple, start: dict, since_ms: int | None) -> bool:

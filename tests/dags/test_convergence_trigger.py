@@ -15,9 +15,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "plugins"))
 
 
 def _events(trigger, monkeypatch, poll) -> list:
+    import streamops.app.context
     import streamops.app.outputs
     import streamops.ledger
     import streamops.settings
+    from streamops.kafka.config import KafkaConfig
     from streamops.lifecycle import operations
 
     class FakeLedger:
@@ -26,6 +28,7 @@ def _events(trigger, monkeypatch, poll) -> list:
 
     monkeypatch.setattr(streamops.ledger.Ledger, "open", staticmethod(lambda url: FakeLedger()))
     monkeypatch.setattr(streamops.app.outputs, "load_live_spec", lambda settings, app, ledger, last_good_ok=False: "spec")
+    monkeypatch.setattr(streamops.app.context, "kafka_config", lambda settings, spec: KafkaConfig.plaintext("k:1"))
     monkeypatch.setattr(operations.Pending, "from_dict", staticmethod(lambda d: type("P", (), {
         "app": "a", "kind": "stop", "operation_id": 1, "to_dict": lambda self: d})()))
     monkeypatch.setattr(operations, "poll", poll)

@@ -25,14 +25,19 @@ class _Ledger:
 def events(monkeypatch, tmp_path) -> list[str]:
     """load_app and open_ledger on stubs: what they were called with, and when the ledger closed."""
     import streamops.ledger as ledger_mod
-    from streamops.app import outputs
+    from streamops.app import context, outputs
     from streamops.kafka import security
 
     seen: list[str] = []
     monkeypatch.setenv("STREAMOPS_HOME", str(tmp_path))
     monkeypatch.setattr(outputs, "load_live_spec", lambda settings, app, ledger=None, last_good_ok=False: SimpleNamespace(
         name=app, last_good_ok=last_good_ok))
-    monkeypatch.setattr(security, "use_app", lambda spec, settings: seen.append(f"use_app {spec.name}"))
+    def kafka_config(settings, spec=None):
+        seen.append(f"kafka_config {spec.name}")
+        return f"the kafka config of {spec.name}"
+
+    monkeypatch.setattr(security, "kafka_config", kafka_config)
+    monkeypatch.setattr(context, "kafka_config", kafka_config)
     monkeypatch.setattr(ledger_mod.Ledger, "open", classmethod(lambda cls, url: (seen.append("open"), _Ledger(seen))[1]))
     return seen
 
@@ -41,9 +46,10 @@ def _args(**kw) -> argparse.Namespace:
     return argparse.Namespace(**{"app": "shop", "json": False, "home": None, **kw})
 
 
-def test_load_app_makes_the_commands_kafka_clients_the_apps(events: list[str]) -> None:
-    settings, spec = common.load_app(_args(), last_good_ok=True)
-    assert (spec.name, spec.last_good_ok, events) == ("shop", True, ["use_app shop"])
+def test_load_app_gives_the_apps_kafka_configuration(events: list[str]) -> None:
+    settings, spec, kafka = common.load_app(_args(), last_good_ok=True)
+    assert (spec.name, spec.last_good_ok, events) == ("shop", True, ["kafka_config shop"])
+    assert kafka == "the kafka config of shop"
     assert settings.ledger_db_url
 
 
@@ -51,7 +57,7 @@ def test_app_ledger_closes_the_ledger_when_the_operation_fails(events: list[str]
     with pytest.raises(StreamopsError, match="refused"), common.app_ledger(_args()) as (_s, spec, ledger):
         assert isinstance(ledger, _Ledger) and spec.name == "shop"
         raise StreamopsError("refused")
-    assert events == ["open", "use_app shop", "closed"]
+    assert events == ["open", "kafka_config shop", "closed"]
 
 
 def test_run_operation_passes_progress_and_closes_the_ledger_before_returning(events, capsys) -> None:
@@ -62,7 +68,7 @@ def test_run_operation_passes_progress_and_closes_the_ledger_before_returning(ev
 
     spec, out = common.run_operation(_args(json=True), operation, "one", flag=2)
     assert (spec.name, out) == ("shop", {"ok": True})
-    assert events == ["open", "use_app shop", "ran one 2 on AppContext", "closed"]
+    assert events == ["open", "kafka_config shop", "ran one 2 on AppContext", "closed"]
     assert capsys.readouterr().err == "working on shop\n"  # under --json progress goes to stderr
 
 
@@ -74,7 +80,7 @@ def test_run_legacy_operation_passes_settings_spec_and_ledger(events, capsys) ->
 
     spec, out = common.run_legacy_operation(_args(json=False), operation, "one", flag=2)
     assert (spec.name, out) == ("shop", {"ok": True})
-    assert events == ["open", "use_app shop", "ran one 2 on _Ledger", "closed"]
+    assert events == ["open", "kafka_config shop", "ran one 2 on _Ledger", "closed"]
     assert capsys.readouterr().out == "working on shop\n"
 
 

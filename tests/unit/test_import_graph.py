@@ -218,23 +218,42 @@ def test_jobs_import_only_the_public_job_api() -> None:
                      + "\n".join(bad))
 
 
-#: shared state still to be wired in as values (issue 38: the Kafka client configuration as a value
-#: of the AppContext): remove an entry with it
-SHARED_STATE_TO_GO = {"streamops/kafka/security.py"}
-
-
 def test_no_global_statement_and_no_contextvar_outside_the_app_context() -> None:
     """Rule: hidden shared state (a ``global`` statement, a ContextVar) lives in ``app/context.py``
-    alone; everything else is handed its collaborators."""
-    bad, gone = [], set(SHARED_STATE_TO_GO)
+    alone; everything else is handed its collaborators (the Kafka client configuration is a value,
+    ``kafka.config.KafkaConfig``; who waits for an operation is the caller's, ``lifecycle.waits``)."""
+    bad = []
     for path in sorted([*ROOT.rglob("*.py"), *(REPO / "plugins").rglob("*.py")]):
         rel = path.relative_to(REPO).as_posix()
         for node in ast.walk(ast.parse(path.read_text())):
             found = isinstance(node, ast.Global) or (isinstance(node, ast.Name | ast.Attribute) and
                                                      getattr(node, "id", getattr(node, "attr", None)) == "ContextVar")
             if found and rel != "streamops/app/context.py":
-                gone.discard(rel)
-                if rel not in SHARED_STATE_TO_GO:
-                    bad.append(f"{rel}:{node.lineno} {'global' if isinstance(node, ast.Global) else 'ContextVar'}")
+                bad.append(f"{rel}:{node.lineno} {'global' if isinstance(node, ast.Global) else 'ContextVar'}")
     assert not bad, "shared state outside app/context.py (rule: no global, no ContextVar):\n" + "\n".join(bad)
-    assert not gone, f"no shared state left in {sorted(gone)}: remove it from SHARED_STATE_TO_GO"
+
+
+#: where product code may read ``Settings.kafka_bootstrap`` (the address alone, not a client's config)
+BOOTSTRAP_READERS = {
+    "streamops/kafka/security.py": "kafka_config builds every client's KafkaConfig from it",
+    "streamops/cli/platform.py": "`platform up` prints the address",
+    "plugins/streamops_airflow/assets.py": "an asset's URI names the cluster (kafka://HOST:PORT/TOPIC)",
+}
+
+
+def test_kafka_clients_get_a_kafka_config_not_the_settings_address() -> None:
+    """Rule (issue 38): a Kafka client is made with the ``KafkaConfig`` it is handed (the address and
+    the app's or the platform's client properties together); ``settings.kafka_bootstrap`` is read
+    only where one is built and where the address is needed as plain text (``BOOTSTRAP_READERS``)."""
+    bad, unused = [], set(BOOTSTRAP_READERS)
+    for path in sorted([*ROOT.rglob("*.py"), *(REPO / "plugins").rglob("*.py"), *(REPO / "dags").rglob("*.py")]):
+        rel = path.relative_to(REPO).as_posix()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr == "kafka_bootstrap":
+                unused.discard(rel)
+                if rel not in BOOTSTRAP_READERS:
+                    bad.append(f"{rel}:{node.lineno} reads kafka_bootstrap")
+    assert not bad, ("the settings' Kafka address read outside a KafkaConfig's builder (rule: pass the "
+                     "KafkaConfig, kafka.security.kafka_config(settings, spec), and read kafka.bootstrap):\n"
+                     + "\n".join(bad))
+    assert not unused, f"no kafka_bootstrap read left in {sorted(unused)}: remove it from BOOTSTRAP_READERS"

@@ -1,6 +1,7 @@
-"""Kafka client security (streamops.kafka.security, platform.kafka_auth): the model, its three
-renderings, merging, references, masking and validation, and the secured embedded broker's
-configuration. No broker runs here (tests/integration/kafka/test_kafka_security.py runs one)."""
+"""Kafka client security (streamops.kafka.security, kafka.config, platform.kafka_auth): the model,
+its three renderings, merging, references, masking and validation, the configuration as a value
+(``kafka_config`` builds a ``KafkaConfig``), and the secured embedded broker's configuration. No
+broker runs here (tests/integration/kafka/test_kafka_security.py runs one)."""
 
 from __future__ import annotations
 
@@ -14,12 +15,15 @@ import pytest
 
 from streamops.exceptions import ConfigError
 from streamops.kafka import properties, security
+from streamops.kafka.admin import client_config
+from streamops.kafka.config import KafkaConfig
 from streamops.settings import Settings
 from streamops.spec import AppSpec, parse_specs
 
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
 PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SECRET = "s3cr3t-Pa55word"
+MASK_JAAS = f'password="{properties.MASK}"'
 
 
 def _settings(tmp_path: Path, **kw) -> Settings:
@@ -30,20 +34,6 @@ def _sasl_ssl(**extra: str) -> dict[str, str]:
     return {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
             "sasl.jaas.config": f'{SCRAM} required username="app" password="{SECRET}";',
             "ssl.truststore.type": "PEM", "ssl.truststore.location": "/etc/kafka/ca.pem", **extra}
-
-
-@pytest.fixture(autouse=True)
-def _no_registered_platforms():
-    """Each test starts with no platform registered and no app scope."""
-    saved = dict(security._PLATFORMS), security._PROCESS_APP
-    security._PLATFORMS.clear()
-    security._PROCESS_APP = None
-    token = security._APP.set(None)
-    yield
-    security._APP.reset(token)
-    security._PLATFORMS.clear()
-    security._PLATFORMS.update(saved[0])
-    security._PROCESS_APP = saved[1]
 
 
 # -- Java properties files ---------------------------------------------------------------------------
@@ -236,30 +226,90 @@ def test_a_client_uses_the_platform_defaults_and_the_apps_overrides(tmp_path: Pa
     defaults = tmp_path / "client.properties"
     defaults.write_text(properties.java_properties({**_sasl_ssl(), "sasl.jaas.config":
                                                   f'{SCRAM} required username="streamops" password="${{file:{tmp_path}/pw}}";'}))
-    s = security.register(_settings(tmp_path, kafka_client_properties=defaults))
-    b = s.kafka_bootstrap
-    assert security.librdkafka_for(b)["sasl.username"] == "streamops"
-    assert security.librdkafka_for(b)["sasl.password"] == SECRET
-    assert security.librdkafka_for("elsewhere:9092") == {}  # no platform there: PLAINTEXT
+    s = _settings(tmp_path, kafka_client_properties=defaults)
+    platform = security.kafka_config(s)
+    assert platform.bootstrap == s.kafka_bootstrap and platform.app is None
+    assert platform.librdkafka()["sasl.username"] == "streamops"
+    assert platform.librdkafka()["sasl.password"] == SECRET
+    assert KafkaConfig.plaintext("elsewhere:9092").librdkafka() == {}  # no platform there: PLAINTEXT
+    assert client_config("elsewhere:9092") == client_config(KafkaConfig.plaintext("elsewhere:9092"))
     spec = AppSpec.model_validate(_spec({"sasl.jaas.config":
                                          f'{SCRAM} required username="orders" password="${{file:{tmp_path}/orders.pw}}";'}))
-    with security.app_scope(spec, s):
-        assert security.librdkafka_for(b)["sasl.username"] == "orders"
-        assert security.spark_options_for(b)["kafka.sasl.jaas.config"].endswith('password="orders-pw";')
-        assert security.describe(b)["app_overrides"] == ["sasl.jaas.config"]
-    assert security.librdkafka_for(b)["sasl.username"] == "streamops"
-    security.use_app(spec, s)  # a driver's or a CLI command's: every thread of the process
+    app = security.kafka_config(s, spec)
+    assert app.librdkafka()["sasl.username"] == "orders"
+    assert app.spark_options()["kafka.sasl.jaas.config"].endswith('password="orders-pw";')
+    assert app.describe()["app_overrides"] == ["sasl.jaas.config"]
+    assert platform.librdkafka()["sasl.username"] == "streamops"  # the platform's is its own value
     import threading
 
-    seen = []
-    worker = threading.Thread(target=lambda: seen.append(security.librdkafka_for(b)["sasl.username"]))
+    seen = []  # a client made in another thread with the app's configuration is the app's
+    worker = threading.Thread(target=lambda: seen.append(client_config(app)["sasl.username"]))
     worker.start()
     worker.join()
     assert seen == ["orders"]
     bad = AppSpec.model_validate(_spec({"sasl.mechanism": "GSSAPI"}))
     with pytest.raises(ConfigError, match=r"apps\.app1\.kafka \(merged over the platform's defaults\): "
                                           r"sasl\.mechanism='GSSAPI'"):
-        security.use_app(bad, s)
+        security.kafka_config(s, bad)
+
+
+def _two_apps(tmp_path: Path) -> tuple[Settings, AppSpec, AppSpec]:
+    """A platform (user streamops) and two apps, each logging in as a SCRAM user of its own."""
+    defaults = tmp_path / "client.properties"
+    defaults.write_text(properties.java_properties(_sasl_ssl()))
+    specs = []
+    for name in ("orders", "payments"):
+        (tmp_path / f"{name}.pw").write_text(f"{name}-{SECRET}")
+        specs.append(AppSpec.model_validate({**_spec({"sasl.jaas.config": f'{SCRAM} required username="{name}" '
+                                                      f'password="${{file:{tmp_path}/{name}.pw}}";'}), "name": name}))
+    return _settings(tmp_path, kafka_client_properties=defaults), specs[0], specs[1]
+
+
+def test_two_apps_in_one_process_each_give_their_clients_their_own_properties(tmp_path: Path) -> None:
+    """What the ContextVar used to guarantee for two Airflow tasks in one worker: a client is
+    made with the configuration it is handed, whatever else this process made, in any thread."""
+    import threading
+
+    from streamops.kafka.admin import CLIENT_LOG
+
+    s, orders, payments = _two_apps(tmp_path)
+    a, b = security.kafka_config(s, orders), security.kafka_config(s, payments)
+    assert (a.app, a.overrides, b.app, b.overrides) == ("orders", ("sasl.jaas.config",),
+                                                        "payments", ("sasl.jaas.config",))
+    seen: dict[str, list[tuple[str, str]]] = {"orders": [], "payments": []}
+
+    def make_clients(kafka: KafkaConfig) -> None:
+        for _ in range(200):  # interleaved with the other app's, in another thread
+            conf = client_config(kafka, {"group.id": "g"})
+            seen[kafka.app].append((conf["sasl.username"], conf["sasl.password"]))
+
+    threads = [threading.Thread(target=make_clients, args=(k,)) for k in (a, b, a, b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert set(seen["orders"]) == {("orders", f"orders-{SECRET}")} and len(seen["orders"]) == 400
+    assert set(seen["payments"]) == {("payments", f"payments-{SECRET}")} and len(seen["payments"]) == 400
+    conf = client_config(a)
+    assert conf["bootstrap.servers"] == s.kafka_bootstrap and conf["logger"] is CLIENT_LOG
+    assert conf["ssl.ca.location"] == "/etc/kafka/ca.pem"  # the platform's defaults under the override
+    assert 'username="payments" password="payments-' in b.spark_options()["kafka.sasl.jaas.config"]
+    assert security.kafka_config(s).librdkafka()["sasl.username"] == "app"  # the platform's: untouched
+    msg = b.refusal_message("SASL authentication error: Authentication failed")
+    assert f"apps.payments.kafka in the spec file over the platform's defaults {s.kafka_client_properties}" in msg
+
+
+def test_a_configuration_prints_no_secret(tmp_path: Path) -> None:
+    s, orders, _ = _two_apps(tmp_path)
+    kafka = security.kafka_config(s, orders)
+    assert kafka.properties["sasl.jaas.config"].endswith(f'password="orders-{SECRET}";')  # resolved inside
+    for shown in (repr(kafka), str(kafka), f"{kafka}", repr([kafka]), repr({"k": kafka}),
+                  repr(security.kafka_config(s)), str(kafka.describe(renderings=True))):
+        assert SECRET not in shown, shown
+    assert 'password="******"' in repr(kafka) and "orders" in repr(kafka) and s.kafka_bootstrap in repr(kafka)
+    # secrets written in the platform's file (not references) are masked too
+    assert f'password="{SECRET}"' in (tmp_path / "client.properties").read_text()
+    assert SECRET not in repr(security.kafka_config(s)) and MASK_JAAS in repr(security.kafka_config(s))
 
 
 def test_a_process_the_platform_started_finds_its_settings_in_the_environment(tmp_path: Path, monkeypatch) -> None:
@@ -268,16 +318,18 @@ def test_a_process_the_platform_started_finds_its_settings_in_the_environment(tm
     s = _settings(tmp_path, kafka_client_properties=defaults)
     for var, value in s.env().items():
         monkeypatch.setenv(var, value)
-    assert security.librdkafka_for(s.kafka_bootstrap) == {"security.protocol": "ssl", "ssl.ca.location": "/ca.pem"}
+    kafka = security.kafka_config(Settings.from_env())  # what a driver, a task or a trigger builds
+    assert kafka.bootstrap == s.kafka_bootstrap
+    assert kafka.librdkafka() == {"security.protocol": "ssl", "ssl.ca.location": "/ca.pem"}
 
 
 def test_a_secured_embedded_broker_is_remembered_by_its_client_properties(tmp_path: Path) -> None:
     s = _settings(tmp_path)
     assert security.embedded_security(s) == "plaintext" and security.defaults_source(s) is None
-    secured = security.register(_settings(tmp_path, kafka_security="sasl_ssl"))
+    secured = _settings(tmp_path, kafka_security="sasl_ssl")
     with pytest.raises(ConfigError, match="do not exist yet: start it with `streamops platform up "
                                           "--kafka-security sasl_ssl`"):
-        security.librdkafka_for(secured.kafka_bootstrap)
+        security.kafka_config(secured)
     security.embedded_client_properties(s).parent.mkdir(parents=True)
     security.embedded_client_properties(s).write_text("security.protocol=PLAINTEXT\n")
     assert security.embedded_security(s) == "sasl_ssl"  # the setting unset: as the broker last ran
@@ -288,12 +340,12 @@ def test_a_secured_embedded_broker_is_remembered_by_its_client_properties(tmp_pa
 def test_a_tools_command_config_is_private_and_removed_after(tmp_path: Path) -> None:
     defaults = tmp_path / "client.properties"
     defaults.write_text(properties.java_properties(_sasl_ssl()))
-    s = security.register(_settings(tmp_path, kafka_client_properties=defaults))
-    with security.command_config(s.kafka_bootstrap, tmp_path / "tmp") as path:
+    s = _settings(tmp_path, kafka_client_properties=defaults)
+    with security.kafka_config(s).command_config(tmp_path / "tmp") as path:
         assert path is not None and stat.S_IMODE(path.stat().st_mode) == 0o600
         assert properties.parse_properties(path.read_text()) == _sasl_ssl()
     assert not path.exists()
-    with security.command_config("elsewhere:1") as none:
+    with KafkaConfig.plaintext("elsewhere:1").command_config() as none:
         assert none is None
 
 
@@ -301,7 +353,7 @@ def test_a_tools_command_config_is_private_and_removed_after(tmp_path: Path) -> 
 def test_a_refusal_is_named_with_the_configuration_to_correct(tmp_path: Path) -> None:
     defaults = tmp_path / "client.properties"
     defaults.write_text(properties.java_properties(_sasl_ssl()))
-    s = security.register(_settings(tmp_path, kafka_client_properties=defaults))
+    s = _settings(tmp_path, kafka_client_properties=defaults)
 
     class Client:
         def poll(self, _t):
@@ -317,18 +369,19 @@ def test_a_refusal_is_named_with_the_configuration_to_correct(tmp_path: Path) ->
     reason = security.refusal(Client(), time.monotonic())
     assert reason == ("SASL authentication error: Authentication failed during authentication due to invalid "
                       "credentials with SASL mechanism SCRAM-SHA-512")
-    msg = security.refusal_message(s.kafka_bootstrap, reason)
+    msg = security.kafka_config(s).refusal_message(reason)
     assert f"refused this client: {reason}. The client's configuration: the platform's defaults {defaults}" in msg
     assert "Remedy: correct the SASL user and password" in msg and SECRET not in msg
     assert security.refusal(type("Quiet", (), {"poll": lambda self, t: None})(), time.monotonic()) is None
 
 
 def test_a_broker_that_closes_the_connection_gets_a_hint_about_security(tmp_path: Path) -> None:
-    assert "give its client properties in STREAMOPS_KAFKA_CLIENT_PROPERTIES" in security.plaintext_hint("h:1")
+    assert "give its client properties in STREAMOPS_KAFKA_CLIENT_PROPERTIES" in \
+        KafkaConfig.plaintext("h:1").plaintext_hint()
     defaults = tmp_path / "client.properties"
     defaults.write_text("security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location=/ca.pem\n")
-    s = security.register(_settings(tmp_path, kafka_client_properties=defaults))
-    assert security.plaintext_hint(s.kafka_bootstrap) == (
+    s = _settings(tmp_path, kafka_client_properties=defaults)
+    assert security.kafka_config(s).plaintext_hint() == (
         f" (a broker that wants other security than this client's security.protocol=SSL closes its "
         f"connections: check {defaults})")
 
@@ -377,8 +430,7 @@ def test_prepare_makes_a_ca_a_broker_certificate_and_client_properties(tmp_path:
     client = security.embedded_client_properties(s).read_text()
     pw = kafka_auth.password(s, kafka_auth.CLIENT_USER)
     assert pw not in client and f"${{file:{kafka_auth.password_file(s, 'streamops')}}}" in client
-    security.register(s)
-    assert security.librdkafka_for(s.kafka_bootstrap)["sasl.password"] == pw
+    assert security.kafka_config(s).librdkafka()["sasl.password"] == pw
     before = (folder / "ca.pem").read_text()
     kafka_auth.prepare(s)  # again: nothing is regenerated
     assert (folder / "ca.pem").read_text() == before and kafka_auth.password(s, "streamops") == pw

@@ -17,10 +17,9 @@ if TYPE_CHECKING:
 def app_session(app: Any, what: str | None) -> Iterator[AppContext]:
     """``app``'s context for the block (``StreamopsHook.app_context``); the ledger is closed after it.
 
-    The Kafka clients made in the block are the app's (its spec's ``kafka`` overrides), scoped to
-    the block, not process-wide as in a driver or a CLI command: every client an operator makes is
-    made in the block's own thread (a trigger's poll scopes its own), and nothing after the task,
-    in the same process, inherits the app's credentials.
+    The Kafka clients an operator makes are made with ``ctx.kafka`` (the app's configuration: its
+    spec's ``kafka`` overrides), a value handed down: nothing after the task, in the same process,
+    can pick up the app's credentials.
 
     ``what`` names the action when the core refuses: its ``StreamopsError`` (bad parameters, a
     lease held, no supervisor: nothing changed) becomes a failed task saying ``{what} {app}: ...``.

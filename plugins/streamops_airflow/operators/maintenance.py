@@ -99,7 +99,7 @@ class VerifyOperator(BaseOperator):
         with app_session(self.app, "verify") as ctx:
             settings, spec, ledger = ctx.settings, ctx.spec, ctx.ledger
             try:
-                report = verify(spec, settings, ledger=ledger, who=requested_by(context), progress=self.log.info)
+                report = verify(spec, settings, ctx.kafka, ledger=ledger, who=requested_by(context), progress=self.log.info)
             except NothingCommittedError as exc:
                 raise AirflowSkipException(str(exc)) from exc
         self.log.info("%s", render(report))

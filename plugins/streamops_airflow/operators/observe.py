@@ -65,8 +65,7 @@ class DlqSummaryOperator(BaseOperator):
         out = []
         for app in self._apps(triggered):
             with app_session(app, "dlq summary") as ctx:
-                settings, spec = ctx.settings, ctx.spec
-                digest = digest_new(settings, spec)
+                digest = digest_new(ctx.settings, ctx.spec, ctx.kafka)
             for part, (first, end) in sorted(digest.ranges.items()):
                 self.log.info("%s[%s]: offsets %s..%s", digest.topic, part, first, end - 1)
             self.log.info("%s: %d new DLQ record(s)%s; by reason: %s", app, digest.records,

@@ -28,6 +28,7 @@ from streamops.app.preflight import check_lineage
 from streamops.app.topics import ensure_app_topics
 from streamops.checkpoints import layout
 from streamops.checkpoints.lineage import CheckpointMismatchError
+from streamops.kafka.config import KafkaConfig
 from streamops.settings import Settings
 from streamops.spark.driver.live import (
     ActiveQuery,
@@ -80,6 +81,7 @@ REFUSED = 3
 def run_app(
     spec: AppSpec,
     settings: Settings,
+    kafka: KafkaConfig,
     *,
     build: Callable,
     to_records: Callable,
@@ -92,7 +94,8 @@ def run_app(
     failed query (broker restart, lost executor beyond Spark's task retries, a commit that timed
     out) is restarted from its checkpoint with exponential backoff; the transactional committer
     makes the replayed batch exactly-once. ``max_restarts`` failures in a row without a committed
-    batch in between end the run with the last error.
+    batch in between end the run with the last error. ``kafka``: every Kafka client's configuration
+    (the app's: its spec's overrides over the platform's defaults).
     """
     from streamops.host.locks import LockHeld
     from streamops.spark.session import build_session
@@ -108,12 +111,12 @@ def run_app(
         log.error("%s", exc)
         return REFUSED
     stop = _stop_on_signals(spec.name)
-    ensure_app_topics(settings, spec, ticks=advance_clocks is not None)
-    targets = _stop_targets(spec, settings, opts)
+    ensure_app_topics(kafka, spec, ticks=advance_clocks is not None)
+    targets = _stop_targets(spec, kafka, opts)
     spark = build_session(spec, settings, master=opts.master, parallelism=opts.parallelism,
                           extra=opts.extra_conf)
     spark.sparkContext.setLogLevel("WARN")
-    driver = AppDriver(spark, spec, settings, build=build, to_records=to_records, options=opts, stop=stop,
+    driver = AppDriver(spark, spec, settings, kafka, build=build, to_records=to_records, options=opts, stop=stop,
                        targets=targets, advance_clocks=advance_clocks)
     try:
         if is_standby:
@@ -140,7 +143,7 @@ def _stop_on_signals(app: str) -> threading.Event:
     return stop
 
 
-def _stop_targets(spec: AppSpec, settings: Settings, opts: RunOptions) -> dict[str, dict[str, int]] | None:
+def _stop_targets(spec: AppSpec, kafka: KafkaConfig, opts: RunOptions) -> dict[str, dict[str, int]] | None:
     """Where a bounded run stops ({topic: {partition: offset}}): a reprocess's end, or with
     ``exit_at_end`` the input's end now; None: run until stopped."""
     from streamops.kafka.admin import end_offsets
@@ -148,7 +151,7 @@ def _stop_targets(spec: AppSpec, settings: Settings, opts: RunOptions) -> dict[s
     if opts.stop_at is not None:
         return {t: {str(p): int(o) for p, o in ps.items()} for t, ps in opts.stop_at.items()}
     if opts.exit_at_end:
-        return {t: {str(p): hi for p, (_lo, hi) in end_offsets(settings.kafka_bootstrap, t).items()}
+        return {t: {str(p): hi for p, (_lo, hi) in end_offsets(kafka, t).items()}
                 for t in spec.input_topics}
     return None
 
@@ -160,10 +163,10 @@ class AppDriver:
     executors the live resize (executor scaler, executor warm-up, the control that applies
     requests) over the running query."""
 
-    def __init__(self, spark, spec: AppSpec, settings: Settings, *, build: Callable, to_records: Callable,
-                 options: RunOptions, stop: threading.Event, targets: dict | None = None,
+    def __init__(self, spark, spec: AppSpec, settings: Settings, kafka: KafkaConfig, *, build: Callable,
+                 to_records: Callable, options: RunOptions, stop: threading.Event, targets: dict | None = None,
                  advance_clocks: Callable | None = None) -> None:
-        self.spark, self.spec, self.settings = spark, spec, settings
+        self.spark, self.spec, self.settings, self.kafka = spark, spec, settings, kafka
         self.build, self.to_records, self.advance_clocks = build, to_records, advance_clocks
         self.options, self.stop, self.targets = options, stop, targets
         self.dir = AppDir.of(settings, spec.name)
@@ -172,7 +175,7 @@ class AppDriver:
         self.reporter = ObservedReporter(settings, spec.name)
         self.parallelism = options.parallelism or spec.parallelism.default
         self.active = ActiveQuery(spark, spec.state_partitions)
-        self.rehearse = QueryRehearsal(spark, spec, settings, build=build, to_records=to_records,
+        self.rehearse = QueryRehearsal(spark, spec, kafka, build=build, to_records=to_records,
                                        app_dir=self.dir, stop=stop)
         self.warmup: ExecutorWarmup | None = None
         self.scaler: ExecutorScaler | None = None
@@ -181,7 +184,7 @@ class AppDriver:
         if supports_live(spark.sparkContext.master):
             # new executors: a pinned batch over the newest records (reads, parse), then one batch of
             # the streaming query with its state stores pinned to the executor (the stateful path)
-            self.warmup = AppWarmup(spark, settings.kafka_bootstrap, list(spec.input_topics),
+            self.warmup = AppWarmup(spark, kafka, list(spec.input_topics),
                                     modules=(*WARM_MODULES, spec.job), build=build, rehearse=self.rehearse,
                                     state_partitions=spec.state_partitions).executors
             self.scaler = ExecutorScaler(spark, self.parallelism, cold=self.warmup.cold)
@@ -268,10 +271,10 @@ class AppDriver:
         from streamops.spark.commit import BatchCommitter
 
         settings, spec = self.settings, self.spec
-        committer = BatchCommitter(settings.kafka_bootstrap, spec.name, spec.commits_topic, checkpoint=ckpt)
+        committer = BatchCommitter(self.kafka, spec.name, spec.commits_topic, checkpoint=ckpt)
         if self.options.stop_at is None:  # a reprocess run has its own identity, and no marker to agree with
             try:  # again at each restart: the broker may have lost a committed batch meanwhile
-                check_lineage(settings, spec)
+                check_lineage(settings, spec, self.kafka)
             except BaseException:
                 committer.close()
                 raise
@@ -292,7 +295,7 @@ class AppDriver:
             stop_at = stop_at and {**stop_at, spec.ticks_topic: {"0": 2**62}}
         raw = read_kafka(
             spark,
-            bootstrap_servers=self.settings.kafka_bootstrap,
+            kafka=self.kafka,
             subscribe=",".join(topics),
             # a bounded run, or a reset checkpoint, says where it starts until its first batch is planned
             starting_offsets=(json.dumps(start) if start and layout.last_planned_batch(ckpt) is None

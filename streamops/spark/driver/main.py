@@ -26,6 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     from streamops.app.preflight import preflight
     from streamops.checkpoints.compat import IncompatibleCheckpointError
     from streamops.checkpoints.lineage import CheckpointMismatchError
+    from streamops.kafka.security import kafka_config
     from streamops.spark.query.plan import JobQuery
 
     ap = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
@@ -35,13 +36,15 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = Settings.from_env()
     spec, options = run_setup(settings, args.app, args)  # the live output version, overrides, reprocess
+    # every Kafka client of this driver is the app's (its spec's kafka overrides), built once here
+    kafka = kafka_config(settings, spec)
     query = JobQuery.for_spec(spec, settings.repo)
     try:
-        preflight(settings, spec, query.job_cls)
+        preflight(settings, spec, query.job_cls, kafka)
     except (IncompatibleCheckpointError, CheckpointMismatchError, MarkerReadError) as exc:
         logging.getLogger("streamops.runtime").error("refused to start (%s): %s", type(exc).__name__, exc)
         return exc.exit_code
-    return loop.run_app(spec, settings, build=query.build, to_records=query.records, options=options,
+    return loop.run_app(spec, settings, kafka, build=query.build, to_records=query.records, options=options,
                         advance_clocks=query.advance_clocks if query.timed else None)
 
 
@@ -70,7 +73,4 @@ def run_setup(settings: Settings, app: str, args) -> tuple[AppSpec, loop.RunOpti
         run = json.loads(Path(args.reprocess).read_text())
         spec = reprocess_spec(spec, run["output_version"])
         options.starting_offsets, options.stop_at = run["start"], run["stop"]
-    from streamops.kafka.security import use_app
-
-    use_app(spec, settings)  # every Kafka client of this driver is the app's (its spec's kafka overrides)
     return spec, options

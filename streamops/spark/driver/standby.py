@@ -36,7 +36,7 @@ from typing import Any
 
 from streamops.app.control import clear_standby_signals, mark_standby_ready
 from streamops.app.dir import AppDir
-from streamops.settings import Settings
+from streamops.kafka.config import KafkaConfig
 from streamops.spec import AppSpec
 
 log = logging.getLogger("streamops.runtime")
@@ -155,9 +155,9 @@ class QueryRehearsal:
     (``apps/APP/NAME``), output dropped: a standby's rehearsal, and a new executor's streaming
     warm-up (``warmup.AppWarmup``)."""
 
-    def __init__(self, spark: Any, spec: AppSpec, settings: Settings, *, build: Callable, to_records: Callable,
+    def __init__(self, spark: Any, spec: AppSpec, kafka: KafkaConfig, *, build: Callable, to_records: Callable,
                  app_dir: AppDir, stop: threading.Event) -> None:
-        self.spark, self.spec, self.settings = spark, spec, settings
+        self.spark, self.spec, self.kafka = spark, spec, kafka
         self.build, self.to_records = build, to_records
         self.dir, self.stop = app_dir, stop
 
@@ -171,9 +171,8 @@ class QueryRehearsal:
         side: a new driver's is cold, a running one's is not)."""
         from streamops.kafka.admin import end_offsets
 
-        spec, settings = self.spec, self.settings
-        start, end, total = rehearsal_range(
-            {t: end_offsets(settings.kafka_bootstrap, t) for t in spec.input_topics}, per_partition)
+        spec = self.spec
+        start, end, total = rehearsal_range({t: end_offsets(self.kafka, t) for t in spec.input_topics}, per_partition)
         if partitions is not None:
             total = limit_partitions(start, end, partitions)
         if total == 0:
@@ -192,7 +191,7 @@ class QueryRehearsal:
                name: str, encode: bool):
         from streamops.spark.kafka_io import read_kafka
 
-        spark, spec, settings = self.spark, self.spec, self.settings
+        spark, spec = self.spark, self.spec
 
         def sink(df, batch_id: int) -> None:
             table = df.toArrow()
@@ -200,7 +199,7 @@ class QueryRehearsal:
                 self.to_records(table, batch_id)  # encoded like a real batch, sent nowhere
             done(batch_id)
 
-        raw = read_kafka(spark, bootstrap_servers=settings.kafka_bootstrap,
+        raw = read_kafka(spark, kafka=self.kafka,
                          subscribe=",".join(spec.input_topics), starting_offsets=json.dumps(start),
                          stop_at_offsets=end, max_offsets_per_trigger=per_trigger,
                          fail_on_data_loss=False)

@@ -34,9 +34,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from streamops.spark.warmup_plugin import PLUGIN_CLASS, POOL, QUERY_POOL
+
+if TYPE_CHECKING:
+    from streamops.kafka.config import KafkaConfig
 
 log = logging.getLogger("streamops.warmup")
 runtime_log = logging.getLogger("streamops.runtime")  # the driver's own lines (``AppWarmup``)
@@ -327,22 +330,21 @@ def read_range_arrow(bootstrap: str, topic: str, partition: int, start: int, end
         names=["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"])
 
 
-def query_warmup(spark: Any, bootstrap: str, topics: list[str], modules: tuple[str, ...],
+def query_warmup(spark: Any, kafka: KafkaConfig, topics: list[str], modules: tuple[str, ...],
                  build: Callable) -> Callable[[str, Callable], None]:
     """The warm-up of a streaming app's executor: the newest ``WARMUP_RECORDS`` of each input
     partition read on it (pinned) and run through the job's query (``build``) as a batch."""
 
     def work(_eid: str, pin: Callable) -> None:
         from streamops.kafka.admin import end_offsets
-        from streamops.kafka.security import librdkafka_for
         from streamops.spark.driver.standby import rehearsal_range
         from streamops.spark.kafka_io import KAFKA_DDL
 
-        start, end, _total = rehearsal_range({t: end_offsets(bootstrap, t) for t in topics}, WARMUP_RECORDS)
+        start, end, _total = rehearsal_range({t: end_offsets(kafka, t) for t in topics}, WARMUP_RECORDS)
         ranges = [f"{t}|{p}|{o}|{end[t][p]}" for t, parts in start.items() for p, o in parts.items()
                   if end[t][p] > o]
-        client = librdkafka_for(bootstrap)  # resolved here: an executor has no platform settings
-        raw = pin(ranges or ["-"]).mapInArrow(read_newest(modules, bootstrap, topics, client), KAFKA_DDL)
+        client = kafka.librdkafka()  # rendered here: the executors get the settings, not the config
+        raw = pin(ranges or ["-"]).mapInArrow(read_newest(modules, kafka.bootstrap, topics, client), KAFKA_DDL)
         build(raw).toArrow()
 
     return work
@@ -354,10 +356,10 @@ class AppWarmup:
     of the streaming query with its state stores pinned to the executor (the stateful path:
     ``rehearse``, a ``standby.QueryRehearsal``)."""
 
-    def __init__(self, spark: Any, bootstrap: str, topics: list[str], *, modules: tuple[str, ...],
+    def __init__(self, spark: Any, kafka: KafkaConfig, topics: list[str], *, modules: tuple[str, ...],
                  build: Callable, rehearse: Callable[..., list[float]], state_partitions: int) -> None:
         self.spark, self.rehearse, self.state_partitions = spark, rehearse, state_partitions
-        self.pinned = query_warmup(spark, bootstrap, topics, modules, build)
+        self.pinned = query_warmup(spark, kafka, topics, modules, build)
         self.executors = ExecutorWarmup(spark, self.warm_executor)
 
     def warm_executor(self, eid: str, pin: Callable) -> None:

@@ -23,18 +23,19 @@ from streamops.state.verify.state_read import StateRead, checksum_failures, read
 from streamops.state.verify.topics import Progress, TopicRead, assemble_parts, decode_json, scan_topic
 
 if TYPE_CHECKING:
+    from streamops.kafka.config import KafkaConfig
     from streamops.ledger.store import Ledger
 
 VIEWS = ("changelog", "output")
 
 
-def verify(spec: AppSpec, settings: Settings, *, ledger: Ledger | None = None, record: bool = True,
+def verify(spec: AppSpec, settings: Settings, kafka: KafkaConfig, *, ledger: Ledger | None = None, record: bool = True,
            who: str | None = None, spark: Any = None, progress: Progress = lambda _m: None,
            now_ms: int | None = None, html: bool = True) -> VerifyReport:
     """Compare changelog and output with the state store at the last committed batch, run the
     GX suites, record the outcome in the ledger (``record``; a verify takes no lease).
 
-    ``now_ms``: the instant last logins must not be after (default: now + ``CLOCK_SKEW_MS``).
+    ``kafka``: the app's client configuration. ``now_ms``: the instant last logins must not be after (default: now + ``CLOCK_SKEW_MS``).
     Raises ``NothingCommittedError`` before anything is read if no batch is committed.
     """
     # millions of small dicts and no reference cycles: the cyclic GC would only rescan them
@@ -42,7 +43,7 @@ def verify(spec: AppSpec, settings: Settings, *, ledger: Ledger | None = None, r
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        report = _verify(spec, settings, spark=spark, progress=progress, now_ms=now_ms, html=html)
+        report = _verify(spec, settings, kafka, spark=spark, progress=progress, now_ms=now_ms, html=html)
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -57,6 +58,7 @@ class _Run:
 
     spec: AppSpec
     settings: Settings
+    kafka: KafkaConfig
     job_cls: Any
     ckpt: Path
     batch: int
@@ -72,7 +74,7 @@ class _Run:
         self.timings[step] = time.monotonic() - ts
 
 
-def _verify(spec: AppSpec, settings: Settings, *, spark: Any, progress: Progress, now_ms: int | None,
+def _verify(spec: AppSpec, settings: Settings, kafka: KafkaConfig, *, spark: Any, progress: Progress, now_ms: int | None,
             html: bool) -> VerifyReport:
     import pandas  # noqa: F401  # imported here, before the threads below import lazily
     import pyarrow  # noqa: F401
@@ -80,7 +82,7 @@ def _verify(spec: AppSpec, settings: Settings, *, spark: Any, progress: Progress
     t0 = time.monotonic()
     job_cls = load_job(spec, settings.repo)
     ckpt, batch = committed_batch(settings, spec)
-    run = _Run(spec, settings, job_cls, ckpt, batch, progress)
+    run = _Run(spec, settings, kafka, job_cls, ckpt, batch, progress)
     progress(f"verifying {spec.name} as of batch {batch} (checkpoint {ckpt})")
     state, reads = _read(run, spark)
     if not state.readable:
@@ -156,7 +158,7 @@ def _scan_topics(run: _Run) -> dict[str, TopicRead]:
     named = job_cls.has_named_state()
     decoders = {"changelog": (lambda v: v) if named else decode_json if isinstance(serde, JsonSerde)
                 else serde.loads, "output": decode_json}
-    reads = {view: scan_topic(run.settings.kafka_bootstrap, topics[view], view=view, max_batch=run.batch,
+    reads = {view: scan_topic(run.kafka, topics[view], view=view, max_batch=run.batch,
                               batch_of=batch_of, progress=run.progress, decode=decoders[view]) for view in VIEWS}
     if named:  # one record per part of a key's state: put each key's state together
         reads["changelog"] = assemble_parts(job_cls, reads["changelog"])

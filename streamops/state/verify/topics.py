@@ -8,9 +8,12 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from streamops.exceptions import StreamopsError
+
+if TYPE_CHECKING:
+    from streamops.kafka.config import KafkaConfig
 
 #: progress lines during a topic scan: at most one per this many seconds
 PROGRESS_EVERY_S = 2.0
@@ -60,7 +63,7 @@ def decode_json(value: bytes) -> Any:
     return json.loads(value)
 
 
-def scan_topic(bootstrap: str, topic: str, *, view: str, max_batch: int | None = None,
+def scan_topic(kafka: KafkaConfig, topic: str, *, view: str, max_batch: int | None = None,
                batch_of: Callable[[list], int | None] | None = None,
                progress: Progress = lambda _m: None, decode: Callable[[bytes], Any] = decode_json) -> TopicRead:
     """Latest value per key (a tombstone deletes its key), skipping records of later batches.
@@ -73,7 +76,7 @@ def scan_topic(bootstrap: str, topic: str, *, view: str, max_batch: int | None =
 
     start = time.monotonic()
     try:
-        total = sum(hi - lo for lo, hi in end_offsets(bootstrap, topic).values())
+        total = sum(hi - lo for lo, hi in end_offsets(kafka, topic).values())
     except StreamopsError:
         total = None  # read_topic below raises the real error if the topic is not there
     label = f"  {view} {topic}:"
@@ -81,7 +84,7 @@ def scan_topic(bootstrap: str, topic: str, *, view: str, max_batch: int | None =
     records = tombstones = later = 0
     check_batch = max_batch is not None and batch_of is not None
     next_report = start + PROGRESS_EVERY_S
-    for m in read_topic(bootstrap, topic):
+    for m in read_topic(kafka, topic):
         records += 1
         if check_batch:
             headers = m.headers()

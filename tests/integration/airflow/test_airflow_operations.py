@@ -19,6 +19,7 @@ from streamops.app.marker import last_marker
 from streamops.app.outputs import load_live_spec
 from streamops.checkpoints import lineage
 from streamops.kafka.read import latest_per_key
+from streamops.kafka.security import kafka_config
 from streamops.ledger import Ledger
 from streamops.lifecycle import driver
 from streamops.platform import manager
@@ -111,7 +112,7 @@ def _reset_task_killed_then_undone_through_airflow(s, token: str, ledger: Ledger
     assert out["undo"] == killed and "abandoned: its process" in (ledger.get_operation(killed)["error"] or "")
     assert (app.committed_batch(), lineage.checkpoint_id(app.checkpoint)) == (batch, ckpt_id)
     assert {t: latest_per_key(s.kafka_bootstrap, t, decode=lambda v: v, raw_keys=True) for t in topics} == topics
-    marker = last_marker(s.kafka_bootstrap, spec.commits_topic, APP)
+    marker = last_marker(kafka_config(s), spec.commits_topic, APP)
     assert (marker["batch_id"], marker["checkpoint_id"]) == (batch, ckpt_id)
     report = app.check()
     assert report["ok"] and report["input_records"] == 30_000, report
@@ -144,7 +145,8 @@ def test_declared_apps_deploy_resize_stop_through_the_dags_exact(platform, kafka
         assert driver.running(s, name) is None
         report = app.check()
         assert report["ok"] and report["input_records"] == 10_000, report
-        verified = verify(load_live_spec(s, name), s, spark=spark, html=False)  # what `streamops verify` runs
+        # what `streamops verify` runs
+        verified = verify(load_live_spec(s, name), s, kafka_config(s), spark=spark, html=False)
         assert verified.ok, verified.to_dict()
         kinds = [(o["kind"], o["outcome"]) for o in reversed(ledger.operations(name, limit=50))
                  if not o["kind"].startswith(("supervisor", "driver"))]

@@ -64,7 +64,8 @@ def _verify(app) -> dict:
     from streamops.app.outputs import load_live_spec
     from streamops.state.verify.run import verify
 
-    return verify(load_live_spec(app.settings, app.app), app.settings, spark=app.spark, html=False).to_dict()
+    return verify(load_live_spec(app.settings, app.app), app.settings, app.kafka, spark=app.spark,
+                  html=False).to_dict()
 
 
 def _maintenance(app, operation: str, **kwargs) -> dict:

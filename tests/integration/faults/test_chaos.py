@@ -32,7 +32,7 @@ def _check(app) -> dict:
     from streamops.app.outputs import load_live_spec
     from streamops.state.check import run_check
 
-    return run_check(load_live_spec(app.settings, app.app), app.settings, spark=app.spark,
+    return run_check(load_live_spec(app.settings, app.app), app.settings, app.kafka, spark=app.spark,
                      open_transaction_wait_s=5).to_dict()
 
 

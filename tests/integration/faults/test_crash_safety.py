@@ -24,7 +24,9 @@ from streamops.app.marker import last_marker
 from streamops.app.topics import H_TRUNCATED, transactional_id
 from streamops.checkpoints import layout, lineage
 from streamops.kafka.admin import TopicSpec, end_offsets, ensure_topics, recreate_topic
+from streamops.kafka.config import KafkaConfig
 from streamops.kafka.read import latest_per_key, read_topic
+from streamops.kafka.security import kafka_config
 from streamops.lifecycle.replace import rewind_marker
 from streamops.platform import manager
 from streamops.spark.query.records import DLQ_MAX_BYTES
@@ -71,11 +73,11 @@ def test_poison_records_a_deleted_checkpoint_or_lost_batches_never_lose_output(a
     batch = app.committed_batch()
 
     # the broker lost the transactions of the last two batches (here: the marker is set back by hand)
-    rewind_marker(app.settings, spec, batch - 2)
+    rewind_marker(app.settings, spec, app.kafka, batch - 2)
     r = _driver(app)
     assert r.returncode == 2, r.stderr[-3000:]
     assert f"lost the transactions of batches {batch - 1}..{batch}" in r.stderr
-    rewind_marker(app.settings, spec, batch)
+    rewind_marker(app.settings, spec, app.kafka, batch)
 
     # the usual Spark habit: the checkpoint of a stopped app deleted by hand, then more input
     shutil.rmtree(app.checkpoint)
@@ -99,7 +101,7 @@ def test_poison_records_a_deleted_checkpoint_or_lost_batches_never_lose_output(a
     assert r.returncode == 0, r.stdout + r.stderr
     app.run_to_end("--max-offsets-per-trigger", "2500")
     _exact(app, 5_001)
-    marker = last_marker(app.settings.kafka_bootstrap, spec.commits_topic, APP)
+    marker = last_marker(app.kafka, spec.commits_topic, APP)
     assert marker["checkpoint_id"] == lineage.checkpoint_id(app.checkpoint) is not None
     assert marker["batch_id"] == layout.last_committed_batch(app.checkpoint)
 
@@ -141,6 +143,7 @@ def test_marker_reads_never_guess(kafka: str, monkeypatch) -> None:
     from streamops.kafka.admin import TopicSpec, ensure_topics
     from streamops.spark import commit
 
+    kafka = KafkaConfig.plaintext(kafka)  # the test broker: PLAINTEXT
     # no commits topic yet: no marker (it was -1, where callers expect a dict or None)
     assert marker.last_marker(kafka, "_streamops-never-deployed-commits", "never-deployed") is None
     assert marker.last_committed_batch(kafka, "_streamops-never-deployed-commits", "never-deployed") == -1
@@ -192,7 +195,7 @@ def test_a_transaction_a_killed_driver_left_open_is_aborted_before_an_operation_
     p.produce(topic, key=b"after", value=b"1")
     assert p.flush(30) == 0
     assert [m.key() for m in read_topic(kafka, topic)] == [b"before"]  # read_committed stops there
-    abort_open_transaction(kafka, "probe-app")
+    abort_open_transaction(KafkaConfig.plaintext(kafka), "probe-app")
     assert [m.key() for m in read_topic(kafka, topic)] == [b"before", b"after"]
 
 
@@ -237,7 +240,7 @@ def test_an_open_transaction_is_named_not_read_past_silently(platform_factory) -
     assert [m.key() for m in read_topic(b, topic)] == [b"committed-before"]  # what the short reads returned
     with pytest.raises(OpenTransactionError, match="open-txn: a transaction has stayed open"):
         list(read_topic(b, topic, past_open_transactions=True, stall_timeout=3))
-    abort_open_transaction(b, "dies-in-it")  # what a starting driver does
+    abort_open_transaction(kafka_config(s), "dies-in-it")  # what a starting driver does
     assert [m.key() for m in read_topic(b, topic, past_open_transactions=True)] == [
         b"committed-before", b"committed-after"]
 
@@ -260,12 +263,12 @@ def test_reset_undo_writes_back_keys_byte_for_byte(platform, tmp_path) -> None:
     for k, v in keys.items():
         p.produce(topic.name, key=k, value=v)
     assert p.flush(30) == 0
-    assert save_latest(s.kafka_bootstrap, topic.name, tmp_path / "saved.parquet") == 3
+    assert save_latest(kafka_config(s), topic.name, tmp_path / "saved.parquet") == 3
 
     recreate_topic(s.kafka_bootstrap, topic)  # what the reset does to the changelog
     p.produce(topic.name, key=b"gained\x80", value=b"4")  # a key written after the reset
     assert p.flush(30) == 0
-    out = write_back(s, tmp_path / "saved.parquet", topic.name, tombstones=True)
+    out = write_back(kafka_config(s), tmp_path / "saved.parquet", topic.name, tombstones=True)
     assert out == {"keys": 3, "tombstones": 1}
     assert latest_per_key(s.kafka_bootstrap, topic.name, decode=lambda v: v, raw_keys=True) == keys
 
@@ -337,7 +340,7 @@ def test_a_reset_killed_or_failing_half_way_is_undone_exactly(app_factory) -> No
             assert saved["saved"]["changelog"]["keys"] == 0  # what the reset left: an empty changelog, or none
             assert layout.last_committed_batch(app.checkpoint) == batch
             assert lineage.checkpoint_id(app.checkpoint) == ckpt_id and _topics(app) == topics
-            marker = last_marker(app.settings.kafka_bootstrap, spec.commits_topic, APP)
+            marker = last_marker(app.kafka, spec.commits_topic, APP)
             assert (marker["batch_id"], marker["checkpoint_id"]) == (batch, ckpt_id)
             r = app.cli("undo", APP, str(op["id"]))
             assert r.returncode == 2 and f"already undone by operation #{undone['operation_id']}" in r.stderr
@@ -375,6 +378,6 @@ def test_a_reset_killed_or_failing_half_way_is_undone_exactly(app_factory) -> No
     assert report["ok"] and report["input_records"] == 6_000, json.dumps(report["views"], indent=1)[:3000]
     dlq = next(v for v in report["views"] if v["view"] == "dlq")
     assert dlq["expected"] > 0 and dlq["expected"] == dlq["actual"], dlq
-    marker = last_marker(app.settings.kafka_bootstrap, spec.commits_topic, APP)
+    marker = last_marker(app.kafka, spec.commits_topic, APP)
     assert sorted(marker["input_recreated"]["user-events"]) == [str(p) for p in range(6)]
 

@@ -24,6 +24,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from streamops.checkpoints import layout
 from streamops.exceptions import UsageError
+from streamops.kafka.config import KafkaConfig
 from streamops.spark import kafka_io
 from streamops.spark.kafka_io import (
     KAFKA_PROVIDER_CLASS,
@@ -34,6 +35,9 @@ from streamops.spark.kafka_io import (
     require_connector,
     write_kafka_batch,
 )
+
+#: the test broker's clients: PLAINTEXT, no client properties
+plain = KafkaConfig.plaintext
 
 
 class Rec(NamedTuple):
@@ -195,7 +199,7 @@ def client_config_dumps(text: str, kind: str) -> list[dict[str, str]]:
 
 
 def batch(spark, kafka: str, topic: str | list[str], **kwargs):
-    return read_kafka(spark, bootstrap_servers=kafka, subscribe=topic, streaming=False, **kwargs)
+    return read_kafka(spark, kafka=plain(kafka), subscribe=topic, streaming=False, **kwargs)
 
 
 # -- batch reads ----------------------------------------------------------------------------------
@@ -338,7 +342,7 @@ def test_streaming_max_offsets_per_trigger_and_restart_from_checkpoint(spark, ka
     stream = partial(
         read_kafka,
         spark,
-        bootstrap_servers=kafka,
+        kafka=plain(kafka),
         subscribe=topic,
         starting_offsets="earliest",
         max_offsets_per_trigger=70,
@@ -371,7 +375,7 @@ def test_streaming_available_now_honours_max_offsets_per_trigger(spark, kafka, t
     sink = BatchCollector()
     df = read_kafka(
         spark,
-        bootstrap_servers=kafka,
+        kafka=plain(kafka),
         subscribe=topic,
         starting_offsets="earliest",
         max_offsets_per_trigger=20,
@@ -396,7 +400,7 @@ def test_starting_timestamp(spark, kafka, tmp_path) -> None:
 
     sink = BatchCollector()
     run_stream(
-        read_kafka(spark, bootstrap_servers=kafka, subscribe=topic, starting_timestamp=cutoff),
+        read_kafka(spark, kafka=plain(kafka), subscribe=topic, starting_timestamp=cutoff),
         tmp_path / "c",
         sink,
     )
@@ -416,7 +420,7 @@ def test_new_partition_added_mid_stream_is_read_from_its_earliest(spark, kafka, 
     topic = new_topic(kafka, 2)
     before = produce(kafka, topic, records(20, 2))
     sink = BatchCollector()
-    df = read_kafka(spark, bootstrap_servers=kafka, subscribe=topic, starting_offsets="earliest")
+    df = read_kafka(spark, kafka=plain(kafka), subscribe=topic, starting_offsets="earliest")
     q = df.writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path / "ckpt")).start()
     try:
         q.processAllAvailable()
@@ -445,7 +449,7 @@ def _loss_setup(kafka: str, spark, tmp_path: Path, fail_on_data_loss: bool):
     stream = partial(
         read_kafka,
         spark,
-        bootstrap_servers=kafka,
+        kafka=plain(kafka),
         subscribe=topic,
         starting_offsets="earliest",
         fail_on_data_loss=fail_on_data_loss,
@@ -509,7 +513,7 @@ def test_kafka_prefixed_options_reach_the_client(spark, kafka, spark_log, tmp_pa
         assert to_recs(batch(spark, kafka, topic, options=opts).collect()) == produced
         sink = BatchCollector()
         run_stream(
-            read_kafka(spark, bootstrap_servers=kafka, subscribe=topic, starting_offsets="earliest",
+            read_kafka(spark, kafka=plain(kafka), subscribe=topic, starting_offsets="earliest",
                        options=opts),
             tmp_path / "ckpt",
             sink,
@@ -590,7 +594,7 @@ def test_stop_at_offsets_bounds_a_stream_and_a_clamped_checkpoint_continues_at_t
     topic = new_topic(kafka, 2, prefix="bound")
     produced = produce(kafka, topic, records(40, 2))  # offsets 0..19 in each partition
     ckpt = tmp_path / "ckpt"
-    stream = partial(read_kafka, spark, bootstrap_servers=kafka, subscribe=topic, starting_offsets="earliest",
+    stream = partial(read_kafka, spark, kafka=plain(kafka), subscribe=topic, starting_offsets="earliest",
                      max_offsets_per_trigger=16)
 
     first = {topic: {"0": 18, "1": 12}}
@@ -653,7 +657,7 @@ def test_write_kafka_batch_round_trips_key_value_headers_and_topic_column(spark,
         )
         for i in range(40)
     ]
-    write_kafka_batch(spark.createDataFrame(data, schema).repartition(3), bootstrap_servers=kafka)
+    write_kafka_batch(spark.createDataFrame(data, schema).repartition(3), kafka=plain(kafka))
 
     back = batch(spark, kafka, [a, b]).collect()
     got = sorted(
@@ -686,14 +690,14 @@ def test_write_kafka_batch_inside_foreach_batch_pipes_a_stream(spark, kafka, tmp
     def sink(df, batch_id: int) -> None:
         write_kafka_batch(
             df.selectExpr("key", "upper(cast(value as string)) as value", "headers"),
-            bootstrap_servers=kafka,
+            kafka=plain(kafka),
             topic=dst,
         )
 
     q = (
         read_kafka(
             spark,
-            bootstrap_servers=kafka,
+            kafka=plain(kafka),
             subscribe=src,
             starting_offsets="earliest",
             max_offsets_per_trigger=20,
@@ -717,17 +721,17 @@ def test_write_kafka_batch_raises_on_delivery_errors(spark, kafka) -> None:
     topic = new_topic(kafka, 1, prefix="out", config={"max.message.bytes": "2000"})
     big = spark.createDataFrame([("k", "x" * 10_000)], "key string, value string")
     with pytest.raises(Exception, match="RecordTooLargeException"):
-        write_kafka_batch(big, bootstrap_servers=kafka, topic=topic)
+        write_kafka_batch(big, kafka=plain(kafka), topic=topic)
     # a partition the topic does not have (producer_config reaches the producer: no 60 s wait)
     df = spark.createDataFrame([("k", "v", 7)], "key string, value string, partition int")
     with pytest.raises(Exception, match=f"Partition 7 of topic {topic} with partition count 1 is not present "
                                         f"in metadata after 3000 ms"):
-        write_kafka_batch(df, bootstrap_servers=kafka, topic=topic, producer_config={"max.block.ms": 3000})
+        write_kafka_batch(df, kafka=plain(kafka), topic=topic, producer_config={"max.block.ms": 3000})
     assert batch(spark, kafka, topic).collect() == []  # nothing was written
     with pytest.raises(UsageError, match="needs a 'value' column"):
-        write_kafka_batch(df.drop("value"), bootstrap_servers=kafka, topic=topic)
+        write_kafka_batch(df.drop("value"), kafka=plain(kafka), topic=topic)
     with pytest.raises(UsageError, match="topic=... or a 'topic' column"):
-        write_kafka_batch(df, bootstrap_servers=kafka)
+        write_kafka_batch(df, kafka=plain(kafka))
 
 
 # -- argument checks (no broker, no query) --------------------------------------------------------
@@ -746,13 +750,13 @@ def test_write_kafka_batch_raises_on_delivery_errors(spark, kafka) -> None:
          "options ['kafka.bootstrap.servers'] repeat keyword arguments of read_kafka"),
         ({"max_offsets_per_trigger": 5, "options": {"maxoffsetspertrigger": "9"}},
          "options ['maxoffsetspertrigger'] repeat keyword arguments of read_kafka"),
-        ({"bootstrap_servers": ""}, "bootstrap_servers is required"),
+        ({"kafka": plain("")}, "a bootstrap address is required"),
     ],
     ids=["streaming-ending", "batch-stop-at", "batch-max-offsets", "max-offsets-0", "option-clash",
          "option-clash-case", "no-bootstrap"],
 )
 def test_read_kafka_refuses_bad_arguments_before_touching_spark(kwargs, message) -> None:
-    args = {"bootstrap_servers": "b:9092", "subscribe": "t", **kwargs}
+    args = {"kafka": plain("b:9092"), "subscribe": "t", **kwargs}
     with pytest.raises(UsageError) as info:
         read_kafka(None, **args)  # never reaches the session
     assert message in str(info.value)
@@ -761,17 +765,17 @@ def test_read_kafka_refuses_bad_arguments_before_touching_spark(kwargs, message)
 
 def test_streaming_rejects_ending_offsets_given_as_a_spark_option(spark, kafka) -> None:
     with pytest.raises(Exception, match="ending offset not valid in streaming queries"):
-        read_kafka(spark, bootstrap_servers=kafka, subscribe="t", options={"endingOffsets": "latest"})
+        read_kafka(spark, kafka=plain(kafka), subscribe="t", options={"endingOffsets": "latest"})
 
 
 def test_write_kafka_batch_refuses_bad_options(spark) -> None:
     df = spark.createDataFrame([("v",)], "value string")
     with pytest.raises(UsageError, match=re.escape("options ['acks']: sink options must be 'kafka.'-prefixed")):
-        write_kafka_batch(df, bootstrap_servers="b:9092", topic="t", options={"acks": "all"})
+        write_kafka_batch(df, kafka=plain("b:9092"), topic="t", options={"acks": "all"})
     with pytest.raises(UsageError, match="pass the brokers once"):
-        write_kafka_batch(df, bootstrap_servers="b:9092", topic="t", producer_config={"bootstrap.servers": "c"})
+        write_kafka_batch(df, kafka=plain("b:9092"), topic="t", producer_config={"bootstrap.servers": "c"})
     with pytest.raises(UsageError, match=re.escape("unexpected columns ['extra']")):
-        write_kafka_batch(df.selectExpr("value", "1 AS extra"), bootstrap_servers="b:9092", topic="t")
+        write_kafka_batch(df.selectExpr("value", "1 AS extra"), kafka=plain("b:9092"), topic="t")
 
 
 # -- the connector on the classpath ---------------------------------------------------------------
@@ -807,7 +811,7 @@ def test_a_session_without_the_connector_gives_kafka_connector_missing(spark, mo
     monkeypatch.setattr(kafka_io, "jvm_class_exists", lambda s, name: name != KAFKA_PROVIDER_CLASS)
     for streaming in (True, False):
         with pytest.raises(KafkaConnectorMissing, match=re.escape(MISSING)):
-            read_kafka(spark, bootstrap_servers="b:9092", subscribe="t", streaming=streaming)
+            read_kafka(spark, kafka=plain("b:9092"), subscribe="t", streaming=streaming)
     with pytest.raises(KafkaConnectorMissing, match=re.escape(MISSING)):
-        write_kafka_batch(spark.createDataFrame([("v",)], "value string"), bootstrap_servers="b:9092",
+        write_kafka_batch(spark.createDataFrame([("v",)], "value string"), kafka=plain("b:9092"),
                           topic="t")

@@ -97,7 +97,7 @@ def test_an_app_on_a_sasl_ssl_broker_runs_exact_and_no_secret_leaks(platform_fac
         assert "transport failure" in str(exc).lower() or "timed out" in str(exc).lower(), exc
     assert md is None, "a client without credentials was answered"
     assert time.monotonic() - t0 < 30
-    app.produce(3_000, seed=11)  # in this process: the registered platform's defaults (user streamops)
+    app.produce(3_000, seed=11)  # in this process, with the platform's defaults (user streamops)
     # a user of the app's own, created with Kafka's tool through the platform's credentials
     app_pw = secrets.token_urlsafe(18)
     pw_file = tmp_path / "ua-app.password"

@@ -44,7 +44,7 @@ def _world(app) -> dict:
     finally:
         ledger.close()
     return {"files": _files(app.checkpoint), "topics": {t: end_offsets(b, t) for t in TOPICS},
-            "marker": last_marker(b, f"_streamops-{APP}-commits", APP), "ops": ops, "output_version": version}
+            "marker": last_marker(app.kafka, f"_streamops-{APP}-commits", APP), "ops": ops, "output_version": version}
 
 
 def _exact(app) -> dict:
@@ -80,7 +80,7 @@ def test_dry_run_reset_to_earliest_undo_then_reset_to_datetime_into_v2_exact(app
     assert layout.start_offsets(app.checkpoint) == {"user-events": {str(p): 0 for p in range(6)}}
     assert all(hi == 0 for _lo, hi in end_offsets(app.settings.kafka_bootstrap,
                                                   "user_activity-profiles-changelog").values())
-    marker = last_marker(app.settings.kafka_bootstrap, f"_streamops-{APP}-commits", APP)
+    marker = last_marker(app.kafka, f"_streamops-{APP}-commits", APP)
     assert marker["rewind"] and marker["batch_id"] == -1
     time.sleep(1.5)
     since = datetime.now(UTC).isoformat()  # the time the reset to a datetime below goes back to

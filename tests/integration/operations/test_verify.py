@@ -70,7 +70,7 @@ def produce(app: AppHarness, topic: str, key: str, value: bytes | None) -> None:
 def run(app: AppHarness, spec, spark) -> dict:
     with_ledger = Ledger.open(app.settings.ledger_db_url)
     try:
-        return verify(spec, app.settings, spark=spark, ledger=with_ledger, html=False).to_dict()
+        return verify(spec, app.settings, app.kafka, spark=spark, ledger=with_ledger, html=False).to_dict()
     finally:
         with_ledger.close()
 

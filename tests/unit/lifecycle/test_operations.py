@@ -10,6 +10,7 @@ import pytest
 from streamops.app.checkpoint import checkpoint_dir
 from streamops.app.context import AppContext
 from streamops.exceptions import UsageError
+from streamops.kafka.security import kafka_config
 from streamops.ledger import Ledger
 from streamops.lifecycle.operations import (
     NotConverged,
@@ -33,6 +34,10 @@ SPEC = AppSpec(name="app1", job="jobs.x", input_topics=("in",), output_topic="o"
                parallelism={"default": 2, "min": 1, "max": 4})
 
 
+def _ctx(settings: Settings, spec: AppSpec, ledger: Ledger) -> AppContext:
+    return AppContext(settings, spec, ledger, kafka_config(settings, spec))
+
+
 @pytest.fixture
 def env(tmp_path):
     settings = Settings(home=tmp_path)
@@ -49,10 +54,10 @@ def beat(settings: Settings, age: float = 0.0) -> None:
 def test_without_a_live_supervisor_nothing_changes(env) -> None:
     settings, ledger = env
     with pytest.raises(SupervisorNotRunning, match="not running"):
-        deploy(AppContext(settings, SPEC, ledger))
+        deploy(_ctx(settings, SPEC, ledger))
     beat(settings, age=120)
     with pytest.raises(SupervisorNotRunning, match="120 s old|12[01] s old"):
-        stop(AppContext(settings, SPEC, ledger))
+        stop(_ctx(settings, SPEC, ledger))
     assert ledger.operations("app1") == [] and ledger.desired("app1") is None
     beat(settings)
     require_supervisor(settings)
@@ -64,9 +69,9 @@ def test_invalid_parallelism_is_refused_first(env, n, message) -> None:
     settings, ledger = env
     beat(settings)
     with pytest.raises(UsageError, match=message):
-        deploy(AppContext(settings, SPEC, ledger), parallelism=n)
+        deploy(_ctx(settings, SPEC, ledger), parallelism=n)
     with pytest.raises(UsageError, match=message):
-        resize(AppContext(settings, SPEC, ledger), parallelism=n)
+        resize(_ctx(settings, SPEC, ledger), parallelism=n)
     assert ledger.operations("app1") == [] and ledger.desired("app1") is None
 
 
@@ -74,9 +79,9 @@ def test_resize_needs_a_deployed_app_and_a_known_strategy(env) -> None:
     settings, ledger = env
     beat(settings)
     with pytest.raises(UsageError, match="not deployed"):
-        resize(AppContext(settings, SPEC, ledger), parallelism=2)
+        resize(_ctx(settings, SPEC, ledger), parallelism=2)
     with pytest.raises(UsageError, match="unknown strategy 'sideways'"):
-        resize(AppContext(settings, SPEC, ledger), parallelism=2, strategy="sideways")
+        resize(_ctx(settings, SPEC, ledger), parallelism=2, strategy="sideways")
     assert ledger.operations("app1") == []
 
 
@@ -86,7 +91,7 @@ def test_live_resize_needs_a_master_that_can_add_executors(env) -> None:
     ledger.set_desired("app1", status="running", parallelism=1, who="test")
     local = SPEC.model_copy(update={"spark_master": "local[2]"})
     with pytest.raises(UsageError, match=r"runs on local\[2\].*--strategy restart"):
-        resize(AppContext(settings, local, ledger), parallelism=2, strategy="live")
+        resize(_ctx(settings, local, ledger), parallelism=2, strategy="live")
     assert ledger.operations("app1") == []
     assert check_strategy(settings, SPEC.model_copy(update={"spark_master": "spark://h:7077"}), "live") == "live"
 
@@ -96,15 +101,15 @@ def test_request_sets_desired_holds_the_lease_and_pending_round_trips(env) -> No
     beat(settings)
     ledger.set_desired("app1", status="running", parallelism=1, who="test")
     spec = SPEC.model_copy(update={"spark_master": "spark://h:7077"})
-    pending = request_resize(AppContext(settings, spec, ledger), parallelism=3, strategy="live", who="t:1", timeout=5)
+    pending = request_resize(_ctx(settings, spec, ledger), parallelism=3, strategy="live", who="t:1", timeout=5)
     assert Pending.from_dict(json.loads(json.dumps(pending.to_dict()))) == pending  # a trigger carries it
     desired = ledger.desired("app1")
     assert (desired["parallelism"], desired["strategy"]) == (3, "live")
     assert ledger.lease("app1")["operation_id"] == pending.operation_id
-    assert poll(AppContext(settings, spec, ledger), pending) is None  # nothing observed yet: not converged
+    assert poll(_ctx(settings, spec, ledger), pending) is None  # nothing observed yet: not converged
     pending.deadline = time.time() - 1
     with pytest.raises(NotConverged, match="did not commit a batch at x3"):
-        poll(AppContext(settings, spec, ledger), pending)
+        poll(_ctx(settings, spec, ledger), pending)
     abandon(ledger, pending, "gave up")
     op = ledger.get_operation(pending.operation_id)
     assert (op["outcome"], op["error"], op["requested_by"]) == ("failed", "gave up", "t:1")
@@ -115,23 +120,23 @@ def test_converged_when_a_batch_at_the_new_size_committed(env) -> None:
     settings, ledger = env
     beat(settings)
     ledger.set_desired("app1", status="running", parallelism=1, who="test")
-    pending = request_resize(AppContext(settings, SPEC, ledger), parallelism=2, who="t:2")
+    pending = request_resize(_ctx(settings, SPEC, ledger), parallelism=2, who="t:2")
     ledger.report_observed("app1", status="running", parallelism=1, last_batch=7)
-    assert poll(AppContext(settings, SPEC, ledger), pending) is None  # old size
+    assert poll(_ctx(settings, SPEC, ledger), pending) is None  # old size
     ledger.report_observed("app1", status="running", parallelism=2, last_batch=8, pid=42, executors=2)
     commits = checkpoint_dir(settings, SPEC) / "commits"
     commits.mkdir(parents=True)
-    assert poll(AppContext(settings, SPEC, ledger), pending) is None  # reported, but the commit file is not written yet
+    assert poll(_ctx(settings, SPEC, ledger), pending) is None  # reported, but the commit file is not written yet
     (commits.parent / "offsets").mkdir()
     (commits.parent / "offsets" / "8").write_text('v1\n{"batchWatermarkMs":0,"batchTimestampMs":0}\n{"in":{"0":5}}')
     (commits / "8").write_text('v1\n{"nextBatchWatermarkMs":0}')
-    observed = poll(AppContext(settings, SPEC, ledger), pending)
+    observed = poll(_ctx(settings, SPEC, ledger), pending)
     assert observed is not None and observed["last_batch"] == 8
-    out = complete(AppContext(settings, SPEC, ledger), pending, observed)
+    out = complete(_ctx(settings, SPEC, ledger), pending, observed)
     assert (out["parallelism"], out["noop"], out["strategy"], out["after"]["executors"]) == (2, False, "restart", 2)
     assert (out["after"]["batch"], out["after"]["offsets"]) == (8, {"in": {"0": 5}})
     assert ledger.get_operation(pending.operation_id)["outcome"] == "succeeded" and ledger.lease("app1") is None
-    again = request_resize(AppContext(settings, SPEC, ledger), parallelism=2, who="t:3")
+    again = request_resize(_ctx(settings, SPEC, ledger), parallelism=2, who="t:3")
     assert again.result is not None and again.result["noop"] is True and ledger.lease("app1") is None
 
 
@@ -145,10 +150,10 @@ def test_a_deploy_after_a_give_up_waits_for_the_supervisor_to_try_again(env) -> 
     op = ledger.begin("app1", "deploy", who="t")
     pending = Pending(app="app1", kind="deploy", operation_id=op.id, requested_by="t", t0=t0, deadline=t0 + 60,
                       before={}, parallelism=1, batch_before=None)
-    assert poll(AppContext(settings, SPEC, ledger), pending) is None  # the old give-up: still waiting
+    assert poll(_ctx(settings, SPEC, ledger), pending) is None  # the old give-up: still waiting
     ledger.report_observed("app1", status="crash-loop", error="5 crashes again")
     with pytest.raises(NotConverged, match="crash-loop"):
-        poll(AppContext(settings, SPEC, ledger), pending)
+        poll(_ctx(settings, SPEC, ledger), pending)
 
 
 def test_a_deploy_the_supervisor_has_not_loaded_says_why_at_once(tmp_path) -> None:
@@ -168,7 +173,7 @@ def test_a_deploy_the_supervisor_has_not_loaded_says_why_at_once(tmp_path) -> No
                               "spec": {"path": "x.yaml", "loaded_at": time.time(), "error": "x.yaml: line 3: bad"}}))
     t0 = time.monotonic()
     with pytest.raises(AppNotLoaded, match="refused the spec file.*line 3: bad"):
-        deploy(AppContext(settings, SPEC, ledger))
+        deploy(_ctx(settings, SPEC, ledger))
     assert time.monotonic() - t0 < 15  # not the 300 s of a deploy waiting for a driver
     assert ledger.operations("app1") == [] and ledger.desired("app1") is None
     ledger.close()
@@ -211,7 +216,7 @@ def test_a_deploy_that_does_not_converge_says_which_of_launch_crash_or_batch_is_
         "decisions": {"app1": "wait (resize #3 holds app1's lease (launch waits for it: desired running))"}}))
     pending = Pending(app="app1", kind="deploy", operation_id=1, requested_by="t", t0=time.time(),
                       deadline=time.time() + 1, before={}, parallelism=1)
-    said = diagnose(AppContext(settings, SPEC, ledger), pending)
+    said = diagnose(_ctx(settings, SPEC, ledger), pending)
     assert said.startswith("no driver was launched") and "resize #3 holds app1's lease" in said
 
     d = AppDir.of(settings, "app1")
@@ -219,6 +224,6 @@ def test_a_deploy_that_does_not_converge_says_which_of_launch_crash_or_batch_is_
     d.log.write_text("starting\nTraceback (most recent call last):\nModuleNotFoundError: No module named 'jobs.x'\n")
     ledger.record("app1", "supervisor-launch", who="supervisor", params={"parallelism": 1}, after={"pid": 4242})
     ledger.record("app1", "driver-exit", who="supervisor", outcome="failed", error="exit 1")
-    said = diagnose(AppContext(settings, SPEC, ledger), pending)
+    said = diagnose(_ctx(settings, SPEC, ledger), pending)
     assert said.startswith("the driver was launched (1 time(s), first pid 4242) and exited 1 time(s)")
     assert said.endswith("ModuleNotFoundError: No module named 'jobs.x'")

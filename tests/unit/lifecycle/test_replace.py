@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 
+from streamops.kafka.config import KafkaConfig
 from streamops.ledger import Ledger
 from streamops.ledger.store import OperationRecord
 from streamops.lifecycle.replace import Replacement
@@ -15,7 +16,11 @@ SPEC = AppSpec(name="app1", job="jobs.x", input_topics=("in",), output_topic="o"
                dlq_topic="d", input_partitions=6, state_partitions=4)
 
 
-def no_broker(_bootstrap: str, _app: str) -> None:
+#: the app's Kafka clients (none is made here)
+KAFKA = KafkaConfig.plaintext("127.0.0.1:1")
+
+
+def no_broker(_kafka: KafkaConfig, _app: str) -> None:
     """No broker here: there is no transaction to abort."""
 
 
@@ -34,15 +39,16 @@ def test_an_app_stopped_by_an_operation_that_died_runs_again_after_the_next_one(
         ledger.finish(dead, "failed", error="abandoned")
         for previous_running, expected in ((False, True), (True, True)):
             op = ledger.begin("app1", "reset", who="t")
-            with Replacement(settings, SPEC, ledger, OperationRecord(op), running=previous_running, who="t", timeout=5,
-                             abort_open=no_broker) as swap:
+            with Replacement(settings, SPEC, ledger, OperationRecord(op), kafka=KAFKA, running=previous_running,
+                             who="t", timeout=5, abort_open=no_broker) as swap:
                 assert swap.stop() == 3 and swap.running is expected
             assert ledger.get_operation(op.id)["journal"][0]["was_running"] is True
             ledger.finish(op, "succeeded")
         # an app its operator stopped stays stopped
         ledger.set_desired("app1", status="stopped", parallelism=3)
         op = ledger.begin("app1", "reset", who="t")
-        with Replacement(settings, SPEC, ledger, OperationRecord(op), running=False, who="t", timeout=5, abort_open=no_broker) as swap:
+        with Replacement(settings, SPEC, ledger, OperationRecord(op), kafka=KAFKA, running=False, who="t", timeout=5,
+                         abort_open=no_broker) as swap:
             swap.stop()
             assert swap.running is False
         ledger.finish(op, "succeeded")

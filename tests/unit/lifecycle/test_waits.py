@@ -13,6 +13,7 @@ import time
 import pytest
 
 from streamops.app.context import AppContext
+from streamops.kafka.config import KafkaConfig
 from streamops.ledger import Ledger
 from streamops.ledger.store import HandOver, OperationInProgress
 from streamops.lifecycle import operations as ops
@@ -25,7 +26,11 @@ SPEC = AppSpec(name="app1", job="jobs.x", input_topics=("in",), output_topic="o"
                dlq_topic="d", input_partitions=6, state_partitions=4)
 
 
-def no_broker(_bootstrap: str, _app: str) -> None:
+#: the app's Kafka clients (none is made here)
+KAFKA = KafkaConfig.plaintext("127.0.0.1:1")
+
+
+def no_broker(_kafka: KafkaConfig, _app: str) -> None:
     """No broker here: there is no transaction to abort."""
 
 
@@ -33,8 +38,9 @@ def operation(settings: Settings, ledger: Ledger, resume: int | None = None) -> 
     """The shape of restore/reset/rebuild's step: stop, replace, restart, ``after``."""
     try:
         with ledger.operation("app1", "rebuild-state", {}, who="t", resume=resume) as rec, \
-                Replacement(settings, SPEC, ledger, rec, running=ledger.desired("app1")["status"] == "running",
-                            who="t", timeout=60, abort_open=no_broker) as swap:
+                Replacement(settings, SPEC, ledger, rec, kafka=KAFKA,
+                            running=ledger.desired("app1")["status"] == "running", who="t", timeout=60,
+                            abort_open=no_broker) as swap:
             parallelism = swap.stop()
             swap.step("install")
             swap.restart(parallelism, batch_before=0)
@@ -141,7 +147,7 @@ def test_convergence_polls_one_pending_per_wait(setup, monkeypatch) -> None:
     settings, ledger, _converged = setup
     seen = []
     monkeypatch.setattr(ops, "poll", lambda ctx, pending: seen.append((ctx.app, id(pending))) or None)
-    poll = waits.convergence(AppContext(settings, SPEC, ledger))(
+    poll = waits.convergence(AppContext(settings, SPEC, ledger, KAFKA))(
         ops.Pending(app="app1", kind="stop", operation_id=1, requested_by="t", t0=0, deadline=1, before={}).to_dict())
     assert poll() is False and poll() is False
     assert seen[0] == seen[1] and seen[0][0] == "app1"

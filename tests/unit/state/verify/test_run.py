@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from streamops.cli import main
+from streamops.kafka.config import KafkaConfig
 from streamops.settings import Settings
 from streamops.spec import default_spec_path, get_app, load_specs
 from streamops.state.check import NothingCommittedError
@@ -31,4 +32,4 @@ def test_verify_needs_a_committed_batch(tmp_path: Path) -> None:
     settings = Settings(repo=REPO, home=tmp_path)
     spec = get_app(load_specs(default_spec_path(REPO)), "user_activity")
     with pytest.raises(NothingCommittedError, match="no committed batch"):
-        verify(spec, settings, record=False)
+        verify(spec, settings, KafkaConfig.plaintext("127.0.0.1:1"), record=False)
