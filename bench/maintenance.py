@@ -60,8 +60,10 @@ def build_chain(settings, args) -> None:
 
 def bench_compaction(settings, spec, ledger, spark, args) -> list[list[str]]:
     from streamops.app.checkpoint import checkpoint_dir
+    from streamops.app.context import AppContext
     from streamops.checkpoints import compact as cc
     from streamops.checkpoints import layout
+    from streamops.kafka.security import kafka_config
     from streamops.lifecycle.maintenance import compact, restore_seconds
 
     ckpt = checkpoint_dir(settings, spec)
@@ -80,7 +82,7 @@ def bench_compaction(settings, spec, ledger, spark, args) -> list[list[str]]:
     for run in range(1, args.runs + 1):
         shutil.rmtree(ckpt)
         shutil.copytree(pristine, ckpt)
-        out = compact(settings, spec, ledger, spark=spark)
+        out = compact(AppContext(settings, spec, ledger, kafka_config(settings, spec)), spark=spark)
         after = [n for _s, n in (ps.chain(batch + 1) for ps in cc.partitions(ckpt).values())]
         rows["bytes"][0].append(out["bytes_before"])
         rows["bytes"][1].append(out["bytes_after"])
@@ -142,6 +144,7 @@ def _marker(settings, spec, batch_id: int) -> None:
 
 def bench_keys(settings, spec, ledger, spark, keys: int, runs: int) -> dict[str, list[float]]:
     from streamops.app.checkpoint import checkpoint_dir
+    from streamops.app.context import AppContext
     from streamops.kafka.read import latest_per_key
     from streamops.kafka.security import kafka_config
     from streamops.lifecycle.maintenance import rebuild_state
@@ -158,7 +161,7 @@ def bench_keys(settings, spec, ledger, spark, keys: int, runs: int) -> dict[str,
         res["read changelog (baseline)"].append(n / (time.monotonic() - t0))
         shutil.rmtree(checkpoint_dir(settings, spec), ignore_errors=True)
         t0 = time.monotonic()
-        out = rebuild_state(settings, spec, ledger, spark=spark)
+        out = rebuild_state(AppContext(settings, spec, ledger, kafka_config(settings, spec)), spark=spark)
         res["rebuild-state"].append(out["changelog_keys"] / (time.monotonic() - t0))
         t0 = time.monotonic()
         report = verify(spec, settings, kafka_config(settings, spec), ledger=ledger, spark=spark)

@@ -229,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"baseline at {args.savepoint_keys} keys: longest gaps {sp_baseline}", flush=True)
             for run in range(1, args.savepoint_runs + 1):
                 t0 = time.time()
-                sp = take(settings, spec, ledger)
+                sp = take(AppContext(settings, spec, ledger, kafka_config(settings, spec)))
                 t1 = time.time()
                 time.sleep(2 * interval)
                 gap = longest_gap(ckpt, t0 - interval, t1 + interval)

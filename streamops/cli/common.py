@@ -102,13 +102,6 @@ def run_operation(args: argparse.Namespace, operation: Callable[..., Any], *para
         return ctx.spec, operation(ctx, *params, progress=progress_printer(args), **options)
 
 
-def run_legacy_operation(args: argparse.Namespace, operation: Callable[..., Any], *params: Any,
-                         **options: Any) -> tuple[AppSpec, Any]:
-    """``run_operation`` for the operations that still take ``(settings, spec, ledger)`` first."""
-    with app_ledger(args) as (settings, spec, ledger):
-        return spec, operation(settings, spec, ledger, *params, progress=progress_printer(args), **options)
-
-
 def emit(args: argparse.Namespace, payload: Any, text: str) -> None:
     """Print JSON (with --json) or the human text, on stdout."""
     if getattr(args, "json", False):

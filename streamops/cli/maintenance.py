@@ -10,14 +10,14 @@ from streamops.cli.common import (
     emit,
     human_bytes,
     int_within,
-    run_legacy_operation,
+    run_operation,
 )
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
     from streamops.lifecycle.maintenance import compact
 
-    spec, out = run_legacy_operation(args, compact, dry_run=args.dry_run)
+    spec, out = run_operation(args, compact, dry_run=args.dry_run)
     chains = out["chains_before"]
     longest = max((c["changelogs"] for c in chains.values()), default=0)
     lines = [(f"{spec.name}: {'would compact' if out['dry_run'] else 'compacted'} at batch {out['batch_id']} "
@@ -39,7 +39,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
 def cmd_rebuild(args: argparse.Namespace) -> int:
     from streamops.lifecycle.maintenance import rebuild_state
 
-    spec, out = run_legacy_operation(args, rebuild_state, state_partitions=args.state_partitions, dry_run=args.dry_run,
+    spec, out = run_operation(args, rebuild_state, state_partitions=args.state_partitions, dry_run=args.dry_run,
                               stop_first=args.stop_first, timeout=args.timeout)
     lines = [(f"{spec.name}: {'would rebuild' if out['dry_run'] else 'rebuilt'} the state from "
               f"{out['changelog_topic']} ({out['changelog_keys']} keys, as of batch marker {out['marker_batch']}): "

@@ -13,17 +13,15 @@ from typing import TYPE_CHECKING, Any
 from streamops.cli.common import (
     add_operation_flags,
     app_command,
-    app_ledger,
+    app_context,
     emit,
     progress_printer,
-    run_legacy_operation,
+    run_operation,
 )
 from streamops.exceptions import UsageError
 
 if TYPE_CHECKING:
-    from streamops.ledger import Ledger
-    from streamops.settings import Settings
-    from streamops.spec import AppSpec
+    from streamops.app.context import AppContext
 
 
 def _offsets_file(path: str) -> dict:
@@ -59,16 +57,17 @@ def cmd_reset(args: argparse.Namespace) -> int:
     from streamops.reset import tool
     from streamops.reset.targets import make_target
 
-    with app_ledger(args) as (settings, spec, ledger):
+    with app_context(args) as ctx:
+        spec = ctx.spec
         if args.undo is not None:
             if args.state != "wipe" or args.force or args.output_version:
                 raise UsageError("--undo takes no --state, --force or --output-version: it puts back what the "
                                  "reset replaced")
-            return _undo(args, settings, spec, ledger, args.undo)
+            return _undo(args, ctx, args.undo)
         target = make_target(to_earliest=args.to_earliest, to_latest=args.to_latest, to_datetime=args.to_datetime,
                              by_duration=args.by_duration, shift_by=args.shift_by,
                              to_offsets=_offsets_file(args.to_offsets) if args.to_offsets else None)
-        out = tool.reset(settings, spec, ledger, target, state=args.state, force=args.force,
+        out = tool.reset(ctx, target, state=args.state, force=args.force,
                          output_version=args.output_version, dry_run=args.dry_run, stop_first=args.stop_first,
                          timeout=args.timeout, progress=progress_printer(args))
     lines = [(f"{spec.name}: {'plan for' if out['dry_run'] else 'done:'} reset {out['target']} "
@@ -80,10 +79,11 @@ def cmd_reset(args: argparse.Namespace) -> int:
                    f"with `streamops undo {spec.name} {out['operation_id']}` ({out['seconds']} s)")
 
 
-def _undo(args: argparse.Namespace, settings: Settings, spec: AppSpec, ledger: Ledger, op_id: int) -> int:
+def _undo(args: argparse.Namespace, ctx: AppContext, op_id: int) -> int:
     from streamops.lifecycle.undo import undo
 
-    out = undo(settings, spec, ledger, op_id, dry_run=args.dry_run, stop_first=args.stop_first,
+    spec = ctx.spec
+    out = undo(ctx, op_id, dry_run=args.dry_run, stop_first=args.stop_first,
                timeout=args.timeout, progress=progress_printer(args))
     lines = [(f"{spec.name}: {'would undo' if out['dry_run'] else 'undid'} {out['kind']} #{out['undo']} "
               f"({out['outcome']}; {json.dumps(out['params'])}): batch {out['current_batch']} -> "
@@ -95,14 +95,14 @@ def _undo(args: argparse.Namespace, settings: Settings, spec: AppSpec, ledger: L
 
 
 def cmd_undo(args: argparse.Namespace) -> int:
-    with app_ledger(args) as (settings, spec, ledger):
-        return _undo(args, settings, spec, ledger, args.op_id)
+    with app_context(args) as ctx:
+        return _undo(args, ctx, args.op_id)
 
 
 def cmd_reprocess(args: argparse.Namespace) -> int:
     from streamops.reset.reprocess import reprocess
 
-    spec, out = run_legacy_operation(args, reprocess, frm=args.frm, to=args.to, output_version=args.output_version,
+    spec, out = run_operation(args, reprocess, frm=args.frm, to=args.to, output_version=args.output_version,
                               dry_run=args.dry_run, master=args.master, parallelism=args.parallelism,
                               timeout=args.timeout)
     lines = [(f"{spec.name}: {'would reprocess' if out['dry_run'] else 'reprocessed'} {out['records']} records "
@@ -123,7 +123,7 @@ def cmd_reprocess(args: argparse.Namespace) -> int:
 def cmd_promote(args: argparse.Namespace) -> int:
     from streamops.reset.reprocess import promote
 
-    spec, out = run_legacy_operation(args, promote, args.output_version, dry_run=args.dry_run, timeout=args.timeout)
+    spec, out = run_operation(args, promote, args.output_version, dry_run=args.dry_run, timeout=args.timeout)
     verb = "already writes" if out["noop"] else "would write" if out["dry_run"] else "now writes"
     lines = [(f"{spec.name} {verb} {out['output_topic_after']} ({out['records_in_topic']} records there; before: "
              f"{out['output_topic_before']})"), *[f"  - {a}" for a in out["actions"]]]

@@ -12,14 +12,14 @@ from streamops.cli.common import (
     app_ledger,
     emit,
     human_bytes,
-    run_legacy_operation,
+    run_operation,
 )
 
 
 def cmd_savepoint(args: argparse.Namespace) -> int:
     from streamops.lifecycle.savepoints import take
 
-    spec, out = run_legacy_operation(args, take)
+    spec, out = run_operation(args, take)
     emit(args, out, f"{spec.name}: savepoint {out['id']} at batch {out['batch_id']} ({out['files']} files, "
                     f"{human_bytes(out['bytes'])}, sha256 {out['sha256'][:12]}, {out['seconds']} s)"
                     + (f"; removed by retention: {', '.join(out['removed'])}" if out["removed"] else ""))
@@ -55,7 +55,7 @@ def cmd_savepoints(args: argparse.Namespace) -> int:
 def cmd_restore(args: argparse.Namespace) -> int:
     from streamops.lifecycle.savepoints import restore
 
-    spec, out = run_legacy_operation(args, restore, args.savepoint, dry_run=args.dry_run, timeout=args.timeout)
+    spec, out = run_operation(args, restore, args.savepoint, dry_run=args.dry_run, timeout=args.timeout)
     head = (f"{spec.name}: {'would restore' if out['dry_run'] else 'restored'} {out['savepoint']} "
             f"(batch {out['batch_id']}, state version {out['state_version']}, checksum verified)")
     lines = [head, f"  {'TOPIC':<20} {'PART':>4} {'CURRENT':>10} {'RESTORE TO':>10} {'REPROCESS':>10}"]

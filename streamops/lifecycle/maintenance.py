@@ -30,7 +30,6 @@ from streamops.checkpoints import layout
 from streamops.exceptions import StreamopsError, UsageError
 from streamops.host.locks import LockHeld
 from streamops.kafka.config import KafkaConfig
-from streamops.kafka.security import kafka_config
 from streamops.ledger import Ledger
 from streamops.ledger.store import HandOver, OperationRecord
 from streamops.lifecycle import driver, waits
@@ -83,13 +82,14 @@ def compact_plan(settings: Settings, spec: AppSpec, ledger: Ledger, *, live: boo
             **p.to_dict(), "savepoints_beyond_retention": gone, "_plan": p}
 
 
-def compact(settings: Settings, spec: AppSpec, ledger: Ledger, *, dry_run: bool = False, who: str | None = None,
+def compact(ctx: AppContext, *, dry_run: bool = False, who: str | None = None,
             spark=None, progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
     """Consolidate the state into one snapshot at the last committed batch and drop what no
     retained batch needs; safe while the app runs. Dry run: the plan only.
 
     On a stopped app it holds the checkpoint lock throughout, so no driver starts and uploads
     files while it deletes the ones no batch needs; if a driver holds the lock, it compacts live."""
+    settings, spec, ledger = ctx.settings, ctx.spec, ctx.ledger
     info = compact_plan(settings, spec, ledger)
     plan: cc.Plan = info.pop("_plan")
     if dry_run:
@@ -246,19 +246,20 @@ def repin_state_partitions(settings: Settings, app: str, n: int) -> None:
         d.pin_spec(pinned.model_copy(update={"state_partitions": n}))
 
 
-def rebuild_state(settings: Settings, spec: AppSpec, ledger: Ledger, **kwargs: Any) -> dict[str, Any]:
+def rebuild_state(ctx: AppContext, **kwargs: Any) -> dict[str, Any]:
     """``rebuild_state_step`` advanced to its end in this process (the CLI)."""
-    return waits.wait_here(ledger, lambda resume: rebuild_state_step(settings, spec, ledger, resume=resume, **kwargs),
-                           waits.convergence(AppContext(settings, spec, ledger, kafka_config(settings, spec))))
+    return waits.wait_here(ctx.ledger, lambda resume: rebuild_state_step(ctx, resume=resume, **kwargs),
+                           waits.convergence(ctx))
 
 
-def rebuild_state_step(settings: Settings, spec: AppSpec, ledger: Ledger, *, state_partitions: int | None = None,
+def rebuild_state_step(ctx: AppContext, *, state_partitions: int | None = None,
                        dry_run: bool = False, stop_first: bool = False, who: str | None = None,
                        timeout: float = 300.0, resume: int | None = None, spark=None,
                        progress: Callable[[str], None] = lambda _m: None) -> waits.Step:
     """Build a new checkpoint from the changelog topic (see module docstring; ``lifecycle.waits``).
     A running app is planned again once it stopped (the step resumed after the wait)."""
-    kafka = kafka_config(settings, spec)  # until this takes an AppContext: its clients' configuration
+    settings, spec, ledger = ctx.settings, ctx.spec, ctx.ledger
+    kafka = ctx.kafka
     plan = rebuild_plan(settings, spec, ledger, kafka=kafka, state_partitions=state_partitions)
     if dry_run:
         plan["changelog_keys"] = len(read_changelog(kafka, spec))
@@ -272,17 +273,17 @@ def rebuild_state_step(settings: Settings, spec: AppSpec, ledger: Ledger, *, sta
                               before={"batch": plan["checkpoint_batch"],
                                       "state_partitions": plan["state_partitions_before"],
                                       "marker_batch": plan["marker_batch"]}) as rec:
-            out = _rebuild(settings, spec, ledger, kafka, rec, plan, query, who=who, timeout=timeout, spark=spark,
+            out = _rebuild(ctx, rec, plan, query, who=who, timeout=timeout, spark=spark,
                            progress=progress)
     except HandOver as wait:
         return waits.Waiting(wait.pending)
     return waits.ended(rec, out)
 
 
-def _rebuild(settings: Settings, spec: AppSpec, ledger: Ledger, kafka: KafkaConfig, rec: OperationRecord,
-             plan: dict[str, Any], query: JobQuery, *, who: str | None, timeout: float, spark: Any,
+def _rebuild(ctx: AppContext, rec: OperationRecord, plan: dict[str, Any], query: JobQuery, *, who: str | None, timeout: float, spark: Any,
              progress: Callable[[str], None]) -> dict[str, Any]:
     """The rebuild inside its operation (``rec.after`` set); the rebuild's result."""
+    settings, spec, ledger, kafka = ctx.settings, ctx.spec, ctx.ledger, ctx.kafka
     n = plan["state_partitions_after"]
     t0 = time.monotonic()
     with Replacement(settings, spec, ledger, rec, kafka=kafka, running=plan["running"], who=who, timeout=timeout,

@@ -21,7 +21,6 @@ from streamops.app.context import AppContext
 from streamops.checkpoints import layout
 from streamops.checkpoints.lineage import checkpoint_id
 from streamops.checkpoints.savepoint import SavepointError, expired, install, snapshot, verify
-from streamops.kafka.security import kafka_config
 from streamops.ledger import Ledger
 from streamops.ledger.store import HandOver
 from streamops.lifecycle import operations as ops
@@ -35,9 +34,10 @@ def savepoints_dir(settings: Settings, app: str) -> Path:
     return settings.state_dir / "savepoints" / app
 
 
-def take(settings: Settings, spec: AppSpec, ledger: Ledger, *, who: str | None = None,
+def take(ctx: AppContext, *, who: str | None = None,
          progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
     """Snapshot the last committed batch while the app runs; then apply retention."""
+    settings, spec, ledger = ctx.settings, ctx.spec, ctx.ledger
     ckpt = checkpoint_dir(settings, spec)
     batch = layout.last_committed_batch(ckpt)
     if batch is None:
@@ -130,17 +130,18 @@ def restore_plan(settings: Settings, spec: AppSpec, ledger: Ledger, savepoint_id
     }
 
 
-def restore(settings: Settings, spec: AppSpec, ledger: Ledger, savepoint_id: str, **kwargs: Any) -> dict[str, Any]:
+def restore(ctx: AppContext, savepoint_id: str, **kwargs: Any) -> dict[str, Any]:
     """``restore_step`` advanced to its end in this process (the CLI)."""
-    return waits.wait_here(ledger, lambda resume: restore_step(settings, spec, ledger, savepoint_id, resume=resume,
+    return waits.wait_here(ctx.ledger, lambda resume: restore_step(ctx, savepoint_id, resume=resume,
                                                                **kwargs),
-                           waits.convergence(AppContext(settings, spec, ledger, kafka_config(settings, spec))))
+                           waits.convergence(ctx))
 
 
-def restore_step(settings: Settings, spec: AppSpec, ledger: Ledger, savepoint_id: str, *, dry_run: bool = False,
+def restore_step(ctx: AppContext, savepoint_id: str, *, dry_run: bool = False,
                  who: str | None = None, timeout: float = 300.0, resume: int | None = None,
                  progress: Callable[[str], None] = lambda _m: None) -> waits.Step:
     """Stop, set the checkpoint aside, install the savepoint, rewind the sink, restart (``waits``)."""
+    settings, spec, ledger = ctx.settings, ctx.spec, ctx.ledger
     plan = restore_plan(settings, spec, ledger, savepoint_id)
     if dry_run:
         return waits.Done({**plan, "dry_run": True})
@@ -150,7 +151,7 @@ def restore_step(settings: Settings, spec: AppSpec, ledger: Ledger, savepoint_id
         with ledger.operation(spec.name, "restore", {"savepoint": savepoint_id}, who=who, resume=resume,
                               before={"batch": plan["current_batch"], "offsets": plan["offsets"]}) as rec:
             t0 = time.time()
-            with Replacement(settings, spec, ledger, rec, kafka=kafka_config(settings, spec), running=plan["restart"],
+            with Replacement(settings, spec, ledger, rec, kafka=ctx.kafka, running=plan["restart"],
                              who=who, timeout=timeout, progress=progress) as swap:
                 parallelism = swap.stop()
                 sp = _find(ledger, spec, savepoint_id)

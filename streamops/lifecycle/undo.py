@@ -29,7 +29,6 @@ from streamops.app.context import AppContext
 from streamops.checkpoints import layout, lineage
 from streamops.exceptions import StreamopsError, UsageError
 from streamops.kafka.config import KafkaConfig
-from streamops.kafka.security import kafka_config
 from streamops.ledger import Ledger
 from streamops.ledger.store import HandOver, OperationRecord
 from streamops.lifecycle import driver, waits
@@ -195,16 +194,17 @@ def undo_plan(settings: Settings, spec: AppSpec, ledger: Ledger, op_id: int) -> 
             "actions": actions}
 
 
-def undo(settings: Settings, spec: AppSpec, ledger: Ledger, op_id: int, **kwargs: Any) -> dict[str, Any]:
+def undo(ctx: AppContext, op_id: int, **kwargs: Any) -> dict[str, Any]:
     """``undo_step`` advanced to its end in this process (the CLI)."""
-    return waits.wait_here(ledger, lambda resume: undo_step(settings, spec, ledger, op_id, resume=resume, **kwargs),
-                           waits.convergence(AppContext(settings, spec, ledger, kafka_config(settings, spec))))
+    return waits.wait_here(ctx.ledger, lambda resume: undo_step(ctx, op_id, resume=resume, **kwargs),
+                           waits.convergence(ctx))
 
 
-def undo_step(settings: Settings, spec: AppSpec, ledger: Ledger, op_id: int, *, dry_run: bool = False,
+def undo_step(ctx: AppContext, op_id: int, *, dry_run: bool = False,
               stop_first: bool = False, who: str | None = None, timeout: float = 300.0, resume: int | None = None,
               progress: Callable[[str], None] = lambda _m: None) -> waits.Step:
     """Reverse operation ``op_id`` (module docstring; ``lifecycle.waits``)."""
+    settings, spec, ledger = ctx.settings, ctx.spec, ctx.ledger
     plan = undo_plan(settings, spec, ledger, op_id)
     if dry_run:
         return waits.Done({**plan, "dry_run": True})
@@ -215,18 +215,18 @@ def undo_step(settings: Settings, spec: AppSpec, ledger: Ledger, op_id: int, *, 
         with ledger.operation(spec.name, "undo", {"undo": op_id, "kind": plan["kind"]}, who=who, resume=resume,
                               before={"batch": plan["current_batch"],
                                       "output_version": ledger.output_version(spec.name)}) as rec:
-            out = _undo(settings, spec, ledger, rec, op_id, plan, who=who, timeout=timeout, progress=progress)
+            out = _undo(ctx, rec, op_id, plan, who=who, timeout=timeout, progress=progress)
     except HandOver as wait:
         return waits.Waiting(wait.pending)
     return waits.ended(rec, out)
 
 
-def _undo(settings: Settings, spec: AppSpec, ledger: Ledger, rec: OperationRecord, op_id: int,
-          plan: dict[str, Any], *, who: str | None, timeout: float,
+def _undo(ctx: AppContext, rec: OperationRecord, op_id: int, plan: dict[str, Any], *, who: str | None, timeout: float,
           progress: Callable[[str], None]) -> dict[str, Any]:
     """The undo inside its operation (``rec.after`` set); the undo's result."""
+    settings, spec, ledger, kafka = ctx.settings, ctx.spec, ctx.ledger, ctx.kafka
     done = read_done(ledger.get_operation(op_id) or {})
-    ckpt, kafka = checkpoint_dir(settings, spec), kafka_config(settings, spec)  # kafka: until an AppContext
+    ckpt = checkpoint_dir(settings, spec)
     t0 = time.monotonic()
     written: dict[str, Any] = {}
     with Replacement(settings, spec, ledger, rec, kafka=kafka, running=plan["restart"], who=who, timeout=timeout,

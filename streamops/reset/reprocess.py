@@ -31,7 +31,6 @@ from streamops.checkpoints import layout
 from streamops.exceptions import StreamopsError, UsageError
 from streamops.host.process import start_ticks
 from streamops.kafka.config import KafkaConfig
-from streamops.kafka.security import kafka_config
 from streamops.ledger import Ledger
 from streamops.ledger.store import HandOver
 from streamops.lifecycle import driver, waits
@@ -155,22 +154,23 @@ def reprocess_plan(settings: Settings, spec: AppSpec, ledger: Ledger, *, kafka: 
     }
 
 
-def reprocess(settings: Settings, spec: AppSpec, ledger: Ledger, **kwargs: Any) -> dict[str, Any]:
+def reprocess(ctx: AppContext, **kwargs: Any) -> dict[str, Any]:
     """``reprocess_step`` advanced to its end in this process (the CLI), with progress from the run's
     checkpoint; interrupted, the run's driver is ended too."""
     progress = kwargs.get("progress") or (lambda _m: None)
-    return waits.wait_here(ledger, lambda resume: reprocess_step(settings, spec, ledger, resume=resume, **kwargs),
-                           lambda pending: _run_poll(settings, pending, progress), abandon=stop_run)
+    return waits.wait_here(ctx.ledger, lambda resume: reprocess_step(ctx, resume=resume, **kwargs),
+                           lambda pending: _run_poll(ctx.settings, pending, progress), abandon=stop_run)
 
 
-def reprocess_step(settings: Settings, spec: AppSpec, ledger: Ledger, *, frm: str, to: str,
+def reprocess_step(ctx: AppContext, *, frm: str, to: str,
                    output_version: str | None = None, dry_run: bool = False, master: str | None = None,
                    parallelism: int | None = None, who: str | None = None, timeout: float = 3600.0,
                    resume: int | None = None, progress: Callable[[str], None] = lambda _m: None) -> waits.Step:
     """Run the job over [from, to) into the versioned output (``lifecycle.waits``): the step that
     launches the run's driver ends waiting for it (kind ``reprocess``: ``watch_run`` polls it); the
     step resumed after the driver ended checks and records the range."""
-    kafka = kafka_config(settings, spec)  # until this takes an AppContext: its clients' configuration
+    settings, spec, ledger = ctx.settings, ctx.spec, ctx.ledger
+    kafka = ctx.kafka
     plan = reprocess_plan(settings, spec, ledger, kafka=kafka, frm=frm, to=to, output_version=output_version)
     if dry_run:
         return waits.Done({**plan, "dry_run": True})
@@ -414,11 +414,11 @@ def _tail(path: Path, lines: int = 30) -> str:
 
 
 # -- promote ---------------------------------------------------------------------------------------
-def promote(settings: Settings, spec: AppSpec, ledger: Ledger, version: str | None, **kwargs: Any) -> dict[str, Any]:
+def promote(ctx: AppContext, version: str | None, **kwargs: Any) -> dict[str, Any]:
     """``promote_step`` advanced to its end in this process (the CLI)."""
-    return waits.wait_here(ledger, lambda resume: promote_step(settings, spec, ledger, version, resume=resume,
+    return waits.wait_here(ctx.ledger, lambda resume: promote_step(ctx, version, resume=resume,
                                                                **kwargs),
-                           waits.convergence(AppContext(settings, spec, ledger, kafka_config(settings, spec))))
+                           waits.convergence(ctx))
 
 
 def promote_plan(settings: Settings, spec: AppSpec, ledger: Ledger, version: str | None, *, kafka: KafkaConfig,
@@ -444,12 +444,13 @@ def promote_plan(settings: Settings, spec: AppSpec, ledger: Ledger, version: str
             + ([f"restart {spec.name} at a batch boundary so it writes {topic}"] if running else [])}
 
 
-def promote_step(settings: Settings, spec: AppSpec, ledger: Ledger, version: str | None, *, dry_run: bool = False,
+def promote_step(ctx: AppContext, version: str | None, *, dry_run: bool = False,
                  who: str | None = None, timeout: float = 300.0, resume: int | None = None,
                  progress: Callable[[str], None] = lambda _m: None) -> waits.Step:
     """Make ``version`` (None or 'v1': the spec's own topic) the output the live app writes; a
     running app is restarted at a batch boundary so its next batch writes there (``lifecycle.waits``)."""
-    kafka = kafka_config(settings, spec)  # until this takes an AppContext: its clients' configuration
+    settings, spec, ledger = ctx.settings, ctx.spec, ctx.ledger
+    kafka = ctx.kafka
     plan = promote_plan(settings, spec, ledger, version, kafka=kafka)
     if dry_run or plan["noop"]:
         return waits.Done({**plan, "dry_run": dry_run})

@@ -34,7 +34,6 @@ from streamops.checkpoints import compact as cc
 from streamops.checkpoints import layout
 from streamops.exceptions import StreamopsError, UsageError
 from streamops.kafka.config import KafkaConfig
-from streamops.kafka.security import kafka_config
 from streamops.ledger import Ledger
 from streamops.ledger.store import HandOver, OperationRecord
 from streamops.lifecycle import driver, waits
@@ -134,19 +133,20 @@ def reset_plan(settings: Settings, spec: AppSpec, ledger: Ledger, target: ResetT
 
 
 # -- execution -------------------------------------------------------------------------------------
-def reset(settings: Settings, spec: AppSpec, ledger: Ledger, target: ResetTarget, **kwargs: Any) -> dict[str, Any]:
+def reset(ctx: AppContext, target: ResetTarget, **kwargs: Any) -> dict[str, Any]:
     """``reset_step`` advanced to its end in this process (the CLI)."""
-    return waits.wait_here(ledger, lambda resume: reset_step(settings, spec, ledger, target, resume=resume, **kwargs),
-                           waits.convergence(AppContext(settings, spec, ledger, kafka_config(settings, spec))))
+    return waits.wait_here(ctx.ledger, lambda resume: reset_step(ctx, target, resume=resume, **kwargs),
+                           waits.convergence(ctx))
 
 
-def reset_step(settings: Settings, spec: AppSpec, ledger: Ledger, target: ResetTarget, *, state: str = "wipe",
+def reset_step(ctx: AppContext, target: ResetTarget, *, state: str = "wipe",
                force: bool = False, output_version: str | None = None, dry_run: bool = False,
                stop_first: bool = False, who: str | None = None, timeout: float = 300.0, resume: int | None = None,
                progress: Callable[[str], None] = lambda _m: None) -> waits.Step:
     """Reset the app's input offsets and state (see module docstring; ``lifecycle.waits``). A
     running app is planned again once it stopped (the step resumed after the wait)."""
-    kafka = kafka_config(settings, spec)  # until this takes an AppContext: its clients' configuration
+    settings, spec, ledger = ctx.settings, ctx.spec, ctx.ledger
+    kafka = ctx.kafka
     plan = reset_plan(settings, spec, ledger, target, kafka=kafka, state=state, force=force,
                       output_version=output_version)
     if dry_run:
@@ -158,18 +158,18 @@ def reset_step(settings: Settings, spec: AppSpec, ledger: Ledger, target: ResetT
     try:
         with ledger.operation(spec.name, "reset", {**plan["params"], "state": state, "output_version": output_version},
                               who=who, before=before, resume=resume) as rec:
-            out = _reset(settings, spec, ledger, kafka, rec, plan, state=state, output_version=output_version, who=who,
+            out = _reset(ctx, rec, plan, state=state, output_version=output_version, who=who,
                          timeout=timeout, progress=progress)
     except HandOver as wait:
         return waits.Waiting(wait.pending)
     return waits.ended(rec, out)
 
 
-def _reset(settings: Settings, spec: AppSpec, ledger: Ledger, kafka: KafkaConfig, rec: OperationRecord,
-           plan: dict[str, Any], *,
+def _reset(ctx: AppContext, rec: OperationRecord, plan: dict[str, Any], *,
            state: str, output_version: str | None, who: str | None, timeout: float,
            progress: Callable[[str], None]) -> dict[str, Any]:
     """The reset inside its operation (``rec.after`` set); the reset's result."""
+    settings, spec, ledger, kafka = ctx.settings, ctx.spec, ctx.ledger, ctx.kafka
     t0 = time.monotonic()
     ckpt = checkpoint_dir(settings, spec)
     with Replacement(settings, spec, ledger, rec, kafka=kafka, running=plan["running"], who=who, timeout=timeout,
@@ -239,15 +239,15 @@ def undo_plan(settings: Settings, spec: AppSpec, ledger: Ledger, op_id: int) -> 
     return plan(settings, spec, ledger, op_id)
 
 
-def undo(settings: Settings, spec: AppSpec, ledger: Ledger, op_id: int, **kwargs: Any) -> dict[str, Any]:
+def undo(ctx: AppContext, op_id: int, **kwargs: Any) -> dict[str, Any]:
     """``lifecycle.undo.undo`` (``reset --undo OP``)."""
     from streamops.lifecycle.undo import undo as run
 
-    return run(settings, spec, ledger, op_id, **kwargs)
+    return run(ctx, op_id, **kwargs)
 
 
-def undo_step(settings: Settings, spec: AppSpec, ledger: Ledger, op_id: int, **kwargs: Any) -> waits.Step:
+def undo_step(ctx: AppContext, op_id: int, **kwargs: Any) -> waits.Step:
     """``lifecycle.undo.undo_step`` (the Airflow reset operator's ``undo`` target)."""
     from streamops.lifecycle.undo import undo_step as step
 
-    return step(settings, spec, ledger, op_id, **kwargs)
+    return step(ctx, op_id, **kwargs)

@@ -72,18 +72,6 @@ def test_run_operation_passes_progress_and_closes_the_ledger_before_returning(ev
     assert capsys.readouterr().err == "working on shop\n"  # under --json progress goes to stderr
 
 
-def test_run_legacy_operation_passes_settings_spec_and_ledger(events, capsys) -> None:
-    def operation(settings, spec, ledger, first, *, progress, flag):
-        progress(f"working on {spec.name}")
-        events.append(f"ran {first} {flag} on {type(ledger).__name__}")
-        return {"ok": True}
-
-    spec, out = common.run_legacy_operation(_args(json=False), operation, "one", flag=2)
-    assert (spec.name, out) == ("shop", {"ok": True})
-    assert events == ["open", "kafka_config shop", "ran one 2 on _Ledger", "closed"]
-    assert capsys.readouterr().out == "working on shop\n"
-
-
 @pytest.mark.parametrize(("ok", "code"), [(True, 0), (False, 1)])
 def test_emit_report_exits_1_on_any_difference(ok: bool, code: int, capsys) -> None:
     report = SimpleNamespace(ok=ok, to_dict=lambda: {"ok": ok})

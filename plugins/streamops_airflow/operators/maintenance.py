@@ -28,9 +28,8 @@ class CompactOperator(BaseOperator):
         from streamops.lifecycle.maintenance import NothingToMaintain, compact
 
         with app_session(self.app, "compact") as ctx:
-            settings, spec, ledger = ctx.settings, ctx.spec, ctx.ledger
             try:
-                out = compact(settings, spec, ledger, dry_run=as_bool(self.dry_run), who=requested_by(context),
+                out = compact(ctx, dry_run=as_bool(self.dry_run), who=requested_by(context),
                               progress=self.log.info)
             except NothingToMaintain as exc:
                 raise AirflowSkipException(str(exc)) from exc
@@ -63,8 +62,7 @@ class RebuildStateOperator(HandsOffWaits):
         from streamops.lifecycle.maintenance import rebuild_state_step
 
         with app_session(self.app, "rebuild-state") as ctx:
-            settings, spec, ledger = ctx.settings, ctx.spec, ctx.ledger
-            return rebuild_state_step(settings, spec, ledger,
+            return rebuild_state_step(ctx,
                                       state_partitions=as_int(self.state_partitions, "state_partitions"),
                                       dry_run=as_bool(self.dry_run), stop_first=as_bool(self.stop_first),
                                       who=requested_by(context), timeout=float(self.timeout_s), resume=resume,

@@ -25,8 +25,7 @@ class PromoteOperator(HandsOffWaits):
         from streamops.reset.reprocess import promote_step
 
         with app_session(self.app, "promote") as ctx:
-            settings, spec, ledger = ctx.settings, ctx.spec, ctx.ledger
-            return promote_step(settings, spec, ledger, str(self.output_version), dry_run=as_bool(self.dry_run),
+            return promote_step(ctx, str(self.output_version), dry_run=as_bool(self.dry_run),
                                 who=requested_by(context), timeout=float(self.timeout_s), resume=resume,
                                 progress=self.log.info)
 
@@ -65,7 +64,7 @@ class ReprocessOperator(HandsOffWaits):
             version = as_text(self.output_version) or spec.reprocess.output_version
 
             def run() -> Any:
-                return reprocess_step(settings, spec, ledger, frm=frm, to=to, output_version=version,
+                return reprocess_step(ctx, frm=frm, to=to, output_version=version,
                                       dry_run=as_bool(self.dry_run), master=as_text(self.master),
                                       who=requested_by(context), timeout=float(self.timeout_s), resume=resume,
                                       progress=self.log.info)

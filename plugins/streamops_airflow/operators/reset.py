@@ -58,16 +58,15 @@ class ResetOperator(HandsOffWaits):
         from streamops.reset.targets import make_target
 
         with app_session(self.app, "reset") as ctx:
-            settings, spec, ledger = ctx.settings, ctx.spec, ctx.ledger
             target = self._target()
             common = {"dry_run": as_bool(self.dry_run), "stop_first": as_bool(self.stop_first),
                       "who": requested_by(context), "timeout": float(self.timeout_s), "resume": resume,
                       "progress": self.log.info}
             if str(self.target) == "undo":
-                return tool.undo_step(settings, spec, ledger, target, **common)
+                return tool.undo_step(ctx, target, **common)
             if str(self.target) == "shift_by":
                 target = make_target(shift_by=target)
-            return tool.reset_step(settings, spec, ledger, target, state=str(self.state), force=as_bool(self.force),
+            return tool.reset_step(ctx, target, state=str(self.state), force=as_bool(self.force),
                                    output_version=as_text(self.output_version), **common)
 
     def report(self, out: dict[str, Any]) -> None:

@@ -27,10 +27,10 @@ class SavepointOperator(BaseOperator):
         from streamops.lifecycle.savepoints import take
 
         with app_session(self.app, "savepoint") as ctx:
-            settings, spec, ledger = ctx.settings, ctx.spec, ctx.ledger
+            settings, spec = ctx.settings, ctx.spec
             if layout.last_committed_batch(checkpoint_dir(settings, spec)) is None:
                 raise AirflowSkipException(f"{spec.name} has committed nothing yet: no savepoint to take")
-            out = take(settings, spec, ledger, who=requested_by(context), progress=self.log.info)
+            out = take(ctx, who=requested_by(context), progress=self.log.info)
         self.log.info("savepoint %s at batch %s: %s files, %s bytes, sha256 %s (%s s)", out["id"], out["batch_id"],
                       out["files"], out["bytes"], out["sha256"], out["seconds"])
         return out
@@ -50,8 +50,7 @@ class RestoreOperator(HandsOffWaits):
         from streamops.lifecycle.savepoints import restore_step
 
         with app_session(self.app, "restore") as ctx:
-            settings, spec, ledger = ctx.settings, ctx.spec, ctx.ledger
-            return restore_step(settings, spec, ledger, str(self.savepoint), dry_run=as_bool(self.dry_run),
+            return restore_step(ctx, str(self.savepoint), dry_run=as_bool(self.dry_run),
                                 who=requested_by(context), timeout=float(self.timeout_s), resume=resume,
                                 progress=self.log.info)
 

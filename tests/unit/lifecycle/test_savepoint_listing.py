@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from streamops.app.checkpoint import checkpoint_dir
+from streamops.app.context import AppContext
 from streamops.cli import main
+from streamops.kafka.config import KafkaConfig
 from streamops.ledger import Ledger
 from streamops.lifecycle import savepoints as sp_mod
 from streamops.settings import Settings
@@ -59,10 +61,10 @@ def test_two_b0_savepoints_of_two_runs_differ_by_lineage(app, capsys: pytest.Cap
     ledger = Ledger.open(settings.ledger_db_url)
     try:
         _checkpoint(ckpt, OLD)
-        first = sp_mod.take(settings, spec, ledger)
+        first = sp_mod.take(AppContext(settings, spec, ledger, KafkaConfig.plaintext(settings.kafka_bootstrap)))
         _checkpoint(ckpt, NEW)  # a reset: a new checkpoint, whose batches start again at 0
         monkeypatch.setattr(_Clock, "at", _Clock.at.replace(hour=11))
-        second = sp_mod.take(settings, spec, ledger)
+        second = sp_mod.take(AppContext(settings, spec, ledger, KafkaConfig.plaintext(settings.kafka_bootstrap)))
         rows = sp_mod.listing(settings, spec, ledger)
     finally:
         ledger.close()
@@ -89,7 +91,7 @@ def test_a_savepoint_whose_files_are_gone_keeps_the_lineage_its_take_recorded(ap
     ledger = Ledger.open(settings.ledger_db_url)
     try:
         _checkpoint(checkpoint_dir(settings, spec), OLD)
-        taken = sp_mod.take(settings, spec, ledger)
+        taken = sp_mod.take(AppContext(settings, spec, ledger, KafkaConfig.plaintext(settings.kafka_bootstrap)))
         shutil.rmtree(taken["path"])
         [row] = sp_mod.listing(settings, spec, ledger)
     finally:
