@@ -42,6 +42,7 @@ from streamops_airflow.operators import (
 
 from streamops.exceptions import ConfigError
 from streamops.settings import Settings
+from streamops.spec import AppSpec
 from streamops.specfile import open_spec_file
 
 # re-read on every parse: an app added to include/streams.yaml gets its DAGs within a parse
@@ -88,94 +89,86 @@ def parallelism_param(default: int | None, *, nullable: bool, description: str) 
                  description=description)
 
 
+def operation_dag(dag_id: str, *, doc_md: str, params: dict[str, Param],
+                  tags: tuple[str, ...] = ("streamops", "operations")) -> DAG:
+    """A DAG that runs one operation on an app when triggered: its form asks for the app first, then
+    ``params``, then how long to wait."""
+    return DAG(dag_id=dag_id, schedule=None, tags=list(tags), doc_md=doc_md,
+               params={"app": app_param(), **params, "timeout": TIMEOUT}, **COMMON)
+
+
+def app_dag(dag_id: str, schedule: str, spec: AppSpec, *, tag: str, doc_md: str,
+            params: dict[str, Param] | None = None) -> DAG:
+    """A DAG of one app on the wall clock (``ON_THE_CLOCK``) at ``schedule`` (the spec's, off while
+    the spec's schedules are paused)."""
+    return DAG(dag_id=dag_id, schedule=spec.scheduled(schedule), tags=["streamops", tag, spec.name], doc_md=doc_md,
+               params=params or {}, **ON_THE_CLOCK)
+
+
+def from_form(*names: str) -> dict[str, str]:
+    """An operation DAG's operator arguments: each of ``names`` and ``timeout_s`` from the run's form."""
+    return {**{name: f"{{{{ params.{name} }}}}" for name in names}, "timeout_s": "{{ params.timeout }}"}
+
+
 def strategy_param() -> Param:
     return Param("restart", type="string", enum=["restart", "live"], title="Strategy",
                  description="restart: graceful stop, new driver from the same checkpoint; "
                              "live: add/remove executors of the running app (standalone or k8s master).")
 
 
-with DAG(
-    dag_id="streamops_deploy",
-    schedule=None,
-    tags=["streamops", "operations"],
+with operation_dag(
+    "streamops_deploy",
     doc_md="Deploy (run) an app; succeeds once its first batch after the start has committed.",
-    params={"app": app_param(),
-            "parallelism": parallelism_param(None, nullable=True,
-                                             description="Executor cores; empty: the spec's default."),
-            "timeout": TIMEOUT},
-    **COMMON,
+    params={"parallelism": parallelism_param(None, nullable=True,
+                                             description="Executor cores; empty: the spec's default.")},
 ):
-    DeployAppOperator(task_id="deploy", app="{{ params.app }}", parallelism="{{ params.parallelism }}",
-                      timeout_s="{{ params.timeout }}")
+    DeployAppOperator(task_id="deploy", **from_form("app", "parallelism"))
 
-with DAG(
-    dag_id="streamops_resize",
-    schedule=None,
-    tags=["streamops", "operations"],
+with operation_dag(
+    "streamops_resize",
     doc_md="Resize a running app; no-op when already at that size. Refused outside the app's limits.",
-    params={"app": app_param(),
-            "parallelism": parallelism_param(1, nullable=False, description="New executor cores."),
-            "strategy": strategy_param(), "timeout": TIMEOUT},
-    **COMMON,
+    params={"parallelism": parallelism_param(1, nullable=False, description="New executor cores."),
+            "strategy": strategy_param()},
 ):
-    ResizeAppOperator(task_id="resize", app="{{ params.app }}", parallelism="{{ params.parallelism }}",
-                      strategy="{{ params.strategy }}", timeout_s="{{ params.timeout }}")
+    ResizeAppOperator(task_id="resize", **from_form("app", "parallelism", "strategy"))
 
-with DAG(
-    dag_id="streamops_stop",
-    schedule=None,
-    tags=["streamops", "operations"],
+with operation_dag(
+    "streamops_stop",
     doc_md="Stop an app at a batch boundary (`now`: kill the driver; the batch in flight is replayed).",
-    params={"app": app_param(), "now": Param(False, type="boolean", title="Kill now"), "timeout": TIMEOUT},
-    **COMMON,
+    params={"now": Param(False, type="boolean", title="Kill now")},
 ):
-    StopAppOperator(task_id="stop", app="{{ params.app }}", now="{{ params.now }}", timeout_s="{{ params.timeout }}")
+    StopAppOperator(task_id="stop", **from_form("app", "now"))
 
-with DAG(
-    dag_id="streamops_restore",
-    schedule=None,
-    tags=["streamops", "operations"],
+with operation_dag(
+    "streamops_restore",
     doc_md="Restore an app to a savepoint (`streamops savepoints APP` lists them). Defaults to a dry run: "
            "the plan (offsets per partition, state version) is in the task log and its return value.",
-    params={"app": app_param(),
-            "savepoint": Param("", type="string", minLength=1, title="Savepoint id"),
-            "dry_run": DRY_RUN,
-            "timeout": TIMEOUT},
-    **COMMON,
+    params={"savepoint": Param("", type="string", minLength=1, title="Savepoint id"),
+            "dry_run": DRY_RUN},
 ):
-    RestoreOperator(task_id="restore", app="{{ params.app }}", savepoint="{{ params.savepoint }}",
-                    dry_run="{{ params.dry_run }}", timeout_s="{{ params.timeout }}")
+    RestoreOperator(task_id="restore", **from_form("app", "savepoint", "dry_run"))
 
-with DAG(
-    dag_id="streamops_rebuild_state",
-    schedule=None,
-    tags=["streamops", "maintenance"],
+with operation_dag(
+    "streamops_rebuild_state",
+    tags=("streamops", "maintenance"),
     doc_md="Rebuild an app's checkpoint from its changelog topic (as Kafka Streams restores a store), "
            "optionally into another number of state partitions. Defaults to a dry run: the plan (start offsets "
            "per partition, state partitions before/after) is in the task log and its return value.",
-    params={"app": app_param(),
-            "state_partitions": Param(None, type=["null", "integer"], minimum=1, maximum=200,
+    params={"state_partitions": Param(None, type=["null", "integer"], minimum=1, maximum=200,
                                       title="State partitions", description="Empty: as now."),
             "stop_first": STOP_FIRST,
-            "dry_run": DRY_RUN,
-            "timeout": TIMEOUT},
-    **COMMON,
+            "dry_run": DRY_RUN},
 ):
-    RebuildStateOperator(task_id="rebuild_state", app="{{ params.app }}",
-                         state_partitions="{{ params.state_partitions }}", stop_first="{{ params.stop_first }}",
-                         dry_run="{{ params.dry_run }}", timeout_s="{{ params.timeout }}")
+    RebuildStateOperator(task_id="rebuild_state", **from_form("app", "state_partitions", "stop_first", "dry_run"))
 
-with DAG(
-    dag_id="streamops_reset",
-    schedule=None,
-    tags=["streamops", "operations"],
+with operation_dag(
+    "streamops_reset",
     doc_md="Reset an app (as Kafka's application reset tool): move its input offsets and wipe (or, with force, "
            "keep) its state; the changelog is recreated to match, the output is untouched unless an output "
            "version starts a new one. `undo` with the reset's operation id puts everything back. Defaults to a "
            "dry run: the plan (per partition current -> new offset, records to reprocess, actions) is in the "
            "task log and its return value.",
-    params={"app": app_param(),
-            "target": Param("earliest", type="string", enum=list(ResetOperator.TARGETS), title="Reset to",
+    params={"target": Param("earliest", type="string", enum=list(ResetOperator.TARGETS), title="Reset to",
                             description="earliest | latest | datetime | duration | shift_by | offsets | undo"),
             "value": Param(None, type=["null", "string"], title="Value",
                            description="datetime: ISO 8601 (no zone: UTC); duration: ISO 8601 back from now "
@@ -186,31 +179,21 @@ with DAG(
             "output_version": Param(None, type=["null", "string"], pattern=r"^v\d{1,6}$", title="Output version",
                                     description="e.g. v2: write <output>.v2 from now on"),
             "stop_first": STOP_FIRST,
-            "dry_run": DRY_RUN,
-            "timeout": TIMEOUT},
-    **COMMON,
+            "dry_run": DRY_RUN},
 ):
-    ResetOperator(task_id="reset", app="{{ params.app }}", target="{{ params.target }}", value="{{ params.value }}",
-                  state="{{ params.state }}", force="{{ params.force }}",
-                  output_version="{{ params.output_version }}", stop_first="{{ params.stop_first }}",
-                  dry_run="{{ params.dry_run }}", timeout_s="{{ params.timeout }}")
+    ResetOperator(task_id="reset", **from_form("app", "target", "value", "state", "force", "output_version",
+                                               "stop_first", "dry_run"))
 
-with DAG(
-    dag_id="streamops_promote",
-    schedule=None,
-    tags=["streamops", "operations"],
+with operation_dag(
+    "streamops_promote",
     doc_md="Switch an app's live output to a reprocessed version (e.g. `v2` after `streamops_reprocess__APP`); "
            "`v1` goes back to the spec's own topic. A running app is restarted at a batch boundary so its next "
            "batch writes there. Defaults to a dry run: the plan is in the task log and its return value.",
-    params={"app": app_param(),
-            "output_version": Param("v2", type="string", pattern=r"^v\d{1,6}$", title="Output version",
+    params={"output_version": Param("v2", type="string", pattern=r"^v\d{1,6}$", title="Output version",
                                     description="v1: the spec's output topic; vN: <output>.vN"),
-            "dry_run": DRY_RUN,
-            "timeout": TIMEOUT},
-    **COMMON,
+            "dry_run": DRY_RUN},
 ):
-    PromoteOperator(task_id="promote", app="{{ params.app }}", output_version="{{ params.output_version }}",
-                    dry_run="{{ params.dry_run }}", timeout_s="{{ params.timeout }}")
+    PromoteOperator(task_id="promote", **from_form("app", "output_version", "dry_run"))
 
 for _name, _spec in SPECS.items():
     with DAG(
@@ -242,27 +225,20 @@ for _name, _spec in SPECS.items():
                           dry_run="{{ params.dry_run }}")
 
 for _name, _spec in SPECS.items():
-    with DAG(
-        dag_id=f"streamops_compact__{_name}",
-        schedule=_spec.scheduled(_spec.maintenance.compact_schedule),
-        tags=["streamops", "maintenance", _name],
+    with app_dag(
+        f"streamops_compact__{_name}", _spec.maintenance.compact_schedule, _spec, tag="maintenance",
         doc_md=f"Compact `{_name}`'s state (schedule `{_spec.maintenance.compact_schedule}` UTC) while it runs: "
                "one snapshot at the last committed batch, checkpoint files no retained batch needs and savepoints "
                "beyond retention deleted; bytes and state restore time before/after in the log.",
         params={"dry_run": Param(False, type="boolean", title="Dry run", description="Only show the plan.")},
-        **ON_THE_CLOCK,
     ):
         CompactOperator(task_id="compact", app=_name, dry_run="{{ params.dry_run }}")
 
-    with DAG(
-        dag_id=f"streamops_verify__{_name}",
-        schedule=_spec.scheduled(_spec.maintenance.verify_schedule),
-        tags=["streamops", "maintenance", _name],
+    with app_dag(
+        f"streamops_verify__{_name}", _spec.maintenance.verify_schedule, _spec, tag="maintenance",
         doc_md=f"Verify `{_name}` (schedule `{_spec.maintenance.verify_schedule}` UTC): the state store at the "
                "last committed batch against the changelog and output topics, plus the data-quality suite in "
                "`include/expectations/`. Fails with a summary on any violation; the HTML report's path is logged.",
-        params={},
-        **ON_THE_CLOCK,
     ):
         VerifyOperator(task_id="verify", app=_name)
 
@@ -281,14 +257,10 @@ for _name, _spec in SPECS.items():
     ):
         WatchAppOperator(task_id="watch", app=_name)
 
-    with DAG(
-        dag_id=f"streamops_savepoint__{_name}",
-        schedule=_spec.scheduled(_spec.savepoints.schedule),
-        tags=["streamops", "savepoints", _name],
+    with app_dag(
+        f"streamops_savepoint__{_name}", _spec.savepoints.schedule, _spec, tag="savepoints",
         doc_md=f"Savepoint `{_name}` while it runs (schedule `{_spec.savepoints.schedule}` UTC), keeping "
                f"{_spec.savepoints.retain_count} and at most {_spec.savepoints.retain_age}.",
-        params={},
-        **ON_THE_CLOCK,
     ):
         SavepointOperator(task_id="savepoint", app=_name)
 
