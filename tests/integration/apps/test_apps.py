@@ -71,16 +71,11 @@ def _verify(app) -> dict:
 def _maintenance(app, operation: str, **kwargs) -> dict:
     """What `streamops rebuild-state` / `compact` run, in this process on the session's Spark
     (their CLI forms are test_maintenance's)."""
-    from streamops.app.outputs import load_live_spec
-    from streamops.ledger import Ledger
+    from streamops.app.context import open_app
     from streamops.lifecycle import maintenance
 
-    ledger = Ledger.open(app.settings.ledger_db_url)
-    try:
-        return getattr(maintenance, operation)(app.settings, load_live_spec(app.settings, app.app), ledger,
-                                               spark=app.spark, **kwargs)
-    finally:
-        ledger.close()
+    with open_app(app.settings, app.app) as ctx:
+        return getattr(maintenance, operation)(ctx, spark=app.spark, **kwargs)
 
 
 def _produce_record(app, topic: str, key: str, value: bytes | None) -> None:
