@@ -125,4 +125,8 @@ class KafkaConfig:
 def as_config(kafka: KafkaConfig | str) -> KafkaConfig:
     """``kafka``, or a plain address as a PLAINTEXT client of it (tests and benches pass addresses;
     the product always passes a ``KafkaConfig``)."""
-    return kafka if isinstance(kafka, KafkaConfig) else KafkaConfig.plaintext(kafka)
+    if isinstance(kafka, KafkaConfig):
+        return kafka
+    if not isinstance(kafka, str):  # e.g. the platform's Settings where its KafkaConfig was meant
+        raise TypeError(f"a Kafka client needs a KafkaConfig or a bootstrap address, not {type(kafka).__name__}")
+    return KafkaConfig.plaintext(kafka)

@@ -497,3 +497,14 @@ def test_kafka_config_prints_the_configuration_with_every_secret_masked(tmp_path
     r = subprocess.run([sys.executable, "-m", "streamops.cli", "platform", "kafka-config"], env=env,
                        capture_output=True, text=True, timeout=120, check=False)
     assert r.returncode == 0 and "SASL_SSL, SCRAM-SHA-512 user app" in r.stdout and SECRET not in r.stdout
+
+
+def test_a_client_refuses_what_is_neither_a_config_nor_an_address(tmp_path: Path) -> None:
+    """A plain address stands for a PLAINTEXT client (tests, benches); anything else, such as the
+    platform's Settings passed where its KafkaConfig was meant, is refused at once instead of being
+    taken as an address that no broker answers (a test did that after the signatures changed)."""
+    from streamops.kafka.config import as_config
+
+    assert as_config("127.0.0.1:9092") == KafkaConfig.plaintext("127.0.0.1:9092")
+    with pytest.raises(TypeError, match="needs a KafkaConfig or a bootstrap address, not Settings"):
+        client_config(Settings(home=tmp_path))

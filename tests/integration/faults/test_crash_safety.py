@@ -280,11 +280,11 @@ def test_reset_undo_writes_back_keys_byte_for_byte(platform, tmp_path) -> None:
     recreate_topic(s.kafka_bootstrap, topic)
     p.produce(topic.name, key="caf\u00e9".encode(), value=b"2")
     assert p.flush(30) == 0
-    assert read_changelog(s, spec) == {"caf\u00e9": b"2"}
+    assert read_changelog(kafka_config(s), spec) == {"caf\u00e9": b"2"}
     p.produce(topic.name, key=b"\xff\xfebinary", value=b"1")
     assert p.flush(30) == 0
     with pytest.raises(ForeignChangelogKeyError, match=r"holds the key b'\\xff\\xfebinary', which is not UTF-8"):
-        read_changelog(s, spec)
+        read_changelog(kafka_config(s), spec)
 
 
 def _topics(app) -> dict:
