@@ -280,13 +280,13 @@ def rebuild_state_step(ctx: AppContext, *, state_partitions: int | None = None,
     return waits.ended(rec, out)
 
 
-def _rebuild(ctx: AppContext, rec: OperationRecord, plan: dict[str, Any], query: JobQuery, *, who: str | None, timeout: float, spark: Any,
-             progress: Callable[[str], None]) -> dict[str, Any]:
+def _rebuild(ctx: AppContext, rec: OperationRecord, plan: dict[str, Any], query: JobQuery, *, who: str | None,
+             timeout: float, spark: Any, progress: Callable[[str], None]) -> dict[str, Any]:
     """The rebuild inside its operation (``rec.after`` set); the rebuild's result."""
-    settings, spec, ledger, kafka = ctx.settings, ctx.spec, ctx.ledger, ctx.kafka
+    settings, spec, kafka = ctx.settings, ctx.spec, ctx.kafka
     n = plan["state_partitions_after"]
     t0 = time.monotonic()
-    with Replacement(settings, spec, ledger, rec, kafka=kafka, running=plan["running"], who=who, timeout=timeout,
+    with Replacement(ctx, rec, running=plan["running"], who=who, timeout=timeout,
                      progress=progress) as swap:
         parallelism = swap.stop()
         plan = {**plan, "running": swap.running}

@@ -42,7 +42,6 @@ from streamops.exceptions import UsageError
 from streamops.host import failpoints
 from streamops.host.locks import HeldLock
 from streamops.kafka.config import KafkaConfig
-from streamops.ledger import Ledger
 from streamops.ledger.store import HandOver, OperationRecord
 from streamops.lifecycle import operations as ops
 from streamops.settings import Settings
@@ -88,20 +87,18 @@ class Replacement:
     """The steps of one checkpoint replacement (module docstring), for operation ``op``; a context
     manager that releases the checkpoint lock however the operation ends."""
 
-    def __init__(self, settings: Settings, spec: AppSpec, ledger: Ledger, rec: OperationRecord, *,
-                 kafka: KafkaConfig, running: bool, who: str | None, timeout: float,
+    def __init__(self, ctx: AppContext, rec: OperationRecord, *, running: bool, who: str | None, timeout: float,
                  progress: Progress = lambda _m: None,
                  abort_open: Callable[[KafkaConfig, str], None] | None = None) -> None:
-        """``kafka``: the app's client configuration. ``abort_open(kafka, app)``: ends a transaction
-        a killed driver left open (``app.marker.abort_open_transaction``, the default; tests without
-        a broker pass their own)."""
-        self.settings, self.spec, self.ledger, self.rec, self.op = settings, spec, ledger, rec, rec.op
-        self.kafka = kafka
-        self.ctx = AppContext(settings, spec, ledger, kafka)
+        """``ctx``: the app's context (its clients' configuration is ``ctx.kafka``). ``abort_open(kafka,
+        app)``: ends a transaction a killed driver left open (``app.marker.abort_open_transaction``,
+        the default; tests without a broker pass their own)."""
+        self.ctx, self.rec, self.op = ctx, rec, rec.op
+        self.settings, self.spec, self.ledger, self.kafka = ctx.settings, ctx.spec, ctx.ledger, ctx.kafka
         self.abort_open = abort_open or abort_open_transaction
         self.running, self.who, self.timeout, self.progress = running, who, timeout, progress
-        self.checkpoint = checkpoint_dir(settings, spec)
-        self.aside = aside_path(settings, spec, rec.id)
+        self.checkpoint = checkpoint_dir(ctx.settings, ctx.spec)
+        self.aside = aside_path(ctx.settings, ctx.spec, rec.id)
         self._lock: HeldLock | None = None
 
     def __enter__(self) -> Self:

@@ -151,7 +151,7 @@ def restore_step(ctx: AppContext, savepoint_id: str, *, dry_run: bool = False,
         with ledger.operation(spec.name, "restore", {"savepoint": savepoint_id}, who=who, resume=resume,
                               before={"batch": plan["current_batch"], "offsets": plan["offsets"]}) as rec:
             t0 = time.time()
-            with Replacement(settings, spec, ledger, rec, kafka=ctx.kafka, running=plan["restart"],
+            with Replacement(ctx, rec, running=plan["restart"],
                              who=who, timeout=timeout, progress=progress) as swap:
                 parallelism = swap.stop()
                 sp = _find(ledger, spec, savepoint_id)

@@ -229,7 +229,7 @@ def _undo(ctx: AppContext, rec: OperationRecord, op_id: int, plan: dict[str, Any
     ckpt = checkpoint_dir(settings, spec)
     t0 = time.monotonic()
     written: dict[str, Any] = {}
-    with Replacement(settings, spec, ledger, rec, kafka=kafka, running=plan["restart"], who=who, timeout=timeout,
+    with Replacement(ctx, rec, running=plan["restart"], who=who, timeout=timeout,
                      progress=progress) as swap:
         parallelism = swap.stop(driver_running=plan["running"])
         plan = {**plan, "running": swap.facts["driver_running"]}  # as before the stop, when resumed

@@ -460,7 +460,7 @@ def promote_step(ctx: AppContext, version: str | None, *, dry_run: bool = False,
     try:
         with ledger.operation(spec.name, "promote", {"output_version": target}, who=who, resume=resume,
                               before={"output_version": plan["output_version_before"]}) as rec:
-            with Replacement(settings, spec, ledger, rec, kafka=kafka, running=plan["running"], who=who,
+            with Replacement(ctx, rec, running=plan["running"], who=who,
                              timeout=timeout, progress=progress) as swap:
                 parallelism = swap.stop()
                 plan = promote_plan(settings, spec, ledger, version, kafka=kafka, running=swap.running)

@@ -172,7 +172,7 @@ def _reset(ctx: AppContext, rec: OperationRecord, plan: dict[str, Any], *,
     settings, spec, ledger, kafka = ctx.settings, ctx.spec, ctx.ledger, ctx.kafka
     t0 = time.monotonic()
     ckpt = checkpoint_dir(settings, spec)
-    with Replacement(settings, spec, ledger, rec, kafka=kafka, running=plan["running"], who=who, timeout=timeout,
+    with Replacement(ctx, rec, running=plan["running"], who=who, timeout=timeout,
                      progress=progress) as swap:
         parallelism = swap.stop()  # a running app: handed over, and planned again when resumed
         plan = {**plan, "running": swap.running}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 
+from streamops.app.context import AppContext
 from streamops.kafka.config import KafkaConfig
 from streamops.ledger import Ledger
 from streamops.ledger.store import OperationRecord
@@ -39,7 +40,8 @@ def test_an_app_stopped_by_an_operation_that_died_runs_again_after_the_next_one(
         ledger.finish(dead, "failed", error="abandoned")
         for previous_running, expected in ((False, True), (True, True)):
             op = ledger.begin("app1", "reset", who="t")
-            with Replacement(settings, SPEC, ledger, OperationRecord(op), kafka=KAFKA, running=previous_running,
+            with Replacement(AppContext(settings, SPEC, ledger, KAFKA), OperationRecord(op),
+                             running=previous_running,
                              who="t", timeout=5, abort_open=no_broker) as swap:
                 assert swap.stop() == 3 and swap.running is expected
             assert ledger.get_operation(op.id)["journal"][0]["was_running"] is True
@@ -47,7 +49,8 @@ def test_an_app_stopped_by_an_operation_that_died_runs_again_after_the_next_one(
         # an app its operator stopped stays stopped
         ledger.set_desired("app1", status="stopped", parallelism=3)
         op = ledger.begin("app1", "reset", who="t")
-        with Replacement(settings, SPEC, ledger, OperationRecord(op), kafka=KAFKA, running=False, who="t", timeout=5,
+        with Replacement(AppContext(settings, SPEC, ledger, KAFKA), OperationRecord(op), running=False, who="t",
+                         timeout=5,
                          abort_open=no_broker) as swap:
             swap.stop()
             assert swap.running is False

@@ -38,7 +38,7 @@ def operation(settings: Settings, ledger: Ledger, resume: int | None = None) -> 
     """The shape of restore/reset/rebuild's step: stop, replace, restart, ``after``."""
     try:
         with ledger.operation("app1", "rebuild-state", {}, who="t", resume=resume) as rec, \
-                Replacement(settings, SPEC, ledger, rec, kafka=KAFKA,
+                Replacement(AppContext(settings, SPEC, ledger, KAFKA), rec,
                             running=ledger.desired("app1")["status"] == "running", who="t", timeout=60,
                             abort_open=no_broker) as swap:
             parallelism = swap.stop()
