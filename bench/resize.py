@@ -233,8 +233,8 @@ def main(argv: list[str] | None = None) -> int:
                 t1 = time.time()
                 time.sleep(2 * interval)
                 gap = longest_gap(ckpt, t0 - interval, t1 + interval)
-                sp_rows.append((sp["seconds"], gap, sp["bytes"], sp["files"]))
-                print(f"savepoint run {run}: {sp['seconds']} s, {sp['files']} files, {sp['bytes']} bytes, "
+                sp_rows.append((sp.seconds, gap, sp.bytes, sp.files))
+                print(f"savepoint run {run}: {sp.seconds} s, {sp.files} files, {sp.bytes} bytes, "
                       f"longest batch gap {gap:.1f} s", flush=True)
         feeder.stop_flag.set()
         feeder.join()

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from streamops.exceptions import StreamopsError, UsageError
+from streamops.results import plain
 from streamops.settings import Settings
 
 if TYPE_CHECKING:
@@ -103,9 +104,9 @@ def run_operation(args: argparse.Namespace, operation: Callable[..., Any], *para
 
 
 def emit(args: argparse.Namespace, payload: Any, text: str) -> None:
-    """Print JSON (with --json) or the human text, on stdout."""
+    """Print JSON (with --json: a ``Result`` as its ``to_dict``) or the human text, on stdout."""
     if getattr(args, "json", False):
-        print(json.dumps(payload, indent=2, default=str))
+        print(json.dumps(plain(payload), indent=2, default=str))
     else:
         print(text)
 

@@ -20,9 +20,9 @@ def cmd_savepoint(args: argparse.Namespace) -> int:
     from streamops.lifecycle.savepoints import take
 
     spec, out = run_operation(args, take)
-    emit(args, out, f"{spec.name}: savepoint {out['id']} at batch {out['batch_id']} ({out['files']} files, "
-                    f"{human_bytes(out['bytes'])}, sha256 {out['sha256'][:12]}, {out['seconds']} s)"
-                    + (f"; removed by retention: {', '.join(out['removed'])}" if out["removed"] else ""))
+    emit(args, out, f"{spec.name}: savepoint {out.id} at batch {out.batch_id} ({out.files} files, "
+                    f"{human_bytes(out.bytes)}, sha256 {out.sha256[:12]}, {out.seconds} s)"
+                    + (f"; removed by retention: {', '.join(out.removed)}" if out.removed else ""))
     return 0
 
 
@@ -56,14 +56,14 @@ def cmd_restore(args: argparse.Namespace) -> int:
     from streamops.lifecycle.savepoints import restore
 
     spec, out = run_operation(args, restore, args.savepoint, dry_run=args.dry_run, timeout=args.timeout)
-    head = (f"{spec.name}: {'would restore' if out['dry_run'] else 'restored'} {out['savepoint']} "
-            f"(batch {out['batch_id']}, state version {out['state_version']}, checksum verified)")
+    head = (f"{spec.name}: {'would restore' if out.dry_run else 'restored'} {out.savepoint} "
+            f"(batch {out.batch_id}, state version {out.state_version}, checksum verified)")
     lines = [head, f"  {'TOPIC':<20} {'PART':>4} {'CURRENT':>10} {'RESTORE TO':>10} {'REPROCESS':>10}"]
     lines += [f"  {p['topic']:<20} {p['partition']:>4} {p['current']!s:>10} {p['restore_to']:>10} "
-              f"{p['reprocess']:>10}" for p in out["offsets"]]
-    lines.append(f"  records to reprocess: {out['records_to_reprocess']}; current checkpoint (batch "
-                 f"{out['current_batch']}) set aside to {out.get('aside', out['set_aside_to'])}; "
-                 + ("the app is stopped first and started again" if out["restart"] else "the app stays stopped"))
+              f"{p['reprocess']:>10}" for p in out.offsets]
+    lines.append(f"  records to reprocess: {out.records_to_reprocess}; current checkpoint (batch "
+                 f"{out.current_batch}) set aside to {out.aside or out.set_aside_to}; "
+                 + ("the app is stopped first and started again" if out.restart else "the app stays stopped"))
     emit(args, out, "\n".join(lines))
     return 0
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -26,8 +27,58 @@ from streamops.ledger.store import HandOver
 from streamops.lifecycle import operations as ops
 from streamops.lifecycle import waits
 from streamops.lifecycle.replace import Replacement, aside_dir
+from streamops.results import Result, absent, extend
 from streamops.settings import Settings
 from streamops.spec import AppSpec, age_seconds
+
+
+@dataclass(frozen=True)
+class SavepointTaken(Result):
+    """What ``take`` made: the savepoint, where it lies, its checksum, and what retention removed."""
+
+    app: str
+    operation_id: int
+    id: str
+    path: str
+    batch_id: int
+    lineage: str | None
+    state_version: int
+    sha256: str
+    bytes: int
+    files: int
+    offsets: dict[str, Any]
+    seconds: float
+    removed: list[str]
+
+
+@dataclass(frozen=True)
+class RestorePlan(Result):
+    """What a restore would do: per partition (``offsets`` rows: topic, partition, current,
+    restore_to, reprocess) the offsets it rewinds, and whether the app is stopped and started."""
+
+    app: str
+    savepoint: str
+    sha256: str
+    verified: bool
+    batch_id: int
+    state_version: int
+    current_batch: int | None
+    offsets: list[dict[str, Any]]
+    records_to_reprocess: int
+    checkpoint: str
+    set_aside_to: str
+    restart: bool
+    parallelism: int | None
+
+
+@dataclass(frozen=True)
+class RestoreResult(RestorePlan):
+    """The plan, and (unless a dry run) the operation that carried it out."""
+
+    dry_run: bool = False
+    operation_id: int | None = absent()
+    aside: str | None = absent()
+    seconds: float | None = absent()
 
 
 def savepoints_dir(settings: Settings, app: str) -> Path:
@@ -35,7 +86,7 @@ def savepoints_dir(settings: Settings, app: str) -> Path:
 
 
 def take(ctx: AppContext, *, who: str | None = None,
-         progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
+         progress: Callable[[str], None] = lambda _m: None) -> SavepointTaken:
     """Snapshot the last committed batch while the app runs; then apply retention."""
     settings, spec, ledger = ctx.settings, ctx.spec, ctx.ledger
     ckpt = checkpoint_dir(settings, spec)
@@ -56,10 +107,10 @@ def take(ctx: AppContext, *, who: str | None = None,
         lineage = checkpoint_id(dest)
         rec.after = {"savepoint": sid, "batch": batch, "sha256": manifest.sha256, "bytes": manifest.bytes,
                      "files": len(manifest.files), "seconds": seconds, "removed": removed, "lineage": lineage}
-    return {"app": spec.name, "operation_id": rec.id, "id": sid, "path": str(dest), "batch_id": batch,
-            "lineage": lineage,
-            "state_version": manifest.state_version, "sha256": manifest.sha256, "bytes": manifest.bytes,
-            "files": len(manifest.files), "offsets": manifest.offsets, "seconds": seconds, "removed": removed}
+    return SavepointTaken(app=spec.name, operation_id=rec.id, id=sid, path=str(dest), batch_id=batch,
+                          lineage=lineage, state_version=manifest.state_version, sha256=manifest.sha256,
+                          bytes=manifest.bytes, files=len(manifest.files), offsets=manifest.offsets,
+                          seconds=seconds, removed=removed)
 
 
 def apply_retention(settings: Settings, spec: AppSpec, ledger: Ledger, keep: str | None = None) -> list[str]:
@@ -107,7 +158,7 @@ def _find(ledger: Ledger, spec: AppSpec, savepoint_id: str) -> dict[str, Any]:
     raise UsageError(f"{spec.name}: no savepoint {savepoint_id!r}; known: {names}")
 
 
-def restore_plan(settings: Settings, spec: AppSpec, ledger: Ledger, savepoint_id: str) -> dict[str, Any]:
+def restore_plan(settings: Settings, spec: AppSpec, ledger: Ledger, savepoint_id: str) -> RestorePlan:
     """What a restore would do: per partition current -> savepoint offset and records to reprocess."""
     sp = _find(ledger, spec, savepoint_id)
     manifest = verify(Path(sp["path"]), sp["sha256"])
@@ -120,17 +171,17 @@ def restore_plan(settings: Settings, spec: AppSpec, ledger: Ledger, savepoint_id
             partitions.append({"topic": topic, "partition": int(p), "current": now, "restore_to": to,
                                "reprocess": max(0, (now or 0) - to)})
     desired = ledger.desired(spec.name) or {}
-    return {
-        "app": spec.name, "savepoint": sp["id"], "sha256": sp["sha256"], "verified": True,
-        "batch_id": manifest.batch_id, "state_version": manifest.state_version,
-        "current_batch": layout.last_committed_batch(ckpt), "offsets": partitions,
-        "records_to_reprocess": sum(p["reprocess"] for p in partitions),
-        "checkpoint": str(ckpt), "set_aside_to": str(aside_dir(settings, spec.name) / "<time>-op<id>"),
-        "restart": desired.get("status") == "running", "parallelism": desired.get("parallelism"),
-    }
+    return RestorePlan(
+        app=spec.name, savepoint=sp["id"], sha256=sp["sha256"], verified=True,
+        batch_id=manifest.batch_id, state_version=manifest.state_version,
+        current_batch=layout.last_committed_batch(ckpt), offsets=partitions,
+        records_to_reprocess=sum(p["reprocess"] for p in partitions),
+        checkpoint=str(ckpt), set_aside_to=str(aside_dir(settings, spec.name) / "<time>-op<id>"),
+        restart=desired.get("status") == "running", parallelism=desired.get("parallelism"),
+    )
 
 
-def restore(ctx: AppContext, savepoint_id: str, **kwargs: Any) -> dict[str, Any]:
+def restore(ctx: AppContext, savepoint_id: str, **kwargs: Any) -> RestoreResult:
     """``restore_step`` advanced to its end in this process (the CLI)."""
     return waits.wait_here(ctx.ledger, lambda resume: restore_step(ctx, savepoint_id, resume=resume,
                                                                **kwargs),
@@ -144,14 +195,14 @@ def restore_step(ctx: AppContext, savepoint_id: str, *, dry_run: bool = False,
     settings, spec, ledger = ctx.settings, ctx.spec, ctx.ledger
     plan = restore_plan(settings, spec, ledger, savepoint_id)
     if dry_run:
-        return waits.Done({**plan, "dry_run": True})
-    if plan["restart"]:  # the supervisor stops and restarts a running app; a stopped one needs none
+        return waits.Done(extend(plan, RestoreResult, dry_run=True))
+    if plan.restart:  # the supervisor stops and restarts a running app; a stopped one needs none
         ops.require_supervisor(settings)
     try:
         with ledger.operation(spec.name, "restore", {"savepoint": savepoint_id}, who=who, resume=resume,
-                              before={"batch": plan["current_batch"], "offsets": plan["offsets"]}) as rec:
+                              before={"batch": plan.current_batch, "offsets": plan.offsets}) as rec:
             t0 = time.time()
-            with Replacement(ctx, rec, running=plan["restart"],
+            with Replacement(ctx, rec, running=plan.restart,
                              who=who, timeout=timeout, progress=progress) as swap:
                 parallelism = swap.stop()
                 sp = _find(ledger, spec, savepoint_id)
@@ -160,11 +211,11 @@ def restore_step(ctx: AppContext, savepoint_id: str, *, dry_run: bool = False,
                 progress(f"{spec.name}: checkpoint set aside to {aside}; installing {savepoint_id} ...")
                 swap.step("install", savepoint=savepoint_id)
                 install(Path(sp["path"]), checkpoint_dir(settings, spec), aside)
-                marker = swap.rewind(plan["batch_id"])
-                swap.restart(parallelism, batch_before=plan["batch_id"])
+                marker = swap.rewind(plan.batch_id)
+                swap.restart(parallelism, batch_before=plan.batch_id)
             rec.after = {"batch": layout.last_committed_batch(checkpoint_dir(settings, spec)), "aside": str(aside),
                          "savepoint": savepoint_id, "rewind_marker": marker}
     except HandOver as wait:
         return waits.Waiting(wait.pending)
-    return waits.ended(rec, {**plan, "restart": swap.running, "dry_run": False,
-                             "operation_id": rec.id, "aside": str(aside), "seconds": round(time.time() - t0, 1)})
+    return waits.ended(rec, extend(plan.but(restart=swap.running), RestoreResult, dry_run=False,
+                                   operation_id=rec.id, aside=str(aside), seconds=round(time.time() - t0, 1)))

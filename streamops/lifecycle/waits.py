@@ -27,6 +27,7 @@ from streamops.app.context import AppContext
 from streamops.ledger import Ledger
 from streamops.ledger.store import OperationRecord
 from streamops.lifecycle import operations as ops
+from streamops.results import Result
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ class Waiting:
     run's driver); at its last wait ``result`` is what it returns once the wait is over."""
 
     pending: dict[str, Any]
-    result: dict[str, Any] | None = None
+    result: Result | None = None
 
     @property
     def operation_id(self) -> int:
@@ -48,7 +49,7 @@ class Waiting:
 
 @dataclass(frozen=True)
 class Done:
-    result: dict[str, Any]
+    result: Result
 
 
 Step = Waiting | Done
@@ -58,7 +59,7 @@ Advance = Callable[[int | None], Step]
 Poll = Callable[[], bool]
 
 
-def ended(rec: OperationRecord, result: dict[str, Any]) -> Step:
+def ended(rec: OperationRecord, result: Result) -> Step:
     """What a step returns once the operation's body ran to its end (``rec`` its ledger record)."""
     return Waiting(rec.waiting, result) if rec.waiting is not None else Done(result)
 
@@ -74,7 +75,7 @@ def convergence(ctx: AppContext) -> Callable[[dict[str, Any]], Poll]:
 
 
 def wait_here(ledger: Ledger, advance: Advance, poll_of: Callable[[dict[str, Any]], Poll], *,
-              abandon: Callable[[dict[str, Any]], None] | None = None, interval: float = 0.5) -> dict[str, Any]:
+              abandon: Callable[[dict[str, Any]], None] | None = None, interval: float = 0.5) -> Result:
     """Advance an operation to its end in this process, waiting between its steps; its result.
     A wait that fails (or this process interrupted) records the operation failed, and raises;
     ``abandon(pending)`` first ends what it waited for where that would go on alone (a run's driver).
@@ -100,5 +101,7 @@ def wait_here(ledger: Ledger, advance: Advance, poll_of: Callable[[dict[str, Any
     return _timed(got.result, t0)
 
 
-def _timed(result: dict[str, Any], t0: float) -> dict[str, Any]:
-    return {**result, "seconds": round(time.monotonic() - t0, 1)} if "seconds" in result else result
+def _timed(result: Result, t0: float) -> Result:
+    if getattr(result, "seconds", None) is None:  # a dry run, or a result without a duration
+        return result
+    return result.but(seconds=round(time.monotonic() - t0, 1))

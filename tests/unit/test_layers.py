@@ -10,7 +10,7 @@ import streamops
 
 #: lower number = lower layer; the same number may import each other
 LAYERS = {
-    "exceptions": 0, "settings": 0, "spec": 0, "specfile": 0, "job": 0, "arrow": 0, "stream_time": 0, "named_state": 0, "windows": 0, "joins": 0,
+    "exceptions": 0, "results": 0, "settings": 0, "spec": 0, "specfile": 0, "job": 0, "arrow": 0, "stream_time": 0, "named_state": 0, "windows": 0, "joins": 0,
     "host": 1, "kafka": 1, "ledger": 1, "checkpoints": 1,
     "app": 2,  # what is true of one app whatever runs it: below every runtime
     "spark": 3,

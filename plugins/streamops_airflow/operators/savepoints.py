@@ -31,9 +31,9 @@ class SavepointOperator(BaseOperator):
             if layout.last_committed_batch(checkpoint_dir(settings, spec)) is None:
                 raise AirflowSkipException(f"{spec.name} has committed nothing yet: no savepoint to take")
             out = take(ctx, who=requested_by(context), progress=self.log.info)
-        self.log.info("savepoint %s at batch %s: %s files, %s bytes, sha256 %s (%s s)", out["id"], out["batch_id"],
-                      out["files"], out["bytes"], out["sha256"], out["seconds"])
-        return out
+        self.log.info("savepoint %s at batch %s: %s files, %s bytes, sha256 %s (%s s)", out.id, out.batch_id,
+                      out.files, out.bytes, out.sha256, out.seconds)
+        return out.to_dict()
 
 
 class RestoreOperator(HandsOffWaits):
@@ -54,9 +54,9 @@ class RestoreOperator(HandsOffWaits):
                                 who=requested_by(context), timeout=float(self.timeout_s), resume=resume,
                                 progress=self.log.info)
 
-    def report(self, out: dict[str, Any]) -> None:
-        for p in out["offsets"]:
+    def report(self, out: Any) -> None:  # a RestoreResult
+        for p in out.offsets:
             self.log.info("%s[%s]: %s -> %s (%s to reprocess)", p["topic"], p["partition"], p["current"],
                           p["restore_to"], p["reprocess"])
-        self.log.info("%s %s to batch %s (state version %s)", "would restore" if out["dry_run"] else "restored",
-                      self.app, out["batch_id"], out["state_version"])
+        self.log.info("%s %s to batch %s (state version %s)", "would restore" if out.dry_run else "restored",
+                      self.app, out.batch_id, out.state_version)

@@ -68,9 +68,9 @@ def test_two_b0_savepoints_of_two_runs_differ_by_lineage(app, capsys: pytest.Cap
         rows = sp_mod.listing(settings, spec, ledger)
     finally:
         ledger.close()
-    assert (first["batch_id"], second["batch_id"]) == (0, 0) and (first["lineage"], second["lineage"]) == (OLD, NEW)
+    assert (first.batch_id, second.batch_id) == (0, 0) and (first.lineage, second.lineage) == (OLD, NEW)
     assert [(r["id"], r["batch_id"], r["lineage"], r["current"]) for r in rows] == [
-        (second["id"], 0, NEW, True), (first["id"], 0, OLD, False)]
+        (second.id, 0, NEW, True), (first.id, 0, OLD, False)]
     assert all(isinstance(r["seconds"], float) for r in rows)
 
     assert main(["savepoints", "shop", "--json"]) == 0
@@ -92,7 +92,7 @@ def test_a_savepoint_whose_files_are_gone_keeps_the_lineage_its_take_recorded(ap
     try:
         _checkpoint(checkpoint_dir(settings, spec), OLD)
         taken = sp_mod.take(AppContext(settings, spec, ledger, KafkaConfig.plaintext(settings.kafka_bootstrap)))
-        shutil.rmtree(taken["path"])
+        shutil.rmtree(taken.path)
         [row] = sp_mod.listing(settings, spec, ledger)
     finally:
         ledger.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from dataclasses import dataclass
 
 import pytest
 
@@ -19,11 +20,20 @@ from streamops.ledger.store import HandOver, OperationInProgress
 from streamops.lifecycle import operations as ops
 from streamops.lifecycle import waits
 from streamops.lifecycle.replace import Replacement
+from streamops.results import Result
 from streamops.settings import Settings
 from streamops.spec import AppSpec
 
 SPEC = AppSpec(name="app1", job="jobs.x", input_topics=("in",), output_topic="o", changelog_topic="c",
                dlq_topic="d", input_partitions=6, state_partitions=4)
+
+
+@dataclass(frozen=True)
+class Rebuilt(Result):
+    """The operation's result, typed as the real ones are (``streamops.results``)."""
+
+    operation_id: int
+    parallelism: int
 
 
 #: the app's Kafka clients (none is made here)
@@ -47,7 +57,7 @@ def operation(settings: Settings, ledger: Ledger, resume: int | None = None) -> 
             rec.after = {"keys": 7}
     except HandOver as wait:
         return waits.Waiting(wait.pending)
-    return waits.ended(rec, {"operation_id": rec.id, "parallelism": parallelism})
+    return waits.ended(rec, Rebuilt(operation_id=rec.id, parallelism=parallelism))
 
 
 def deferred(step: waits.Step) -> dict:
@@ -87,7 +97,7 @@ def test_both_waits_are_handed_over_and_the_operation_resumed_between_them(setup
     converged["now"] = True  # stopped
     last = operation(settings, ledger, resume=op_id)
     assert isinstance(last, waits.Waiting) and last.last
-    assert last.result == {"operation_id": op_id, "parallelism": 3}
+    assert last.result == Rebuilt(operation_id=op_id, parallelism=3)
     assert last.pending["kind"] == "deploy" and last.pending["parallelism"] == 3
     row = ledger.get_operation(op_id)
     assert [s["step"] for s in row["journal"]] == ["stop", "handed-off", "handed-off", "install", "restart",
@@ -114,8 +124,8 @@ def test_waiting_here_the_cli_advances_the_same_steps_and_holds_the_lease(setup)
         return poll
 
     out = waits.wait_here(ledger, lambda resume: operation(settings, ledger, resume), poll_of, interval=0.01)
-    row = ledger.get_operation(out["operation_id"])
-    assert out == {"operation_id": row["id"], "parallelism": 3}
+    row = ledger.get_operation(out.operation_id)
+    assert out == Rebuilt(operation_id=row["id"], parallelism=3)
     assert holders == [("stop", os.getpid())] * 2 + [("deploy", os.getpid())] * 2
     assert row["outcome"] == "succeeded" and row["after"] == {"keys": 7}
     assert [s["step"] for s in row["journal"]] == ["stop", "handed-off", "install", "restart", "handed-off"]
