@@ -11,7 +11,7 @@ Lists of per-partition rows stay plain JSON data: the ledger journals them as th
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 R = TypeVar("R", bound="Result")
 
@@ -48,13 +48,13 @@ class Result:
         return out
 
     @classmethod
-    def from_dict(cls: type[R], data: dict[str, Any]) -> R:
+    def from_dict(cls, data: dict[str, Any]) -> Self:
         """The result back from its ``to_dict`` (one level: nested results come back as dicts,
         so give such a type its own ``from_dict``)."""
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
 
-    def but(self: R, **changes: Any) -> R:
+    def but(self, **changes: Any) -> Self:
         """A copy with ``changes`` (``dataclasses.replace``)."""
         return dataclasses.replace(self, **changes)
 
