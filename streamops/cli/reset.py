@@ -8,7 +8,7 @@ import argparse
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from streamops.cli.common import (
     add_operation_flags,
@@ -22,6 +22,8 @@ from streamops.exceptions import UsageError
 
 if TYPE_CHECKING:
     from streamops.app.context import AppContext
+    from streamops.lifecycle.undo import UndoResult
+    from streamops.reset.tool import ResetResult
 
 
 def _offsets_file(path: str) -> dict:
@@ -44,11 +46,11 @@ def _table(offsets: list[dict]) -> list[str]:
     return lines
 
 
-def _finish(args: argparse.Namespace, out: dict[str, Any], lines: list[str], done: Callable[[], str]) -> int:
+def _finish(args: argparse.Namespace, out: ResetResult | UndoResult, lines: list[str], done: Callable[[], str]) -> int:
     """Print what reset and undo end alike with: their steps, then "dry run" or ``done()`` (called only
-    after a real run: a plan's output lacks the keys it reads)."""
-    lines += [f"  - {a}" for a in out["actions"]]
-    lines.append("  dry run: nothing changed" if out["dry_run"] else done())
+    after a real run: a dry run has no operation, so what it reads is None)."""
+    lines += [f"  - {a}" for a in out.actions]
+    lines.append("  dry run: nothing changed" if out.dry_run else done())
     emit(args, out, "\n".join(lines))
     return 0
 
@@ -70,13 +72,13 @@ def cmd_reset(args: argparse.Namespace) -> int:
         out = tool.reset(ctx, target, state=args.state, force=args.force,
                          output_version=args.output_version, dry_run=args.dry_run, stop_first=args.stop_first,
                          timeout=args.timeout, progress=progress_printer(args))
-    lines = [(f"{spec.name}: {'plan for' if out['dry_run'] else 'done:'} reset {out['target']} "
-             f"(state {out['state']}; app {'running' if out['running'] else 'stopped'}; checkpoint at batch "
-             f"{out['batch_id']})"), *_table(out["offsets"]),
-             (f"  records to reprocess {out['records_to_reprocess']}, to skip {out['records_to_skip']}, "
-             f"to process from the new offsets {out['records_to_process']}")]
-    return _finish(args, out, lines, lambda: f"  previous checkpoint and topic copies kept at {out['aside']}; undo "
-                   f"with `streamops undo {spec.name} {out['operation_id']}` ({out['seconds']} s)")
+    lines = [(f"{spec.name}: {'plan for' if out.dry_run else 'done:'} reset {out.target} "
+             f"(state {out.state}; app {'running' if out.running else 'stopped'}; checkpoint at batch "
+             f"{out.batch_id})"), *_table(out.offsets),
+             (f"  records to reprocess {out.records_to_reprocess}, to skip {out.records_to_skip}, "
+             f"to process from the new offsets {out.records_to_process}")]
+    return _finish(args, out, lines, lambda: f"  previous checkpoint and topic copies kept at {out.aside}; undo "
+                   f"with `streamops undo {spec.name} {out.operation_id}` ({out.seconds} s)")
 
 
 def _undo(args: argparse.Namespace, ctx: AppContext, op_id: int) -> int:
@@ -85,13 +87,13 @@ def _undo(args: argparse.Namespace, ctx: AppContext, op_id: int) -> int:
     spec = ctx.spec
     out = undo(ctx, op_id, dry_run=args.dry_run, stop_first=args.stop_first,
                timeout=args.timeout, progress=progress_printer(args))
-    lines = [(f"{spec.name}: {'would undo' if out['dry_run'] else 'undid'} {out['kind']} #{out['undo']} "
-              f"({out['outcome']}; {json.dumps(out['params'])}): batch {out['current_batch']} -> "
-              f"{out['restore_batch']}"),
-             f"  its steps: {', '.join(out['steps']) or 'none'}"]
-    lines += [f"  {o['topic']}[{o['partition']}] {o['current']} -> {o['restore_to']}" for o in out["offsets"]]
-    return _finish(args, out, lines, lambda: f"  done in {out['seconds']} s (operation #{out['operation_id']}; undo "
-                   f"it with `streamops undo {spec.name} {out['operation_id']}`)")
+    lines = [(f"{spec.name}: {'would undo' if out.dry_run else 'undid'} {out.kind} #{out.undo} "
+              f"({out.outcome}; {json.dumps(out.params)}): batch {out.current_batch} -> "
+              f"{out.restore_batch}"),
+             f"  its steps: {', '.join(out.steps) or 'none'}"]
+    lines += [f"  {o['topic']}[{o['partition']}] {o['current']} -> {o['restore_to']}" for o in out.offsets]
+    return _finish(args, out, lines, lambda: f"  done in {out.seconds} s (operation #{out.operation_id}; undo "
+                   f"it with `streamops undo {spec.name} {out.operation_id}`)")
 
 
 def cmd_undo(args: argparse.Namespace) -> int:

@@ -35,6 +35,7 @@ from streamops.lifecycle import driver, waits
 from streamops.lifecycle import operations as ops
 from streamops.lifecycle.replace import Replacement, aside_dir, may_replace_checkpoint
 from streamops.lifecycle.topic_copies import SAVED, recreate_changelog, save_topics, write_back
+from streamops.results import Result, absent, extend
 from streamops.settings import Settings
 from streamops.spec import AppSpec, versioned_output
 
@@ -69,6 +70,43 @@ class Done:
     #: (before, after) of an output version change
     output_version: tuple[str | None, str | None] | None = None
     rewound: bool = False
+
+
+@dataclass(frozen=True)
+class UndoPlan(Result):
+    """What an undo would do, for the operator to read before it runs: the operation it reverses
+    (``undo``: its id, its kind, outcome and journaled ``steps``), per partition (``offsets`` rows:
+    topic, partition, current, restore_to) where the input goes back to, and the ``actions``."""
+
+    app: str
+    undo: int
+    kind: str
+    outcome: str
+    error: str | None
+    params: dict[str, Any] | None
+    steps: list[str]
+    running: bool
+    restart: bool
+    checkpoint_before: str | None
+    checkpoint: str
+    current_batch: int | None
+    restore_batch: int | None
+    offsets: list[dict[str, Any]]
+    output_version_after: str | None
+    saved: dict[str, Any]
+    actions: list[str]
+
+
+@dataclass(frozen=True)
+class UndoResult(UndoPlan):
+    """The plan, and (unless a dry run) the undo operation that carried it out (it can be undone in
+    turn): where it set the replaced checkpoint aside, and the keys it wrote back per topic role."""
+
+    dry_run: bool = False
+    operation_id: int | None = absent()
+    set_aside: str | None = absent()
+    written: dict[str, Any] | None = absent()  # noqa: RUF009 - a field spec (None), not a shared default
+    seconds: float | None = absent()
 
 
 def _legacy_journal(op: dict[str, Any]) -> list[dict[str, Any]]:
@@ -145,7 +183,7 @@ def undos_of(ledger: Ledger, app: str, op_id: int) -> list[dict[str, Any]]:
             if o["kind"] in UNDOES and (o["params"] or {}).get("undo") == op_id]
 
 
-def undo_plan(settings: Settings, spec: AppSpec, ledger: Ledger, op_id: int) -> dict[str, Any]:
+def undo_plan(settings: Settings, spec: AppSpec, ledger: Ledger, op_id: int) -> UndoPlan:
     """What ``undo`` would do; changes nothing."""
     op = _undoable(settings, spec, ledger, op_id)
     done = read_done(op)
@@ -185,16 +223,16 @@ def undo_plan(settings: Settings, spec: AppSpec, ledger: Ledger, op_id: int) -> 
         actions.append("start the app again at its parallelism")
     if not (old is not None or done.changelog_recreated or done.output_version or done.rewound):
         actions.append(f"nothing else: {op['kind']} #{op_id} changed nothing before it ended")
-    return {"app": spec.name, "undo": op_id, "kind": op["kind"], "outcome": op["outcome"], "error": op["error"],
-            "params": op["params"], "steps": list(done.steps), "running": running, "restart": restart,
-            "checkpoint_before": str(old) if old is not None else None, "checkpoint": str(ckpt),
-            "current_batch": layout.last_committed_batch(ckpt),
-            "restore_batch": layout.last_committed_batch(old if old is not None else ckpt), "offsets": offsets,
-            "output_version_after": version, "saved": done.saved if done.changelog_recreated else {},
-            "actions": actions}
+    return UndoPlan(app=spec.name, undo=op_id, kind=op["kind"], outcome=op["outcome"], error=op["error"],
+                    params=op["params"], steps=list(done.steps), running=running, restart=restart,
+                    checkpoint_before=str(old) if old is not None else None, checkpoint=str(ckpt),
+                    current_batch=layout.last_committed_batch(ckpt),
+                    restore_batch=layout.last_committed_batch(old if old is not None else ckpt), offsets=offsets,
+                    output_version_after=version, saved=done.saved if done.changelog_recreated else {},
+                    actions=actions)
 
 
-def undo(ctx: AppContext, op_id: int, **kwargs: Any) -> dict[str, Any]:
+def undo(ctx: AppContext, op_id: int, **kwargs: Any) -> UndoResult:
     """``undo_step`` advanced to its end in this process (the CLI)."""
     return waits.wait_here(ctx.ledger, lambda resume: undo_step(ctx, op_id, resume=resume, **kwargs),
                            waits.convergence(ctx))
@@ -207,13 +245,13 @@ def undo_step(ctx: AppContext, op_id: int, *, dry_run: bool = False,
     settings, spec, ledger = ctx.settings, ctx.spec, ctx.ledger
     plan = undo_plan(settings, spec, ledger, op_id)
     if dry_run:
-        return waits.Done({**plan, "dry_run": True})
-    may_replace_checkpoint(settings, spec, running=plan["running"], stop_first=stop_first, what="an undo")
-    if plan["restart"]:
+        return waits.Done(extend(plan, UndoResult, dry_run=True))
+    may_replace_checkpoint(settings, spec, running=plan.running, stop_first=stop_first, what="an undo")
+    if plan.restart:
         ops.require_supervisor(settings)
     try:
-        with ledger.operation(spec.name, "undo", {"undo": op_id, "kind": plan["kind"]}, who=who, resume=resume,
-                              before={"batch": plan["current_batch"],
+        with ledger.operation(spec.name, "undo", {"undo": op_id, "kind": plan.kind}, who=who, resume=resume,
+                              before={"batch": plan.current_batch,
                                       "output_version": ledger.output_version(spec.name)}) as rec:
             out = _undo(ctx, rec, op_id, plan, who=who, timeout=timeout, progress=progress)
     except HandOver as wait:
@@ -221,19 +259,19 @@ def undo_step(ctx: AppContext, op_id: int, *, dry_run: bool = False,
     return waits.ended(rec, out)
 
 
-def _undo(ctx: AppContext, rec: OperationRecord, op_id: int, plan: dict[str, Any], *, who: str | None, timeout: float,
-          progress: Callable[[str], None]) -> dict[str, Any]:
+def _undo(ctx: AppContext, rec: OperationRecord, op_id: int, plan: UndoPlan, *, who: str | None, timeout: float,
+          progress: Callable[[str], None]) -> UndoResult:
     """The undo inside its operation (``rec.after`` set); the undo's result."""
     settings, spec, ledger, kafka = ctx.settings, ctx.spec, ctx.ledger, ctx.kafka
     done = read_done(ledger.get_operation(op_id) or {})
     ckpt = checkpoint_dir(settings, spec)
     t0 = time.monotonic()
     written: dict[str, Any] = {}
-    with Replacement(ctx, rec, running=plan["restart"], who=who, timeout=timeout,
+    with Replacement(ctx, rec, running=plan.restart, who=who, timeout=timeout,
                      progress=progress) as swap:
-        parallelism = swap.stop(driver_running=plan["running"])
-        plan = {**plan, "running": swap.facts["driver_running"]}  # as before the stop, when resumed
-        if done.parallelism is not None and not plan["running"]:
+        parallelism = swap.stop(driver_running=plan.running)
+        plan = plan.but(running=swap.facts["driver_running"])  # as before the stop, when resumed
+        if done.parallelism is not None and not plan.running:
             parallelism = done.parallelism  # the size it ran at before the operation stopped it
         aside = swap.aside
         aside.mkdir(parents=True)
@@ -250,17 +288,17 @@ def _undo(ctx: AppContext, rec: OperationRecord, op_id: int, plan: dict[str, Any
         if done.changelog_recreated:
             written = _write_back_saved(kafka, spec, swap, done, progress)
         version_now = ledger.output_version(spec.name)
-        if plan["output_version_after"] != version_now:
-            swap.step("output-version", before=version_now, after=plan["output_version_after"])
-            ledger.set_output_version(spec.name, plan["output_version_after"], who=who, op=rec.op)
+        if plan.output_version_after != version_now:
+            swap.step("output-version", before=version_now, after=plan.output_version_after)
+            ledger.set_output_version(spec.name, plan.output_version_after, who=who, op=rec.op)
         batch = layout.last_committed_batch(ckpt)
         marker = swap.rewind(-1 if batch is None else batch) \
             if done.checkpoint_before is not None or done.rewound else None
         swap.restart(parallelism, batch_before=batch)
     rec.after = {"batch": batch, "aside": str(aside), "written": written, "rewind_marker": marker,
-                 "output_version": plan["output_version_after"]}
-    return {**plan, "dry_run": False, "operation_id": rec.id, "set_aside": str(aside), "written": written,
-            "seconds": round(time.monotonic() - t0, 1)}
+                 "output_version": plan.output_version_after}
+    return extend(plan, UndoResult, dry_run=False, operation_id=rec.id, set_aside=str(aside), written=written,
+                  seconds=round(time.monotonic() - t0, 1))
 
 
 def _write_back_saved(kafka: KafkaConfig, spec: AppSpec, swap: Replacement, done: Done,

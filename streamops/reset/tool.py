@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,9 +38,12 @@ from streamops.kafka.config import KafkaConfig
 from streamops.ledger import Ledger
 from streamops.ledger.store import HandOver, OperationRecord
 from streamops.lifecycle import driver, waits
+from streamops.lifecycle import undo as lifecycle_undo
 from streamops.lifecycle.replace import Replacement, aside_dir, may_replace_checkpoint
 from streamops.lifecycle.topic_copies import recreate_changelog, save_topics
+from streamops.lifecycle.undo import UndoPlan, UndoResult
 from streamops.reset.targets import TP, PartitionMove, ResetTarget, resolve
+from streamops.results import Result, absent, extend
 from streamops.settings import Settings
 from streamops.spec import AppSpec, versioned_output
 
@@ -51,6 +55,47 @@ class ResetError(StreamopsError):
 
     Operator action: read the message; nothing was changed unless it says so.
     """
+
+
+@dataclass(frozen=True)
+class ResetPlan(Result):
+    """What a reset would do, for the operator to read before it runs: per partition (``offsets``
+    rows, ``PartitionMove.to_dict``) where the input moves, the records that means, the topics and
+    output versions before and after, and the ``actions`` in the order they are taken."""
+
+    app: str
+    target: str
+    params: dict[str, Any]
+    timestamp_ms: int | None
+    state: str
+    running: bool
+    checkpoint: str
+    batch_id: int | None
+    state_partitions: int
+    offsets: list[dict[str, Any]]
+    records_to_reprocess: int
+    records_to_skip: int
+    records_to_process: int
+    clamped: int
+    changelog_topic: str
+    output_topic_before: str
+    output_topic_after: str
+    output_version_before: str | None
+    output_version_after: str | None
+    set_aside_to: str
+    actions: list[str]
+
+
+@dataclass(frozen=True)
+class ResetResult(ResetPlan):
+    """The plan, and (unless a dry run) the operation that carried it out: its id, where it kept
+    the old checkpoint and topic copies (``reset --undo`` puts them back), and what it saved."""
+
+    dry_run: bool = False
+    operation_id: int | None = absent()
+    aside: str | None = absent()
+    saved: dict[str, Any] | None = absent()  # noqa: RUF009 - a field spec (None), not a shared default
+    seconds: float | None = absent()
 
 
 # -- inputs of a plan ------------------------------------------------------------------------------
@@ -75,7 +120,7 @@ def _by_topic(moves: list[PartitionMove]) -> dict[str, dict[str, int]]:
 
 # -- plan ------------------------------------------------------------------------------------------
 def reset_plan(settings: Settings, spec: AppSpec, ledger: Ledger, target: ResetTarget, *, kafka: KafkaConfig,
-               state: str = "wipe", force: bool = False, output_version: str | None = None) -> dict[str, Any]:
+               state: str = "wipe", force: bool = False, output_version: str | None = None) -> ResetPlan:
     """Everything a reset would do, computed from the checkpoint and the broker (``kafka``: the
     app's client configuration); changes nothing."""
     if state not in STATES:
@@ -120,20 +165,20 @@ def reset_plan(settings: Settings, spec: AppSpec, ledger: Ledger, target: ResetT
         actions.append(f"keep writing {out_before}: reprocessed keys get new upserts there")
     if running:
         actions.append("start the app again at its parallelism")
-    return {
-        "app": spec.name, "target": target.describe(), "params": target.params(),
-        "timestamp_ms": ts, "state": state, "running": running, "checkpoint": str(ckpt), "batch_id": batch,
-        "state_partitions": parts, "offsets": [m.to_dict() for m in moves],
-        "records_to_reprocess": sum(m.reprocess for m in moves), "records_to_skip": sum(m.skip for m in moves),
-        "records_to_process": sum(m.to_process for m in moves), "clamped": sum(m.clamped for m in moves),
-        "changelog_topic": spec.changelog_topic, "output_topic_before": out_before, "output_topic_after": out_after,
-        "output_version_before": live_before, "output_version_after": output_version or live_before,
-        "set_aside_to": aside, "actions": actions,
-    }
+    return ResetPlan(
+        app=spec.name, target=target.describe(), params=target.params(),
+        timestamp_ms=ts, state=state, running=running, checkpoint=str(ckpt), batch_id=batch,
+        state_partitions=parts, offsets=[m.to_dict() for m in moves],
+        records_to_reprocess=sum(m.reprocess for m in moves), records_to_skip=sum(m.skip for m in moves),
+        records_to_process=sum(m.to_process for m in moves), clamped=sum(m.clamped for m in moves),
+        changelog_topic=spec.changelog_topic, output_topic_before=out_before, output_topic_after=out_after,
+        output_version_before=live_before, output_version_after=output_version or live_before,
+        set_aside_to=aside, actions=actions,
+    )
 
 
 # -- execution -------------------------------------------------------------------------------------
-def reset(ctx: AppContext, target: ResetTarget, **kwargs: Any) -> dict[str, Any]:
+def reset(ctx: AppContext, target: ResetTarget, **kwargs: Any) -> ResetResult:
     """``reset_step`` advanced to its end in this process (the CLI)."""
     return waits.wait_here(ctx.ledger, lambda resume: reset_step(ctx, target, resume=resume, **kwargs),
                            waits.convergence(ctx))
@@ -150,13 +195,13 @@ def reset_step(ctx: AppContext, target: ResetTarget, *, state: str = "wipe",
     plan = reset_plan(settings, spec, ledger, target, kafka=kafka, state=state, force=force,
                       output_version=output_version)
     if dry_run:
-        return waits.Done({**plan, "dry_run": True})
-    may_replace_checkpoint(settings, spec, running=plan["running"], stop_first=stop_first, what="a reset")
+        return waits.Done(extend(plan, ResetResult, dry_run=True))
+    may_replace_checkpoint(settings, spec, running=plan.running, stop_first=stop_first, what="a reset")
     ckpt = checkpoint_dir(settings, spec)
-    before = {"batch": plan["batch_id"], "offsets": {f"{t}/{p}": o for (t, p), o in layout.next_offsets(ckpt).items()},
-              "output_version": plan["output_version_before"]}
+    before = {"batch": plan.batch_id, "offsets": {f"{t}/{p}": o for (t, p), o in layout.next_offsets(ckpt).items()},
+              "output_version": plan.output_version_before}
     try:
-        with ledger.operation(spec.name, "reset", {**plan["params"], "state": state, "output_version": output_version},
+        with ledger.operation(spec.name, "reset", {**plan.params, "state": state, "output_version": output_version},
                               who=who, before=before, resume=resume) as rec:
             out = _reset(ctx, rec, plan, state=state, output_version=output_version, who=who,
                          timeout=timeout, progress=progress)
@@ -165,23 +210,23 @@ def reset_step(ctx: AppContext, target: ResetTarget, *, state: str = "wipe",
     return waits.ended(rec, out)
 
 
-def _reset(ctx: AppContext, rec: OperationRecord, plan: dict[str, Any], *,
+def _reset(ctx: AppContext, rec: OperationRecord, plan: ResetPlan, *,
            state: str, output_version: str | None, who: str | None, timeout: float,
-           progress: Callable[[str], None]) -> dict[str, Any]:
+           progress: Callable[[str], None]) -> ResetResult:
     """The reset inside its operation (``rec.after`` set); the reset's result."""
     settings, spec, ledger, kafka = ctx.settings, ctx.spec, ctx.ledger, ctx.kafka
     t0 = time.monotonic()
     ckpt = checkpoint_dir(settings, spec)
-    with Replacement(ctx, rec, running=plan["running"], who=who, timeout=timeout,
+    with Replacement(ctx, rec, running=plan.running, who=who, timeout=timeout,
                      progress=progress) as swap:
         parallelism = swap.stop()  # a running app: handed over, and planned again when resumed
-        plan = {**plan, "running": swap.running}
-        moves = {(o["topic"], o["partition"]): o["target"] for o in plan["offsets"]}
+        plan = plan.but(running=swap.running)
+        moves = {(o["topic"], o["partition"]): o["target"] for o in plan.offsets}
         targets = {t: {str(p): o for (tt, p), o in moves.items() if tt == t} for t, _p in moves}
         aside = swap.aside
         aside.mkdir(parents=True)
         saved = save_topics(kafka, spec, aside, progress=progress,
-                            output=plan["output_topic_before"] if not output_version else None)
+                            output=plan.output_topic_before if not output_version else None)
         swap.step("saved", folder=str(aside), saved=saved)
         if state == "wipe":
             swap.set_aside(aside / "checkpoint")
@@ -193,17 +238,17 @@ def _reset(ctx: AppContext, rec: OperationRecord, plan: dict[str, Any], *,
             marker = swap.rewind(-1)
         else:
             swap.copy_aside(aside / "checkpoint")
-            retarget_batch(ckpt, plan["batch_id"], targets)
-            marker = swap.rewind(plan["batch_id"])
+            retarget_batch(ckpt, plan.batch_id, targets)
+            marker = swap.rewind(plan.batch_id)
         if output_version:
-            swap.step("output-version", before=plan["output_version_before"], after=output_version)
+            swap.step("output-version", before=plan.output_version_before, after=output_version)
             ledger.set_output_version(spec.name, output_version, who=who, op=rec.op)
-        swap.restart(parallelism, batch_before=-1 if state == "wipe" else plan["batch_id"])
+        swap.restart(parallelism, batch_before=-1 if state == "wipe" else plan.batch_id)
     rec.after = {"offsets": {f"{t}/{p}": o for (t, p), o in moves.items()}, "state": state,
-                 "aside": str(aside), "saved": saved, "output_version": plan["output_version_after"],
+                 "aside": str(aside), "saved": saved, "output_version": plan.output_version_after,
                  "rewind_marker": marker}
-    return {**plan, "dry_run": False, "operation_id": rec.id, "aside": str(aside), "saved": saved,
-            "seconds": round(time.monotonic() - t0, 1)}
+    return extend(plan, ResetResult, dry_run=False, operation_id=rec.id, aside=str(aside), saved=saved,
+                  seconds=round(time.monotonic() - t0, 1))
 
 
 def retarget_batch(checkpoint: Path, batch_id: int, targets: dict[str, dict[str, int]]) -> None:
@@ -232,22 +277,16 @@ def retarget_batch(checkpoint: Path, batch_id: int, targets: dict[str, dict[str,
 
 
 
-def undo_plan(settings: Settings, spec: AppSpec, ledger: Ledger, op_id: int) -> dict[str, Any]:
+def undo_plan(settings: Settings, spec: AppSpec, ledger: Ledger, op_id: int) -> UndoPlan:
     """``lifecycle.undo.undo_plan``: a reset is undone as every journaled operation is."""
-    from streamops.lifecycle.undo import undo_plan as plan
-
-    return plan(settings, spec, ledger, op_id)
+    return lifecycle_undo.undo_plan(settings, spec, ledger, op_id)
 
 
-def undo(ctx: AppContext, op_id: int, **kwargs: Any) -> dict[str, Any]:
+def undo(ctx: AppContext, op_id: int, **kwargs: Any) -> UndoResult:
     """``lifecycle.undo.undo`` (``reset --undo OP``)."""
-    from streamops.lifecycle.undo import undo as run
-
-    return run(ctx, op_id, **kwargs)
+    return lifecycle_undo.undo(ctx, op_id, **kwargs)
 
 
 def undo_step(ctx: AppContext, op_id: int, **kwargs: Any) -> waits.Step:
     """``lifecycle.undo.undo_step`` (the Airflow reset operator's ``undo`` target)."""
-    from streamops.lifecycle.undo import undo_step as step
-
-    return step(ctx, op_id, **kwargs)
+    return lifecycle_undo.undo_step(ctx, op_id, **kwargs)

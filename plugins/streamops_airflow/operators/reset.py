@@ -69,9 +69,9 @@ class ResetOperator(HandsOffWaits):
             return tool.reset_step(ctx, target, state=str(self.state), force=as_bool(self.force),
                                    output_version=as_text(self.output_version), **common)
 
-    def report(self, out: dict[str, Any]) -> None:
-        for o in out["offsets"]:
+    def report(self, out: Any) -> None:  # a ResetResult, or an UndoResult (target undo)
+        for o in out.offsets:
             self.log.info("%s[%s]: %s -> %s", o["topic"], o["partition"], o["current"],
                           o.get("target", o.get("restore_to")))
-        for a in out["actions"]:
-            self.log.info("%s %s", "would" if out["dry_run"] else "did:", a)
+        for a in out.actions:
+            self.log.info("%s %s", "would" if out.dry_run else "did:", a)

@@ -87,6 +87,6 @@ def test_a_checkpoint_that_was_ahead_of_its_output_is_not_put_back(tmp_path) -> 
                 with pytest.raises(UndoError, match="lost the transactions of batches 13..13"):
                     undo_plan(settings, spec, ledger, op.id)
             else:
-                assert undo_plan(settings, spec, ledger, op.id)["restore_batch"] == 13
+                assert undo_plan(settings, spec, ledger, op.id).restore_batch == 13
     finally:
         ledger.close()
