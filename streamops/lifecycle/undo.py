@@ -105,7 +105,7 @@ class UndoResult(UndoPlan):
     dry_run: bool = False
     operation_id: int | None = absent()
     set_aside: str | None = absent()
-    written: dict[str, Any] | None = absent()  # noqa: RUF009 - a field spec (None), not a shared default
+    written: dict[str, Any] | None = absent()
     seconds: float | None = absent()
 
 

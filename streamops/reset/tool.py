@@ -94,7 +94,7 @@ class ResetResult(ResetPlan):
     dry_run: bool = False
     operation_id: int | None = absent()
     aside: str | None = absent()
-    saved: dict[str, Any] | None = absent()  # noqa: RUF009 - a field spec (None), not a shared default
+    saved: dict[str, Any] | None = absent()
     seconds: float | None = absent()
 
 
