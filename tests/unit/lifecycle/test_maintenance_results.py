@@ -19,6 +19,7 @@ from streamops.kafka.config import KafkaConfig
 from streamops.ledger import Ledger
 from streamops.lifecycle import maintenance as m
 from streamops.lifecycle import waits
+from streamops.results import Result
 from streamops.settings import Settings
 from streamops.spec import AppSpec, default_spec_path, get_app, load_specs
 
@@ -50,9 +51,10 @@ MARKER = {"batch_id": 2, "input_end": {"shop-in": {"0": 7}},
 CHANGELOG = {"k1": b"{}", "k2": b"{}", "k3": b"{}"}
 
 
-def doc(result: Any) -> dict[str, Any]:
+def doc(result: Result) -> dict[str, Any]:
     """The result's JSON document, as ``--json`` prints it."""
-    return result
+    assert isinstance(result, Result)
+    return result.to_dict()
 
 
 def _checkpoint(path: Path, batches: int) -> None:
@@ -154,8 +156,10 @@ class _Swap:
 @pytest.mark.parametrize("live", [False, True])
 def test_the_compact_plan_of_a_live_or_a_stopped_app(app, ledger, live: bool) -> None:
     settings, spec = app
-    plan = doc(m.compact_plan(settings, spec, ledger, live=live))
-    assert list(plan) == [*COMPACT_PLAN, "_plan"]
+    planned = m.compact_plan(settings, spec, ledger, live=live)
+    assert type(planned) is m.CompactPlan
+    plan = doc(planned)
+    assert list(plan) == COMPACT_PLAN  # the dict had the files' own plan too, under "_plan" (never printed)
     assert (plan["running"], plan["live"], plan["batch_id"], plan["state_version"]) == (live, live, 2, 3)
     assert plan["install_snapshots"] == ["0/0", "0/1"] and plan["savepoints_beyond_retention"] == []
     assert plan["chains_before"] == {"0/0": {"snapshot": 0, "changelogs": 3}, "0/1": {"snapshot": 0, "changelogs": 3}}
@@ -193,6 +197,7 @@ def test_compact_run_of_a_stopped_app_or_one_a_driver_started_meanwhile(
         monkeypatch.setattr(m, "lock_checkpoint", held)
     out = doc(m.compact(_ctx(app, ledger), spark=object()))
     assert list(out) == COMPACT_RUN
+    assert m.CompactResult.from_dict(json.loads(json.dumps(out))).to_dict() == out
     live = driver_holds_the_lock
     assert (out["running"], out["live"], out["dry_run"], out["installed"]) == (live, live, False, ["0/0", "0/1"])
     assert (out["restore_seconds_before"], out["restore_seconds_after"], out["savepoints_removed"]) == (0.25, 0.25, [])
@@ -276,6 +281,7 @@ def test_rebuild_run_of_a_stopped_app(app, ledger, no_kafka, no_spark, monkeypat
     assert isinstance(got, waits.Done)
     out = doc(got.result)
     assert list(out) == REBUILD_RUN
+    assert m.RebuildResult.from_dict(json.loads(json.dumps(out))) == got.result  # as a deferral carries it
     assert (out["running"], out["dry_run"], out["changelog_keys"], out["aside"]) == (False, False, 3, "/aside/shop-op1")
     assert (out["state_partitions_before"], out["state_partitions_after"], out["spec_note"]) == (2, 2, None)
     assert isinstance(out["seconds"], float)
