@@ -84,15 +84,15 @@ def bench_compaction(settings, spec, ledger, spark, args) -> list[list[str]]:
         shutil.copytree(pristine, ckpt)
         out = compact(AppContext(settings, spec, ledger, kafka_config(settings, spec)), spark=spark)
         after = [n for _s, n in (ps.chain(batch + 1) for ps in cc.partitions(ckpt).values())]
-        rows["bytes"][0].append(out["bytes_before"])
-        rows["bytes"][1].append(out["bytes_after"])
-        rows["restore s"][0].append(out["restore_seconds_before"])
-        rows["restore s"][1].append(out["restore_seconds_after"])
+        rows["bytes"][0].append(out.bytes_before)
+        rows["bytes"][1].append(out.bytes_after)
+        rows["restore s"][0].append(out.restore_seconds_before)
+        rows["restore s"][1].append(out.restore_seconds_after)
         rows["changelogs replayed (max per partition)"][0].append(max(chains))
         rows["changelogs replayed (max per partition)"][1].append(max(after))
-        took.append(out["seconds"])
-        print(f"compaction run {run}: {out['bytes_before']} -> {out['bytes_after']} bytes, restore "
-              f"{out['restore_seconds_before']} -> {out['restore_seconds_after']} s, took {out['seconds']} s", flush=True)
+        took.append(out.seconds)
+        print(f"compaction run {run}: {out.bytes_before} -> {out.bytes_after} bytes, restore "
+              f"{out.restore_seconds_before} -> {out.restore_seconds_after} s, took {out.seconds} s", flush=True)
     out_rows = []
     for name, (before, after) in rows.items():
         digits = 0 if name != "restore s" else 2
@@ -162,7 +162,7 @@ def bench_keys(settings, spec, ledger, spark, keys: int, runs: int) -> dict[str,
         shutil.rmtree(checkpoint_dir(settings, spec), ignore_errors=True)
         t0 = time.monotonic()
         out = rebuild_state(AppContext(settings, spec, ledger, kafka_config(settings, spec)), spark=spark)
-        res["rebuild-state"].append(out["changelog_keys"] / (time.monotonic() - t0))
+        res["rebuild-state"].append(out.changelog_keys / (time.monotonic() - t0))
         t0 = time.monotonic()
         report = verify(spec, settings, kafka_config(settings, spec), ledger=ledger, spark=spark)
         secs = time.monotonic() - t0

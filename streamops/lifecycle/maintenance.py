@@ -10,6 +10,9 @@ whose state is the changelog's latest value per key, whose input offsets are tho
 that wrote it (the last batch marker's ``input_end``), with any number of state partitions. The
 old checkpoint is set aside, never deleted; the batch marker is rewound to the new checkpoint's
 batch 0 so the app's next batch is written.
+
+Both return typed results (``CompactPlan``/``CompactResult``, ``RebuildPlan``/``RebuildResult``):
+a result's ``to_dict`` is what ``--json`` prints and an Airflow task returns.
 """
 
 from __future__ import annotations
@@ -18,9 +21,10 @@ import contextlib
 import shutil
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from streamops.app.checkpoint import checkpoint_dir, lock_checkpoint
 from streamops.app.context import AppContext
@@ -36,6 +40,7 @@ from streamops.lifecycle import driver, waits
 from streamops.lifecycle.replace import Replacement, aside_dir, may_replace_checkpoint
 from streamops.lifecycle.savepoints import apply_retention
 from streamops.named_state import decode_changelog
+from streamops.results import Result, absent, extend
 from streamops.settings import Settings
 from streamops.spark.query.plan import JobQuery
 from streamops.spec import AppSpec, age_seconds, load_job
@@ -47,6 +52,84 @@ class NothingToMaintain(StreamopsError):
 
     Operator action: deploy the app and let it commit a batch first.
     """
+
+
+@dataclass(frozen=True)
+class CompactPlan(Result):
+    """What compacting would do at the last committed batch: per partition the changelog chain
+    before and after (``chains_*``: "op/part" -> snapshot, changelogs), the files it deletes, the
+    savepoints retention removes. ``running``: whether a driver ran when planned; ``live``: whether
+    it compacts as if one does (keeps what a running executor may still read)."""
+
+    app: str
+    batch_id: int
+    running: bool
+    bytes_before: int
+    checkpoint: str
+    state_version: int
+    live: bool
+    install_snapshots: list[str]
+    delete_files: int
+    delete_bytes: int
+    chains_before: dict[str, dict[str, int]]
+    chains_after: dict[str, dict[str, int]]
+    savepoints_beyond_retention: list[str]
+
+
+@dataclass(frozen=True)
+class CompactResult(CompactPlan):
+    """The plan it carried out (planned again once it knew whether a driver runs), and unless a
+    dry run what that did: the snapshots installed, bytes freed, state restore time before/after."""
+
+    dry_run: bool = False
+    operation_id: int | None = absent()
+    installed: list[str] | None = absent()  # noqa: RUF009 - absent() is a field whose default is None
+    freed_bytes: int | None = absent()
+    bytes_after: int | None = absent()
+    restore_seconds_before: float | None = absent()
+    restore_seconds_after: float | None = absent()
+    savepoints_removed: list[str] | None = absent()  # noqa: RUF009 - as ``installed``
+    seconds: float | None = absent()
+
+
+#: what a compaction journals as its ``after`` (the ledger's record), out of its result
+_COMPACT_AFTER = ("batch_id", "bytes_after", "freed_bytes", "restore_seconds_before", "restore_seconds_after",
+                  "installed", "savepoints_removed", "live")
+
+
+@dataclass(frozen=True)
+class RebuildPlan(Result):
+    """What rebuild-state would do: where the new checkpoint's input starts (``offsets`` rows:
+    topic, partition, checkpoint, start_at), its state partitions, the actions in order, and
+    ``spec_note`` when the spec's state_partitions would no longer match. ``changelog_keys`` is
+    None until the changelog was read (a dry run reads it)."""
+
+    app: str
+    running: bool
+    marker_batch: int
+    query_sources: int
+    stream_time: dict[str, Any] | None
+    checkpoint_batch: int | None
+    state_partitions_before: int | None
+    state_partitions_after: int
+    changelog_topic: str
+    changelog_keys: int | None
+    offsets: list[dict[str, Any]]
+    checkpoint: str
+    set_aside_to: str
+    actions: list[str]
+    spec_note: str | None
+
+
+@dataclass(frozen=True)
+class RebuildResult(RebuildPlan):
+    """The plan, and (unless a dry run) the operation that carried it out and where the old
+    checkpoint was set aside."""
+
+    dry_run: bool = False
+    operation_id: int | None = absent()
+    aside: str | None = absent()
+    seconds: float | None = absent()
 
 
 def _tmp(settings: Settings, spec: AppSpec, what: str) -> Path:
@@ -64,8 +147,14 @@ def restore_seconds(spark, job_cls: type, checkpoint: Path, batch_id: int) -> fl
     return round(time.monotonic() - t0, 3)
 
 
-def compact_plan(settings: Settings, spec: AppSpec, ledger: Ledger, *, live: bool | None = None) -> dict[str, Any]:
+def compact_plan(settings: Settings, spec: AppSpec, ledger: Ledger, *, live: bool | None = None) -> CompactPlan:
     """``live``: a driver runs (default: its pid record says so)."""
+    return _compact_plan(settings, spec, ledger, live=live)[0]
+
+
+def _compact_plan(settings: Settings, spec: AppSpec, ledger: Ledger, *,
+                  live: bool | None) -> tuple[CompactPlan, cc.Plan]:
+    """The plan as the result shows it, and the files it names (which the result leaves out)."""
     ckpt = checkpoint_dir(settings, spec)
     batch = layout.last_committed_batch(ckpt)
     if batch is None:
@@ -78,29 +167,28 @@ def compact_plan(settings: Settings, spec: AppSpec, ledger: Ledger, *, live: boo
     policy = spec.savepoints
     gone = [sp["id"] for sp in expired(ledger.savepoints(spec.name), policy.retain_count,
                                        age_seconds(policy.retain_age))]
-    return {"app": spec.name, "batch_id": batch, "running": live, "bytes_before": cc.tree_bytes(ckpt),
-            **p.to_dict(), "savepoints_beyond_retention": gone, "_plan": p}
+    return CompactPlan(app=spec.name, batch_id=batch, running=live, bytes_before=cc.tree_bytes(ckpt),
+                       **p.to_dict(), savepoints_beyond_retention=gone), p
 
 
 def compact(ctx: AppContext, *, dry_run: bool = False, who: str | None = None,
-            spark=None, progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
+            spark=None, progress: Callable[[str], None] = lambda _m: None) -> CompactResult:
     """Consolidate the state into one snapshot at the last committed batch and drop what no
     retained batch needs; safe while the app runs. Dry run: the plan only.
 
     On a stopped app it holds the checkpoint lock throughout, so no driver starts and uploads
     files while it deletes the ones no batch needs; if a driver holds the lock, it compacts live."""
     settings, spec, ledger = ctx.settings, ctx.spec, ctx.ledger
-    info = compact_plan(settings, spec, ledger)
-    plan: cc.Plan = info.pop("_plan")
+    info, plan = _compact_plan(settings, spec, ledger, live=None)
     if dry_run:
-        return {**info, "dry_run": True}
-    ckpt, batch = plan.checkpoint, info["batch_id"]
+        return extend(info, CompactResult, dry_run=True)
+    ckpt, batch = plan.checkpoint, info.batch_id
     query = JobQuery.for_spec(spec, settings.repo)
     operators = {op for op, _p in cc.partitions(ckpt)}
     if operators != {0}:
         raise UsageError(f"{spec.name}: compaction handles one stateful operator, the checkpoint has {sorted(operators)}")
     with ledger.operation(spec.name, "compact", {"batch_id": batch}, who=who,
-                          before={"batch": batch, "bytes": info["bytes_before"], "chains": info["chains_before"]}
+                          before={"batch": batch, "bytes": info.bytes_before, "chains": info.chains_before}
                           ) as rec, contextlib.ExitStack() as held:
         if not plan.live:
             try:
@@ -108,9 +196,8 @@ def compact(ctx: AppContext, *, dry_run: bool = False, who: str | None = None,
                 live = False  # and stays so: plan again from what no driver can change any more
             except LockHeld:  # a driver runs after all (started by hand, or just now): compact live
                 live = True
-            info = compact_plan(settings, spec, ledger, live=live)
-            plan = info.pop("_plan")
-            ckpt, batch = plan.checkpoint, info["batch_id"]
+            info, plan = _compact_plan(settings, spec, ledger, live=live)
+            ckpt, batch = plan.checkpoint, info.batch_id
         t0 = time.monotonic()
         own = spark is None
         spark = spark or seed.seed_session(settings)
@@ -130,12 +217,11 @@ def compact(ctx: AppContext, *, dry_run: bool = False, who: str | None = None,
             shutil.rmtree(tmp, ignore_errors=True)
             if own:
                 spark.stop()
-        out = {**info, "dry_run": False, "operation_id": rec.id, "installed": installed, "freed_bytes": freed,
-               "bytes_after": cc.tree_bytes(ckpt), "restore_seconds_before": before_s,
-               "restore_seconds_after": after_s, "savepoints_removed": removed,
-               "seconds": round(time.monotonic() - t0, 1)}
-        rec.after = {k: out[k] for k in ("batch_id", "bytes_after", "freed_bytes", "restore_seconds_before",
-                                         "restore_seconds_after", "installed", "savepoints_removed", "live")}
+        out = extend(info, CompactResult, dry_run=False, operation_id=rec.id, installed=installed, freed_bytes=freed,
+                     bytes_after=cc.tree_bytes(ckpt), restore_seconds_before=before_s,
+                     restore_seconds_after=after_s, savepoints_removed=removed,
+                     seconds=round(time.monotonic() - t0, 1))
+        rec.after = {k: getattr(out, k) for k in _COMPACT_AFTER}
     return out
 
 
@@ -167,7 +253,7 @@ def _input_offsets(kafka: KafkaConfig, spec: AppSpec, marker: dict) -> dict[str,
 
 
 def rebuild_plan(settings: Settings, spec: AppSpec, ledger: Ledger, *, kafka: KafkaConfig,
-                 state_partitions: int | None = None, changelog: dict[str, bytes] | None = None) -> dict[str, Any]:
+                 state_partitions: int | None = None, changelog: dict[str, bytes] | None = None) -> RebuildPlan:
     """What rebuild-state would do (``kafka``: the app's client configuration); changes nothing."""
     from streamops.app.marker import last_marker
 
@@ -193,20 +279,20 @@ def rebuild_plan(settings: Settings, spec: AppSpec, ledger: Ledger, *, kafka: Ka
         sources = len(layout.batch_offsets(ckpt, planned))
     else:  # no checkpoint to learn it from: the job says how many scans its plan has
         sources = input_scans(load_job(spec, settings.repo))
-    return {
-        "app": spec.name, "running": running, "marker_batch": marker["batch_id"], "query_sources": sources,
-        "stream_time": marker.get("stream_time"),
-        "checkpoint_batch": layout.last_committed_batch(ckpt), "state_partitions_before": current_parts,
-        "state_partitions_after": n, "changelog_topic": spec.changelog_topic,
-        "changelog_keys": None if changelog is None else len(changelog), "offsets": offsets,
-        "checkpoint": str(ckpt), "set_aside_to": str(aside_dir(settings, spec.name) / "<time>-op<id>"),
-        "actions": [f"read {spec.changelog_topic} (latest value per key, read_committed)",
-                    f"seed a new checkpoint with {n} state partitions at batch 0, ending at the offsets above",
-                    "set the current checkpoint aside (kept)", "rewind the batch marker to 0 (next batch: 1)"]
-                   + (["stop the app first and start it again after"] if running else []),
-        "spec_note": None if n == spec.state_partitions else
+    return RebuildPlan(
+        app=spec.name, running=running, marker_batch=marker["batch_id"], query_sources=sources,
+        stream_time=marker.get("stream_time"),
+        checkpoint_batch=layout.last_committed_batch(ckpt), state_partitions_before=current_parts,
+        state_partitions_after=n, changelog_topic=spec.changelog_topic,
+        changelog_keys=None if changelog is None else len(changelog), offsets=offsets,
+        checkpoint=str(ckpt), set_aside_to=str(aside_dir(settings, spec.name) / "<time>-op<id>"),
+        actions=[f"read {spec.changelog_topic} (latest value per key, read_committed)",
+                 f"seed a new checkpoint with {n} state partitions at batch 0, ending at the offsets above",
+                 "set the current checkpoint aside (kept)", "rewind the batch marker to 0 (next batch: 1)"]
+                + (["stop the app first and start it again after"] if running else []),
+        spec_note=None if n == spec.state_partitions else
         f"include/streams.yaml says state_partitions: {spec.state_partitions}; set it to {n} to match",
-    }
+    )
 
 
 class ForeignChangelogKeyError(StreamopsError):
@@ -246,10 +332,11 @@ def repin_state_partitions(settings: Settings, app: str, n: int) -> None:
         d.pin_spec(pinned.model_copy(update={"state_partitions": n}))
 
 
-def rebuild_state(ctx: AppContext, **kwargs: Any) -> dict[str, Any]:
+def rebuild_state(ctx: AppContext, **kwargs: Any) -> RebuildResult:
     """``rebuild_state_step`` advanced to its end in this process (the CLI)."""
-    return waits.wait_here(ctx.ledger, lambda resume: rebuild_state_step(ctx, resume=resume, **kwargs),
-                           waits.convergence(ctx))
+    out = waits.wait_here(ctx.ledger, lambda resume: rebuild_state_step(ctx, resume=resume, **kwargs),
+                          waits.convergence(ctx))
+    return cast(RebuildResult, out)  # what the step's ``Done`` carries (``wait_here`` knows only ``Result``)
 
 
 def rebuild_state_step(ctx: AppContext, *, state_partitions: int | None = None,
@@ -262,17 +349,17 @@ def rebuild_state_step(ctx: AppContext, *, state_partitions: int | None = None,
     kafka = ctx.kafka
     plan = rebuild_plan(settings, spec, ledger, kafka=kafka, state_partitions=state_partitions)
     if dry_run:
-        plan["changelog_keys"] = len(read_changelog(kafka, spec))
-        return waits.Done({**plan, "dry_run": True})
-    may_replace_checkpoint(settings, spec, running=plan["running"], stop_first=stop_first, what="rebuild-state")
+        keys = len(read_changelog(kafka, spec))
+        return waits.Done(extend(plan.but(changelog_keys=keys), RebuildResult, dry_run=True))
+    may_replace_checkpoint(settings, spec, running=plan.running, stop_first=stop_first, what="rebuild-state")
     query = JobQuery.for_spec(spec, settings.repo)  # a job that does not load fails here, before the operation
     seed.seed_columns(query)
     try:
-        with ledger.operation(spec.name, "rebuild-state", {"state_partitions": plan["state_partitions_after"]},
+        with ledger.operation(spec.name, "rebuild-state", {"state_partitions": plan.state_partitions_after},
                               who=who, resume=resume,
-                              before={"batch": plan["checkpoint_batch"],
-                                      "state_partitions": plan["state_partitions_before"],
-                                      "marker_batch": plan["marker_batch"]}) as rec:
+                              before={"batch": plan.checkpoint_batch,
+                                      "state_partitions": plan.state_partitions_before,
+                                      "marker_batch": plan.marker_batch}) as rec:
             out = _rebuild(ctx, rec, plan, query, who=who, timeout=timeout, spark=spark,
                            progress=progress)
     except HandOver as wait:
@@ -280,16 +367,16 @@ def rebuild_state_step(ctx: AppContext, *, state_partitions: int | None = None,
     return waits.ended(rec, out)
 
 
-def _rebuild(ctx: AppContext, rec: OperationRecord, plan: dict[str, Any], query: JobQuery, *, who: str | None,
-             timeout: float, spark: Any, progress: Callable[[str], None]) -> dict[str, Any]:
+def _rebuild(ctx: AppContext, rec: OperationRecord, plan: RebuildPlan, query: JobQuery, *, who: str | None,
+             timeout: float, spark: Any, progress: Callable[[str], None]) -> RebuildResult:
     """The rebuild inside its operation (``rec.after`` set); the rebuild's result."""
     settings, spec, kafka = ctx.settings, ctx.spec, ctx.kafka
-    n = plan["state_partitions_after"]
+    n = plan.state_partitions_after
     t0 = time.monotonic()
-    with Replacement(ctx, rec, running=plan["running"], who=who, timeout=timeout,
+    with Replacement(ctx, rec, running=plan.running, who=who, timeout=timeout,
                      progress=progress) as swap:
         parallelism = swap.stop()
-        plan = {**plan, "running": swap.running}
+        plan = plan.but(running=swap.running)
         progress(f"{spec.name}: reading {spec.changelog_topic} ...")
         table = query.seed_table(decode_changelog(query.job_cls, read_changelog(kafka, spec)))
         rows = table.num_rows
@@ -308,24 +395,24 @@ def _rebuild(ctx: AppContext, rec: OperationRecord, plan: dict[str, Any], query:
         repin_state_partitions(settings, spec.name, n)
         swap.restart(parallelism, batch_before=0)
     rec.after = {"batch": 0, "state_partitions": n, "keys": rows, "aside": str(aside), "rewind_marker": marker}
-    return {**plan, "dry_run": False, "operation_id": rec.id, "changelog_keys": rows, "aside": str(aside),
-            "seconds": round(time.monotonic() - t0, 1)}
+    return extend(plan.but(changelog_keys=rows), RebuildResult, dry_run=False, operation_id=rec.id,
+                  aside=str(aside), seconds=round(time.monotonic() - t0, 1))
 
 
-def _seed(spark: Any, query: JobQuery, table: Any, tmp: Path, plan: dict[str, Any],
+def _seed(spark: Any, query: JobQuery, table: Any, tmp: Path, plan: RebuildPlan,
           progress: Callable[[str], None]) -> None:
     """A checkpoint in ``tmp/checkpoint`` seeded with ``table``, its sources at the plan's offsets."""
-    n = plan["state_partitions_after"]
+    n = plan.state_partitions_after
     seed.write_seed_input(table, tmp / "input", seed.seed_columns(query))
-    progress(f"{plan['app']}: seeding {table.num_rows} keys into {n} state partitions ...")
+    progress(f"{plan.app}: seeding {table.num_rows} keys into {n} state partitions ...")
     seed.seed_checkpoint(spark, query, tmp / "input", tmp / "checkpoint", state_partitions=n, progress=progress)
-    start: dict[str, dict[str, int]] = {o["topic"]: {} for o in plan["offsets"]}
-    for o in plan["offsets"]:
+    start: dict[str, dict[str, int]] = {o["topic"]: {} for o in plan.offsets}
+    for o in plan.offsets:
         start[o["topic"]][str(o["partition"])] = o["start_at"]
-    timed = plan["stream_time"]
-    seed.point_offsets(tmp / "checkpoint", start, plan["query_sources"],
+    timed = plan.stream_time
+    seed.point_offsets(tmp / "checkpoint", start, plan.query_sources,
                        watermark_ms=timed["spark_watermark"] if timed else None)
     if timed:  # the partitions' stream times as of the changelog's batch
         layout.write_clocks(tmp / "checkpoint", layout.Clocks(
             0, {(t, int(p)): int(st) for t, p, st in timed["clocks"]}, timed["watermark"]),
-            [(o["topic"], o["partition"]) for o in plan["offsets"]])
+            [(o["topic"], o["partition"]) for o in plan.offsets])

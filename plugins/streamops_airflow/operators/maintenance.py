@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.exceptions import AirflowException
 from airflow.sdk import BaseOperator
@@ -11,10 +11,14 @@ from airflow.sdk import BaseOperator
 from streamops_airflow.operators.base import app_session, as_bool, as_int, requested_by
 from streamops_airflow.operators.handoff import HandsOffWaits
 
+if TYPE_CHECKING:
+    from streamops.lifecycle.maintenance import CompactResult, RebuildResult
+
 
 class CompactOperator(BaseOperator):
     """Consolidate ``app``'s state into one snapshot and drop what no retained batch needs (runs
-    while the app runs); ``dry_run`` logs and returns the plan only. Skipped if nothing committed."""
+    while the app runs); ``dry_run`` logs and returns the plan only. Skipped if nothing committed.
+    The task's XCom is the result's ``to_dict``, the document ``streamops compact --json`` prints."""
 
     template_fields = ("app", "dry_run")
 
@@ -33,17 +37,21 @@ class CompactOperator(BaseOperator):
                               progress=self.log.info)
             except NothingToMaintain as exc:
                 raise AirflowSkipException(str(exc)) from exc
-        for part, chain in sorted(out["chains_before"].items()):
+        self.report(out)
+        return out.to_dict()
+
+    def report(self, out: CompactResult) -> None:
+        """The task log's account of the result: the chains before, then the plan or what it did."""
+        for part, chain in sorted(out.chains_before.items()):
             self.log.info("state %s: snapshot %s + %s changelogs before", part, chain["snapshot"], chain["changelogs"])
-        if out["dry_run"]:
+        if out.dry_run:
             self.log.info("would compact %s at batch %s: install %s, delete %s files (%s bytes), savepoints beyond "
-                          "retention %s", self.app, out["batch_id"], out["install_snapshots"], out["delete_files"],
-                          out["delete_bytes"], out["savepoints_beyond_retention"])
+                          "retention %s", self.app, out.batch_id, out.install_snapshots, out.delete_files,
+                          out.delete_bytes, out.savepoints_beyond_retention)
         else:
             self.log.info("compacted %s at batch %s: %s -> %s bytes, restore %s s -> %s s, savepoints removed %s",
-                          self.app, out["batch_id"], out["bytes_before"], out["bytes_after"],
-                          out["restore_seconds_before"], out["restore_seconds_after"], out["savepoints_removed"])
-        return out
+                          self.app, out.batch_id, out.bytes_before, out.bytes_after,
+                          out.restore_seconds_before, out.restore_seconds_after, out.savepoints_removed)
 
 
 class RebuildStateOperator(HandsOffWaits):
@@ -68,13 +76,13 @@ class RebuildStateOperator(HandsOffWaits):
                                       who=requested_by(context), timeout=float(self.timeout_s), resume=resume,
                                       progress=self.log.info)
 
-    def report(self, out: dict[str, Any]) -> None:
-        for o in out["offsets"]:
+    def report(self, out: RebuildResult) -> None:
+        for o in out.offsets:
             self.log.info("%s[%s]: checkpoint %s -> start at %s", o["topic"], o["partition"], o["checkpoint"],
                           o["start_at"])
-        self.log.info("%s %s from %s (%s keys): %s -> %s state partitions", "would rebuild" if out["dry_run"]
-                      else "rebuilt", self.app, out["changelog_topic"], out["changelog_keys"],
-                      out["state_partitions_before"], out["state_partitions_after"])
+        self.log.info("%s %s from %s (%s keys): %s -> %s state partitions", "would rebuild" if out.dry_run
+                      else "rebuilt", self.app, out.changelog_topic, out.changelog_keys,
+                      out.state_partitions_before, out.state_partitions_after)
 
 
 class VerifyOperator(BaseOperator):

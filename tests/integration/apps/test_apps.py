@@ -12,6 +12,7 @@ exercised on the demo app in test_resize, test_supervisor and test_airflow_*.)""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -68,9 +69,9 @@ def _verify(app) -> dict:
                   html=False).to_dict()
 
 
-def _maintenance(app, operation: str, **kwargs) -> dict:
+def _maintenance(app, operation: str, **kwargs) -> Any:
     """What `streamops rebuild-state` / `compact` run, in this process on the session's Spark
-    (their CLI forms are test_maintenance's)."""
+    (their CLI forms are test_maintenance's): a ``RebuildResult`` / ``CompactResult``."""
     from streamops.app.context import open_app
     from streamops.lifecycle import maintenance
 
@@ -156,12 +157,12 @@ def test_every_operation_on_a_declared_app_is_exact(app_factory, name: str) -> N
     # compaction (of the checkpoint the restored app ran on) seeds a snapshot through the same
     # serde and installs it
     comp = _maintenance(app, "compact")
-    assert comp["installed"], comp
+    assert comp.installed, comp
     _exact(app, total)
 
     # rebuild-state from the changelog (the serialized state) into 2 state partitions, then go on
     rebuilt = _maintenance(app, "rebuild_state", state_partitions=2)
-    assert rebuilt["state_partitions_after"] == 2 and rebuilt["query_sources"] == 1
+    assert rebuilt.state_partitions_after == 2 and rebuilt.query_sources == 1
     assert sorted(p for _o, p in cc.partitions(app.checkpoint)) == [0, 1]
     _exact(app, total)  # the rebuilt checkpoint runs on below, after the reset's undo and the promote
 
