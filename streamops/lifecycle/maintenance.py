@@ -83,12 +83,12 @@ class CompactResult(CompactPlan):
 
     dry_run: bool = False
     operation_id: int | None = absent()
-    installed: list[str] | None = absent()  # noqa: RUF009 - absent() is a field whose default is None
+    installed: list[str] | None = absent()
     freed_bytes: int | None = absent()
     bytes_after: int | None = absent()
     restore_seconds_before: float | None = absent()
     restore_seconds_after: float | None = absent()
-    savepoints_removed: list[str] | None = absent()  # noqa: RUF009 - as ``installed``
+    savepoints_removed: list[str] | None = absent()
     seconds: float | None = absent()
 
 
