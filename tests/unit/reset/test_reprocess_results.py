@@ -1,7 +1,8 @@
 """The documents reprocess and promote print with --json (and an Airflow task returns as its XCom):
 exactly these keys, in this order, for every branch. The lists were written from the dicts the
-operations returned before their results were typed; the operations run here on a real ledger and
-checkpoint, with the broker's answers (watermarks, topics, the batch marker) stubbed."""
+operations returned before their results were typed (``reprocess_results``); the operations run
+here on a real ledger and checkpoint, with the broker's answers (watermarks, topics, the batch
+marker) stubbed. A document also comes back as its result (a deferred task's, a journaled plan)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,14 @@ from streamops.ledger import Ledger
 from streamops.lifecycle import operations as ops
 from streamops.lifecycle import waits
 from streamops.reset import reprocess as rp
-from streamops.results import plain
+from streamops.reset.reprocess_results import (
+    PromotePlan,
+    PromoteResult,
+    ReprocessDryRun,
+    ReprocessPlan,
+    ReprocessResult,
+)
+from streamops.results import Result
 from streamops.settings import Settings
 from streamops.spec import AppSpec
 
@@ -66,33 +74,40 @@ def ctx(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     ledger.close()
 
 
-def keys(result: Any) -> list[str]:
-    """The document's keys in order (``plain``: a result's ``to_dict``, a dict as it is)."""
-    return list(plain(result))
+def keys(result: Result) -> list[str]:
+    """The document's keys in order."""
+    return list(result.to_dict())
 
 
-def doc(result: Any) -> dict[str, Any]:
-    return plain(result)
+def doc(result: Result) -> dict[str, Any]:
+    """The document, and the check that it comes back as the result (through JSON, as the ledger
+    and a deferral carry it)."""
+    out = result.to_dict()
+    assert type(result).from_dict(json.loads(json.dumps(out))) == result
+    return out
 
 
 def test_a_reprocess_plan_and_its_dry_run(ctx: AppContext) -> None:
     plan = rp.reprocess_plan(ctx.settings, SPEC, ctx.ledger, kafka=KAFKA, frm='{"in": {"0": 0}}', to="latest")
-    assert keys(plan) == REPROCESS_PLAN
+    assert isinstance(plan, ReprocessPlan) and keys(plan) == REPROCESS_PLAN
     got = doc(plan)
+    assert (plan.frm, plan.to) == (got["from"], got["to"])  # ``from`` is a keyword
     assert [list(o) for o in got["offsets"]] == [OFFSET_ROW, OFFSET_ROW]
     assert (got["from"], got["to"], got["records"], got["output_version"]) == ('{"in": {"0": 0}}', "latest", 300, "v2")
     assert got["warnings"] == [("the range may start in records the broker has deleted (retention): in[0]: the "
                                "records before offset 10, the oldest kept; they are not reprocessed")]
 
     step = rp.reprocess_step(ctx, frm="earliest", to="latest", output_version="v3", dry_run=True)
-    assert isinstance(step, waits.Done) and keys(step.result) == REPROCESS_DRY_RUN
-    assert doc(step.result)["dry_run"] is True and doc(step.result)["warnings"] == []
+    assert isinstance(step, waits.Done) and isinstance(step.result, ReprocessDryRun)
+    assert keys(step.result) == REPROCESS_DRY_RUN
+    assert doc(step.result)["dry_run"] is True and step.result.warnings == []
     assert ctx.ledger.operations("ua__reprocess_v3") == []
 
 
 def test_an_empty_range_runs_no_driver_and_its_result_keeps_its_null_rate_and_batch(ctx: AppContext) -> None:
     step = rp.reprocess_step(ctx, frm="latest", to="latest", output_version="v2")
-    assert isinstance(step, waits.Done) and keys(step.result) == REPROCESS_RUN
+    assert isinstance(step, waits.Done) and isinstance(step.result, ReprocessResult)
+    assert keys(step.result) == REPROCESS_RUN
     got = doc(step.result)
     assert (got["dry_run"], got["records"], got["batches"]) == (False, 0, None)
     assert got["records_per_second"] in (None, 0.0)  # None when it took under 0.05 s
@@ -124,38 +139,41 @@ def test_a_run_hands_over_its_plan_and_its_resumed_step_ends_with_the_result(ctx
     assert isinstance(first, waits.Waiting) and not first.last
     assert list(first.pending) == ["app", "kind", "operation_id", "requested_by", "deadline", "pid", "ticks", "plan"]
     assert list(first.pending["plan"]) == REPROCESS_PLAN  # a pending is the triggerer's: stays a dict
+    assert ReprocessPlan.from_dict(first.pending["plan"]).to_dict() == first.pending["plan"]
     assert rp.watch_run(first.pending) == (False, 300)
     op_id = first.operation_id
     launched = next(s for s in ctx.ledger.get_operation(op_id)["journal"] if s["step"] == "launched")
     assert launched["plan"] == first.pending["plan"] and list(launched["plan"]) == REPROCESS_PLAN
 
     done = rp.reprocess_step(ctx, frm="earliest", to="latest", output_version="v2", resume=op_id)
-    assert isinstance(done, waits.Done) and keys(done.result) == REPROCESS_RUN
+    assert isinstance(done, waits.Done) and isinstance(done.result, ReprocessResult)
+    assert keys(done.result) == REPROCESS_RUN
     got = doc(done.result)
     assert {k: got[k] for k in REPROCESS_PLAN} == first.pending["plan"]
     assert (got["dry_run"], got["operation_id"], got["batches"], got["records"]) == (False, op_id, 0, 300)
     assert ctx.ledger.get_operation(op_id)["outcome"] == "succeeded"
-    assert rp.chain_dir(ctx.settings, reprocess_spec(SPEC, "v2"), got["stop"]).is_dir()
+    assert rp.chain_dir(ctx.settings, reprocess_spec(SPEC, "v2"), done.result.stop).is_dir()
 
 
 def test_the_cli_waits_for_the_run_in_its_process(ctx: AppContext, monkeypatch: pytest.MonkeyPatch) -> None:
     _fake_launch(ctx, monkeypatch)
     out = rp.reprocess(ctx, frm="earliest", to="latest", output_version="v2")
-    assert keys(out) == REPROCESS_RUN
+    assert isinstance(out, ReprocessResult) and keys(out) == REPROCESS_RUN
     got = doc(out)
     assert got["records"] == 300 and got["seconds"] >= 0 and got["continues"] is False
 
 
 def test_promote_dry_run_noop_and_run(ctx: AppContext) -> None:
     plan = rp.promote_plan(ctx.settings, SPEC, ctx.ledger, "v2", kafka=KAFKA)
-    assert keys(plan) == PROMOTE_PLAN
+    assert isinstance(plan, PromotePlan) and keys(plan) == PROMOTE_PLAN
     assert doc(plan)["records_in_topic"] == 300 and doc(plan)["actions"] == ["record in the ledger that ua writes out.v2"]
 
     dry = rp.promote_step(ctx, "v2", dry_run=True)
-    assert isinstance(dry, waits.Done) and keys(dry.result) == PROMOTE_DRY_RUN and doc(dry.result)["dry_run"] is True
+    assert isinstance(dry, waits.Done) and isinstance(dry.result, PromoteResult)
+    assert keys(dry.result) == PROMOTE_DRY_RUN and doc(dry.result)["dry_run"] is True and dry.result.operation_id is None
 
     ran = rp.promote(ctx, "v2")
-    assert keys(ran) == PROMOTE_RUN
+    assert isinstance(ran, PromoteResult) and keys(ran) == PROMOTE_RUN
     got = doc(ran)
     assert (got["dry_run"], got["output_version_before"], got["output_version_after"], got["running"]) == (
         False, None, "v2", False)
@@ -174,7 +192,8 @@ def test_promoting_a_running_app_ends_waiting_for_its_restart_with_the_result(ct
     monkeypatch.setattr(ops, "poll", lambda *_a: {})  # the app stopped at once
     ctx.ledger.set_desired("ua", status="running", parallelism=1)
     step = rp.promote_step(ctx, "v2")
-    assert isinstance(step, waits.Waiting) and step.last and keys(step.result) == PROMOTE_RUN
+    assert isinstance(step, waits.Waiting) and isinstance(step.result, PromoteResult)
+    assert step.last and keys(step.result) == PROMOTE_RUN
     got = doc(step.result)
     assert got["running"] is True and got["actions"][-1] == "restart ua at a batch boundary so it writes out.v2"
     assert got["operation_id"] == step.operation_id and time.time() < step.pending["deadline"]
