@@ -103,21 +103,22 @@ def cmd_undo(args: argparse.Namespace) -> int:
 
 def cmd_reprocess(args: argparse.Namespace) -> int:
     from streamops.reset.reprocess import reprocess
+    from streamops.reset.reprocess_results import ReprocessResult
 
     spec, out = run_operation(args, reprocess, frm=args.frm, to=args.to, output_version=args.output_version,
                               dry_run=args.dry_run, master=args.master, parallelism=args.parallelism,
                               timeout=args.timeout)
-    lines = [(f"{spec.name}: {'would reprocess' if out['dry_run'] else 'reprocessed'} {out['records']} records "
-             f"[{out['from']} .. {out['to']}) into {out['output_topic']} (as {out['run_as']}; the live app writes "
-             f"{out['live_output_topic']}), batches of up to {out['max_offsets_per_trigger'] or 'all'} records"),
+    lines = [(f"{spec.name}: {'would reprocess' if out.dry_run else 'reprocessed'} {out.records} records "
+             f"[{out.frm} .. {out.to}) into {out.output_topic} (as {out.run_as}; the live app writes "
+             f"{out.live_output_topic}), batches of up to {out.max_offsets_per_trigger or 'all'} records"),
              f"  {'TOPIC':<24} {'PART':>4} {'FROM':>10} {'TO':>10} {'RECORDS':>10}"]
     lines += [f"  {o['topic']:<24} {o['partition']:>4} {o['from']:>10} {o['to']:>10} {o['records']:>10}"
-              for o in out["offsets"]]
-    lines += [f"  warning: {w}" for w in out.get("warnings", [])]
-    if not out["dry_run"]:
-        lines.append(f"  {out['seconds']} s, {out['records_per_second']} records/s, {out['batches']} as last batch "
-                     f"(operation #{out['operation_id']}); promote with `streamops promote {spec.name} "
-                     f"--output-version {out['output_version']}`")
+              for o in out.offsets]
+    lines += [f"  warning: {w}" for w in out.warnings]
+    if isinstance(out, ReprocessResult):  # not a dry run
+        lines.append(f"  {out.seconds} s, {out.records_per_second} records/s, {out.batches} as last batch "
+                     f"(operation #{out.operation_id}); promote with `streamops promote {spec.name} "
+                     f"--output-version {out.output_version}`")
     emit(args, out, "\n".join(lines))
     return 0
 
@@ -126,9 +127,9 @@ def cmd_promote(args: argparse.Namespace) -> int:
     from streamops.reset.reprocess import promote
 
     spec, out = run_operation(args, promote, args.output_version, dry_run=args.dry_run, timeout=args.timeout)
-    verb = "already writes" if out["noop"] else "would write" if out["dry_run"] else "now writes"
-    lines = [(f"{spec.name} {verb} {out['output_topic_after']} ({out['records_in_topic']} records there; before: "
-             f"{out['output_topic_before']})"), *[f"  - {a}" for a in out["actions"]]]
+    verb = "already writes" if out.noop else "would write" if out.dry_run else "now writes"
+    lines = [(f"{spec.name} {verb} {out.output_topic_after} ({out.records_in_topic} records there; before: "
+             f"{out.output_topic_before})"), *[f"  - {a}" for a in out.actions]]
     emit(args, out, "\n".join(lines))
     return 0
 

@@ -36,7 +36,17 @@ from streamops.ledger.store import HandOver
 from streamops.lifecycle import driver, waits
 from streamops.lifecycle import operations as ops
 from streamops.lifecycle.replace import Replacement, rewind_marker
+from streamops.reset.reprocess_results import (
+    Offsets,
+    PromotePlan,
+    PromoteResult,
+    ReprocessDryRun,
+    ReprocessPlan,
+    ReprocessResult,
+    WaitingRun,
+)
 from streamops.reset.targets import parse_datetime
+from streamops.results import extend
 from streamops.settings import Settings
 from streamops.spec import AppSpec, versioned_output
 
@@ -121,7 +131,7 @@ def default_version(ledger: Ledger, spec: AppSpec) -> str:
 
 # -- reprocess -------------------------------------------------------------------------------------
 def reprocess_plan(settings: Settings, spec: AppSpec, ledger: Ledger, *, kafka: KafkaConfig, frm: str, to: str,
-                   output_version: str | None = None) -> dict[str, Any]:
+                   output_version: str | None = None) -> ReprocessPlan:
     """What reprocess would do (``kafka``: the app's client configuration); changes nothing."""
     version = check_version(output_version) or default_version(ledger, spec)
     live = ledger.output_version(spec.name)
@@ -140,21 +150,21 @@ def reprocess_plan(settings: Settings, spec: AppSpec, ledger: Ledger, *, kafka: 
     if backwards:
         raise UsageError(f"--to is before --from on {', '.join(backwards[:5])}")
     derived = reprocess_spec(spec, version)
-    return {
-        "app": spec.name, "run_as": derived.name, "output_version": version, "from": frm, "to": to,
-        "output_topic": derived.output_topic, "changelog_topic": derived.changelog_topic,
-        "dlq_topic": derived.dlq_topic, "offsets": rows, "records": sum(r["records"] for r in rows),
-        "start": start, "stop": stop, "checkpoint": str(checkpoint_dir(settings, derived)),
-        "continues": chain_dir(settings, derived, start).is_dir(),
-        "live_output_topic": versioned_output(spec.output_topic, live),
-        "max_offsets_per_trigger": derived.max_offsets_per_trigger,
+    return ReprocessPlan(
+        app=spec.name, run_as=derived.name, output_version=version, frm=frm, to=to,
+        output_topic=derived.output_topic, changelog_topic=derived.changelog_topic,
+        dlq_topic=derived.dlq_topic, offsets=rows, records=sum(r["records"] for r in rows),
+        start=start, stop=stop, checkpoint=str(checkpoint_dir(settings, derived)),
+        continues=chain_dir(settings, derived, start).is_dir(),
+        live_output_topic=versioned_output(spec.output_topic, live),
+        max_offsets_per_trigger=derived.max_offsets_per_trigger,
         # the broker deleted records at the range's start (retention): they may have been in it
-        "warnings": [f"the range may start in records the broker has deleted (retention): {d}; they are not "
-                     f"reprocessed" for d in deleted],
-    }
+        warnings=[f"the range may start in records the broker has deleted (retention): {d}; they are not "
+                  f"reprocessed" for d in deleted],
+    )
 
 
-def reprocess(ctx: AppContext, **kwargs: Any) -> dict[str, Any]:
+def reprocess(ctx: AppContext, **kwargs: Any) -> ReprocessDryRun | ReprocessResult:
     """``reprocess_step`` advanced to its end in this process (the CLI), with progress from the run's
     checkpoint; interrupted, the run's driver is ended too."""
     progress = kwargs.get("progress") or (lambda _m: None)
@@ -173,42 +183,44 @@ def reprocess_step(ctx: AppContext, *, frm: str, to: str,
     kafka = ctx.kafka
     plan = reprocess_plan(settings, spec, ledger, kafka=kafka, frm=frm, to=to, output_version=output_version)
     if dry_run:
-        return waits.Done({**plan, "dry_run": True})
-    derived = reprocess_spec(spec, plan["output_version"])
+        return waits.Done(extend(plan, ReprocessDryRun))
+    derived = reprocess_spec(spec, plan.output_version)
     n = spec.check_parallelism(parallelism) if parallelism else spec.parallelism.min
     try:
         # its own lease (the live app's operations go on meanwhile); a second run into it is refused
         with ledger.operation(derived.name, "reprocess", {"app": spec.name, "from": frm, "to": to,
-                                                          "output_version": plan["output_version"]},
-                              who=who, before={"start": plan["start"], "stop": plan["stop"]}, resume=resume) as rec:
+                                                          "output_version": plan.output_version},
+                              who=who, before={"start": plan.start, "stop": plan.stop}, resume=resume) as rec:
             t0 = time.monotonic()
             launched = _launched(ledger, rec.id) if rec.resumed else None
             if launched is not None:  # resumed: the driver ran meanwhile
-                plan, marker = launched["plan"], launched["marker"]
+                plan, marker = ReprocessPlan.from_dict(launched["plan"]), launched["marker"]
                 t0 -= time.time() - launched["at"]
-                done = _finish_run(settings, derived, plan, progress)
+                done = _finish_run(settings, derived, plan.start, plan.stop, plan.records, progress)
             else:
                 marker, run_file = _prepare_run(settings, derived, kafka, plan, progress)
                 done = 0
-                if plan["records"]:
+                if plan.records:
                     proc = _launch(settings, spec, derived, run_file, n, master)
+                    document = plan.to_dict()  # journaled, and what the waiter reads (``watch_run``)
                     ledger.step(rec.op, "launched", pid=proc.pid, ticks=start_ticks(proc.pid), at=time.time(),
-                                plan=plan, marker=marker)
+                                plan=document, marker=marker)
                     raise HandOver({"app": derived.name, "kind": "reprocess", "operation_id": rec.id,
                                     "requested_by": rec.op.requested_by, "deadline": time.time() + timeout,
-                                    "pid": proc.pid, "ticks": start_ticks(proc.pid), "plan": plan})
-            if plan["records"]:
-                _keep_chain(settings, derived, plan)
+                                    "pid": proc.pid, "ticks": start_ticks(proc.pid), "plan": document})
+            if plan.records:
+                _keep_chain(settings, derived, plan.stop)
             seconds = round(time.monotonic() - t0, 1)
-            rec.after = {**_run_after(settings, derived, plan, marker, done), "seconds": seconds}
+            rec.after = {**_run_after(settings, derived, plan.records, plan.output_topic, marker, done),
+                         "seconds": seconds}
     except HandOver as wait:
         return waits.Waiting(wait.pending)
-    rate = round(plan["records"] / seconds, 1) if seconds else None
-    return waits.Done({**plan, "dry_run": False, "operation_id": rec.id, "seconds": seconds,
-                       "records_per_second": rate, "batches": rec.after["batches"]})
+    rate = round(plan.records / seconds, 1) if seconds else None
+    return waits.Done(extend(plan, ReprocessResult, dry_run=False, operation_id=rec.id, seconds=seconds,
+                             records_per_second=rate, batches=rec.after["batches"]))
 
 
-def _prepare_run(settings: Settings, derived: AppSpec, kafka: KafkaConfig, plan: dict[str, Any],
+def _prepare_run(settings: Settings, derived: AppSpec, kafka: KafkaConfig, plan: ReprocessPlan,
                  progress: Callable[[str], None]) -> tuple[Any, Path]:
     """The run's checkpoint (new, or the state of the range that ended where this one starts), its
     topics, its batch marker rewound and its run file: (the marker rewound, the run file). ``kafka``:
@@ -218,7 +230,7 @@ def _prepare_run(settings: Settings, derived: AppSpec, kafka: KafkaConfig, plan:
     ckpt = checkpoint_dir(settings, derived)
     if ckpt.exists():
         shutil.rmtree(ckpt)
-    resumed = chain_dir(settings, derived, plan["start"])
+    resumed = chain_dir(settings, derived, plan.start)
     if resumed.is_dir():  # the previous range ended exactly here: its state goes on
         progress(f"{derived.name}: continuing the state of the range that ended at these offsets")
         shutil.copytree(resumed, ckpt)
@@ -228,24 +240,23 @@ def _prepare_run(settings: Settings, derived: AppSpec, kafka: KafkaConfig, plan:
     marker = rewind_marker(settings, derived, kafka, -1 if batch is None else batch)
     run_dir = AppDir.of(settings, derived.name)
     run_file = run_dir.reprocess_run
-    run_dir.write(run_file, {"output_version": plan["output_version"], "start": plan["start"],
-                             "stop": plan["stop"]})
+    run_dir.write(run_file, {"output_version": plan.output_version, "start": plan.start, "stop": plan.stop})
     return marker, run_file
 
 
-def _keep_chain(settings: Settings, derived: AppSpec, plan: dict[str, Any]) -> None:
-    """A copy of the run's checkpoint under the offsets it ended at: the next range continues it.
+def _keep_chain(settings: Settings, derived: AppSpec, stop: Offsets) -> None:
+    """A copy of the run's checkpoint under the offsets it ended at (``stop``): the next range continues it.
     Its last batch is clamped to the range's end first, as the driver does when it stops (one
     killed before that left offsets past the end, and the next range would skip the records there)."""
     ckpt = checkpoint_dir(settings, derived)
     if (last := layout.last_committed_batch(ckpt)) is not None:
-        layout.clamp_batch_offsets(ckpt, last, plan["stop"])
-    ended = chain_dir(settings, derived, plan["stop"])
+        layout.clamp_batch_offsets(ckpt, last, stop)
+    ended = chain_dir(settings, derived, stop)
     shutil.rmtree(ended, ignore_errors=True)
     shutil.copytree(ckpt, ended)
 
 
-def chain_dir(settings: Settings, derived: AppSpec, offsets: dict[str, dict[str, int]]) -> Path:
+def chain_dir(settings: Settings, derived: AppSpec, offsets: Offsets) -> Path:
     """Where the checkpoint of a range that ended at ``offsets`` is kept (see module docstring)."""
     import hashlib
 
@@ -262,10 +273,11 @@ def _launched_step(row: dict[str, Any] | None) -> dict[str, Any] | None:
     return next((s for s in (row or {}).get("journal") or [] if s["step"] == "launched"), None)
 
 
-def _run_after(settings: Settings, derived: AppSpec, plan: dict[str, Any], marker: Any, done: int) -> dict[str, Any]:
+def _run_after(settings: Settings, derived: AppSpec, records: int, output_topic: str, marker: Any,
+               done: int) -> dict[str, Any]:
     """What an ended run records as its operation's ``after``."""
-    return {"records": plan["records"], "batches": layout.last_committed_batch(checkpoint_dir(settings, derived)),
-            "output_topic": plan["output_topic"], "rewind_marker": marker, "committed": done}
+    return {"records": records, "batches": layout.last_committed_batch(checkpoint_dir(settings, derived)),
+            "output_topic": output_topic, "rewind_marker": marker, "committed": done}
 
 
 def _launch(settings: Settings, spec: AppSpec, derived: AppSpec, run_file: Path, parallelism: int,
@@ -286,9 +298,10 @@ def _launch(settings: Settings, spec: AppSpec, derived: AppSpec, run_file: Path,
 
 
 def committed_records(checkpoint: Path, plan: dict[str, Any]) -> int:
-    """Records of the range the run's checkpoint has committed. A running batch may have planned
-    past the range's end (the bounded source filters the rows there; the driver lowers the offsets
-    when it ends), so each partition counts up to the end only."""
+    """Records of the range the run's checkpoint has committed (``plan``: the plan's document, as the
+    run's pending carries it to the waiter). A running batch may have planned past the range's end
+    (the bounded source filters the rows there; the driver lowers the offsets when it ends), so each
+    partition counts up to the end only."""
     first = {(t, p): o for t, ps in plan["start"].items() for p, o in ps.items()}
     last = {(t, p): o for t, ps in plan["stop"].items() for p, o in ps.items()}
     committed = layout.committed_offsets(checkpoint)
@@ -343,7 +356,7 @@ def stop_run(pending: dict[str, Any]) -> None:
             pass
 
 
-def waiting_run(ledger: Ledger, spec: AppSpec, output_version: str | None) -> dict[str, Any] | None:
+def waiting_run(ledger: Ledger, spec: AppSpec, output_version: str | None) -> WaitingRun | None:
     """The reprocess into ``output_version`` that holds its lease while handed over (nobody holds
     it in a process: a waiter elsewhere, an Airflow trigger, is to resume it), or None. Whether
     that waiter is gone is for the caller to tell (``settle_lost_run``)."""
@@ -354,7 +367,7 @@ def waiting_run(ledger: Ledger, spec: AppSpec, output_version: str | None) -> di
     row = ledger.get_operation(int(lease["operation_id"]))
     if row is None or row["kind"] != "reprocess" or row["outcome"] != "running" or _launched_step(row) is None:
         return None
-    return row
+    return WaitingRun(operation_id=int(row["id"]), requested_by=row["requested_by"])
 
 
 def settle_lost_run(settings: Settings, spec: AppSpec, ledger: Ledger, op_id: int, *, why: str,
@@ -372,7 +385,7 @@ def settle_lost_run(settings: Settings, spec: AppSpec, ledger: Ledger, op_id: in
     launched = _launched_step(row)
     if launched is None or row["outcome"] != "running":
         raise UsageError(f"operation #{op_id} is not a reprocess run waiting to be resumed")
-    plan = launched["plan"]
+    plan = launched["plan"]  # the plan's document, as journaled: only its range, records and topic are read
     derived = reprocess_spec(spec, plan["output_version"])
     op = ledger.take_back(op_id, derived.name, "reprocess")
     pending = {"pid": launched["pid"], "ticks": launched.get("ticks"), "plan": plan}
@@ -381,27 +394,28 @@ def settle_lost_run(settings: Settings, spec: AppSpec, ledger: Ledger, op_id: in
         stop_run(pending)
     ledger.step(op, "settled", why=why)
     try:
-        done = _finish_run(settings, derived, plan, progress)
+        done = _finish_run(settings, derived, plan["start"], plan["stop"], plan["records"], progress)
     except ReprocessError as exc:
         ledger.finish(op, "failed", error=f"{why}; {exc}"[:4000], after=row.get("after"))
         return "failed"
-    _keep_chain(settings, derived, plan)
-    ledger.finish(op, "succeeded", after={**_run_after(settings, derived, plan, launched["marker"], done),
-                                          "settled": why})
+    _keep_chain(settings, derived, plan["stop"])
+    after = _run_after(settings, derived, plan["records"], plan["output_topic"], launched["marker"], done)
+    ledger.finish(op, "succeeded", after={**after, "settled": why})
     return "succeeded"
 
 
-def _finish_run(settings: Settings, derived: AppSpec, plan: dict[str, Any], progress: Callable[[str], None]) -> int:
-    """The driver has ended: the whole range must be committed (else the log says why)."""
+def _finish_run(settings: Settings, derived: AppSpec, start: Offsets, stop: Offsets, total: int,
+                progress: Callable[[str], None]) -> int:
+    """The driver has ended: the whole range [``start``, ``stop``) of ``total`` records must be
+    committed (else the log says why)."""
 
-    first = {(t, p): o for t, ps in plan["start"].items() for p, o in ps.items()}
+    first = {(t, p): o for t, ps in start.items() for p, o in ps.items()}
     committed = layout.committed_offsets(checkpoint_dir(settings, derived))
-    short = [f"{t}[{p}] {committed.get(t, {}).get(int(p))} < {o}" for t, ps in plan["stop"].items()
+    short = [f"{t}[{p}] {committed.get(t, {}).get(int(p))} < {o}" for t, ps in stop.items()
              for p, o in ps.items() if o > first.get((t, p), 0) and committed.get(t, {}).get(int(p), -1) < o]
     if short:
         raise ReprocessError(f"{derived.name} stopped before the end of the range: {', '.join(short[:5])}; last log "
                              f"lines:\n{_tail(AppDir.of(settings, derived.name).log)}")
-    total = plan["records"]
     progress(f"{derived.name}: {total}/{total} records (100%), done")
     return total
 
@@ -414,7 +428,7 @@ def _tail(path: Path, lines: int = 30) -> str:
 
 
 # -- promote ---------------------------------------------------------------------------------------
-def promote(ctx: AppContext, version: str | None, **kwargs: Any) -> dict[str, Any]:
+def promote(ctx: AppContext, version: str | None, **kwargs: Any) -> PromoteResult:
     """``promote_step`` advanced to its end in this process (the CLI)."""
     return waits.wait_here(ctx.ledger, lambda resume: promote_step(ctx, version, resume=resume,
                                                                **kwargs),
@@ -422,7 +436,7 @@ def promote(ctx: AppContext, version: str | None, **kwargs: Any) -> dict[str, An
 
 
 def promote_plan(settings: Settings, spec: AppSpec, ledger: Ledger, version: str | None, *, kafka: KafkaConfig,
-                 running: bool | None = None) -> dict[str, Any]:
+                 running: bool | None = None) -> PromotePlan:
     """What ``promote`` would do (``running``: whether the app runs, if known)."""
     from streamops.kafka.admin import end_offsets
     from streamops.kafka.exceptions import TopicNotFoundError
@@ -436,12 +450,12 @@ def promote_plan(settings: Settings, spec: AppSpec, ledger: Ledger, version: str
         raise UsageError(f"{topic} does not exist: reprocess into {target} first "
                          f"(`streamops reprocess {spec.name} --from ... --to ... --output-version {target}`)") from None
     running = driver.running(settings, spec.name) is not None if running is None else running
-    return {"app": spec.name, "output_version_before": before, "output_version_after": target,
-            "output_topic_before": versioned_output(spec.output_topic, before), "output_topic_after": topic,
-            "records_in_topic": records, "running": running, "noop": before == target,
-            "actions": [] if before == target else
-            [f"record in the ledger that {spec.name} writes {topic}"]
-            + ([f"restart {spec.name} at a batch boundary so it writes {topic}"] if running else [])}
+    return PromotePlan(app=spec.name, output_version_before=before, output_version_after=target,
+                       output_topic_before=versioned_output(spec.output_topic, before), output_topic_after=topic,
+                       records_in_topic=records, running=running, noop=before == target,
+                       actions=[] if before == target else
+                       [f"record in the ledger that {spec.name} writes {topic}"]
+                       + ([f"restart {spec.name} at a batch boundary so it writes {topic}"] if running else []))
 
 
 def promote_step(ctx: AppContext, version: str | None, *, dry_run: bool = False,
@@ -452,22 +466,22 @@ def promote_step(ctx: AppContext, version: str | None, *, dry_run: bool = False,
     settings, spec, ledger = ctx.settings, ctx.spec, ctx.ledger
     kafka = ctx.kafka
     plan = promote_plan(settings, spec, ledger, version, kafka=kafka)
-    if dry_run or plan["noop"]:
-        return waits.Done({**plan, "dry_run": dry_run})
-    if plan["running"]:
+    if dry_run or plan.noop:
+        return waits.Done(extend(plan, PromoteResult, dry_run=dry_run))
+    if plan.running:
         ops.require_supervisor(settings)
-    target = plan["output_version_after"]
+    target = plan.output_version_after
     try:
         with ledger.operation(spec.name, "promote", {"output_version": target}, who=who, resume=resume,
-                              before={"output_version": plan["output_version_before"]}) as rec:
-            with Replacement(ctx, rec, running=plan["running"], who=who,
+                              before={"output_version": plan.output_version_before}) as rec:
+            with Replacement(ctx, rec, running=plan.running, who=who,
                              timeout=timeout, progress=progress) as swap:
                 parallelism = swap.stop()
                 plan = promote_plan(settings, spec, ledger, version, kafka=kafka, running=swap.running)
-                swap.step("output-version", before=plan["output_version_before"], after=target)
+                swap.step("output-version", before=plan.output_version_before, after=target)
                 ledger.set_output_version(spec.name, target, who=who, op=rec.op)
                 swap.restart(parallelism, batch_before=layout.last_committed_batch(checkpoint_dir(settings, spec)))
             rec.after = {"output_version": target}
     except HandOver as wait:
         return waits.Waiting(wait.pending)
-    return waits.ended(rec, {**plan, "dry_run": False, "operation_id": rec.id})
+    return waits.ended(rec, extend(plan, PromoteResult, dry_run=False, operation_id=rec.id))

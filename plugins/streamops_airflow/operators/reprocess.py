@@ -3,12 +3,15 @@ output (``streamops.reset.reprocess``)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.exceptions import AirflowException
 
 from streamops_airflow.operators.base import app_session, as_bool, as_text, requested_by
 from streamops_airflow.operators.handoff import HandsOffWaits
+
+if TYPE_CHECKING:
+    from streamops.reset.reprocess_results import PromoteResult, ReprocessDryRun, ReprocessResult, WaitingRun
 
 
 class PromoteOperator(HandsOffWaits):
@@ -29,9 +32,9 @@ class PromoteOperator(HandsOffWaits):
                                 who=requested_by(context), timeout=float(self.timeout_s), resume=resume,
                                 progress=self.log.info)
 
-    def report(self, out: dict[str, Any]) -> None:
-        for a in out["actions"]:
-            self.log.info("%s %s", "would" if out["dry_run"] else "did:", a)
+    def report(self, out: PromoteResult) -> None:
+        for a in out.actions:
+            self.log.info("%s %s", "would" if out.dry_run else "did:", a)
 
 
 class ReprocessOperator(HandsOffWaits):
@@ -93,28 +96,30 @@ class ReprocessOperator(HandsOffWaits):
         return frm, to
 
     @staticmethod
-    def _lost_waiter(context: Any, row: dict[str, Any] | None) -> tuple[int, str] | None:
-        """(operation id, why) when the Airflow task that deferred waiting for ``row``'s run is no
-        longer waiting: an earlier try of this very task, or a task Airflow has ended. A task still
+    def _lost_waiter(context: Any, run: WaitingRun | None) -> tuple[int, str] | None:
+        """(operation id, why) when the Airflow task that deferred waiting for ``run`` is no longer
+        waiting: an earlier try of this very task, or a task Airflow has ended. A task still
         deferred (or running, queued) resumes it itself."""
-        who = str((row or {}).get("requested_by") or "")
+        if run is None:
+            return None
+        who = str(run.requested_by or "")
         if not who.startswith("airflow:") or who.count("/") < 2:
             return None
         dag_id, rest = who.removeprefix("airflow:").split("/", 1)
         run_id, task_id = rest.rsplit("/", 1)
         if who == requested_by(context):
-            return row["id"], f"the task that waited for it ({who}) was run again"
+            return run.operation_id, f"the task that waited for it ({who}) was run again"
         states = context["ti"].get_task_states(dag_id=dag_id, run_ids=[run_id], task_ids=[task_id])
         state = (states.get(run_id) or {}).get(task_id)
         state = None if state is None else str(getattr(state, "value", state))  # a TaskInstanceState or its value
         if state in ("deferred", "running", "queued", "scheduled", "up_for_retry", "up_for_reschedule",
                      "restarting"):
             return None
-        return row["id"], f"the task that waited for it ({who}) is {state or 'gone'}"
+        return run.operation_id, f"the task that waited for it ({who}) is {state or 'gone'}"
 
-    def report(self, out: dict[str, Any]) -> None:
-        for o in out["offsets"]:
+    def report(self, out: ReprocessDryRun | ReprocessResult) -> None:
+        for o in out.offsets:
             self.log.info("%s[%s]: %s .. %s (%s records)", o["topic"], o["partition"], o["from"], o["to"],
                           o["records"])
-        for w in out.get("warnings", []):
+        for w in out.warnings:
             self.log.warning("%s", w)

@@ -16,6 +16,7 @@ from streamops.checkpoints import layout
 from streamops.host.process import start_ticks
 from streamops.ledger import Ledger, OperationInProgress
 from streamops.reset.reprocess import chain_dir, settle_lost_run, waiting_run
+from streamops.reset.reprocess_results import WaitingRun
 from streamops.settings import Settings
 from streamops.spec import AppSpec
 
@@ -63,7 +64,8 @@ def test_a_lost_waiters_run_is_ended_by_what_its_driver_committed(tmp_path: Path
         derived = reprocess_spec(SPEC, "v2")
         with pytest.raises(OperationInProgress):  # what the next range ran into for up to an hour
             ledger.begin(derived.name, "reprocess", who="airflow:d/backfill__2/reprocess")
-        assert waiting_run(ledger, SPEC, "v2")["id"] == op_id
+        assert waiting_run(ledger, SPEC, "v2") == WaitingRun(operation_id=op_id,
+                                                            requested_by="airflow:d/backfill__1/reprocess")
         assert waiting_run(ledger, SPEC, "v3") is None  # another version: its own lease
 
         assert settle_lost_run(settings, SPEC, ledger, op_id, why="the task that waited for it is failed") == outcome
