@@ -1,12 +1,12 @@
 """The documents of deploy, resize and stop (``--json``, the Airflow tasks' XCom) keep their keys,
-in their order, whatever type carries them: pinned here as literal lists, written from the dicts
-the operations returned before they were typed. A no-op resize's document has an order of its own."""
+in their order, now that typed results carry them (``streamops.lifecycle.outcomes``): pinned here
+as literal lists, written from the dicts the operations returned before they were typed. A no-op
+resize's document has an order of its own. So has the supervisor's heartbeat file."""
 
 from __future__ import annotations
 
 import json
 import time
-from typing import Any
 
 import pytest
 
@@ -15,6 +15,7 @@ from streamops.app.context import AppContext
 from streamops.kafka.security import kafka_config
 from streamops.ledger import Ledger
 from streamops.lifecycle.operations import Pending, complete, poll, request_resize
+from streamops.lifecycle.outcomes import AlreadyAtSize, Resized, Running, Stopped
 from streamops.settings import Settings
 from streamops.spec import AppSpec
 
@@ -29,10 +30,6 @@ STOPPED = ["app", "operation_id", "before", "after", "seconds"]
 ALREADY_AT_SIZE = ["app", "operation_id", "parallelism", "noop", "strategy", "before", "after", "seconds"]
 PENDING = ["app", "kind", "operation_id", "requested_by", "t0", "deadline", "before", "parallelism",
            "batch_before", "result", "extra"]
-
-
-def _doc(result: Any) -> dict[str, Any]:
-    return result.to_dict() if hasattr(result, "to_dict") else result
 
 
 @pytest.fixture
@@ -65,7 +62,9 @@ def test_a_deploys_document(env) -> None:
     settings, ledger, ctx = env
     _commit(settings, 3, 9)
     pending = _pending(ledger, "deploy", 2)
-    out = _doc(complete(ctx, pending, {"pid": 42, "spark_app_id": "app-1", "executors": 2, "status": "running"}))
+    ran = complete(ctx, pending, {"pid": 42, "spark_app_id": "app-1", "executors": 2, "status": "running"})
+    assert type(ran) is Running and (ran.parallelism, ran.after["pid"]) == (2, 42)
+    out = ran.to_dict()
     assert list(out) == DEPLOYED
     assert list(out["after"]) == [*SNAPSHOT, "pid", "spark_app_id", "executors"]
     assert {k: v for k, v in out.items() if k != "seconds"} == {
@@ -74,13 +73,15 @@ def test_a_deploys_document(env) -> None:
                   "spark_app_id": "app-1", "executors": 2},
         "parallelism": 2}
     assert isinstance(out["seconds"], float)
-    assert json.loads(json.dumps(out)) == out
+    assert json.loads(json.dumps(out)) == out and Running.from_dict(json.loads(json.dumps(out))) == ran
 
 
 def test_a_stops_document_has_no_parallelism(env) -> None:
     _settings, ledger, ctx = env
     pending = _pending(ledger, "stop", None)
-    out = _doc(complete(ctx, pending, {"pid": 42}))
+    stopped = complete(ctx, pending, {"pid": 42})
+    assert type(stopped) is Stopped and not hasattr(stopped, "parallelism")
+    out = stopped.to_dict()
     assert list(out) == STOPPED and list(out["after"]) == SNAPSHOT
     assert (out["app"], out["operation_id"], out["after"]["batch"]) == ("app1", pending.operation_id, None)
 
@@ -93,25 +94,28 @@ def test_a_resizes_document_and_a_no_op_resizes_own_order(env) -> None:
     _commit(settings, 8, 5)
     observed = poll(ctx, pending)
     assert observed is not None
-    out = _doc(complete(ctx, pending, observed))
+    resized = complete(ctx, pending, observed)
+    assert type(resized) is Resized and (resized.noop, resized.strategy) == (False, "restart")
+    out = resized.to_dict()
     assert list(out) == RESIZED
     assert (out["parallelism"], out["noop"], out["strategy"]) == (2, False, "restart")
     assert list(out["after"]) == [*SNAPSHOT, "pid", "spark_app_id", "executors"]
 
     again = request_resize(ctx, parallelism=2, who="t:3")  # already at that size: finished at once
-    noop = _doc(again.result)
+    assert isinstance(again.result, AlreadyAtSize) and again.result.noop is True
+    noop = again.result.to_dict()
     assert list(noop) == ALREADY_AT_SIZE and list(noop["after"]) == [*SNAPSHOT, "noop"]
     assert noop == {"app": "app1", "operation_id": again.operation_id, "parallelism": 2, "noop": True,
                     "strategy": "restart", "before": again.before, "after": {**again.before, "noop": True},
                     "seconds": 0.0}
-    assert _doc(complete(ctx, again, {})) == noop
-    assert poll(ctx, again) is not None  # nothing to wait for
+    assert complete(ctx, again, {}) is again.result
+    assert poll(ctx, again) == noop  # nothing to wait for
 
     doc = again.to_dict()  # what an Airflow trigger carries: plain JSON, the result as its document
     assert list(doc) == PENDING and list(doc["result"]) == ALREADY_AT_SIZE
     assert json.loads(json.dumps(doc)) == doc
     back = Pending.from_dict(json.loads(json.dumps(doc)))
-    assert back == again and _doc(back.result) == noop
+    assert back == again and isinstance(back.result, AlreadyAtSize) and back.result.to_dict() == noop
 
 
 HEARTBEAT = ["heartbeat", "apps", "busy", "decisions", "notes"]
@@ -138,7 +142,29 @@ def test_the_supervisors_heartbeat_file_and_what_require_supervisor_reads_of_it(
         beat = json.loads(heartbeat_file(settings).read_text())
         assert list(beat) == [*HEARTBEAT, "spec"] and list(beat["spec"]) == SPEC_STATUS
         assert beat["spec"]["path"] == str(path) and beat["spec"]["error"] is None
-        assert _doc(require_supervisor(settings)) == beat
-        assert _doc(require_loaded(settings, "a", wait_s=0)) == beat
+        assert require_supervisor(settings).to_dict() == beat
+        loaded = require_loaded(settings, "a", wait_s=0)
+        assert (loaded.apps, loaded.loaded("a"), loaded.spec) == (["a"], True, beat["spec"])
     finally:
         ledger.close()
+
+
+def test_a_heartbeat_of_a_supervisor_that_lists_no_apps_says_no_app_is_not_loaded(env, tmp_path) -> None:
+    """Such a supervisor predates listing its apps: a deploy says to restart it, and the diagnosis
+    of one that does not converge does not claim the app is not loaded."""
+    from streamops.lifecycle.operations import diagnose
+    from streamops.lifecycle.supervisor import SupervisorBeat
+
+    _settings, ledger, ctx = env  # its heartbeat: {"heartbeat": now}
+    said = diagnose(ctx, _pending(ledger, "deploy", 2))
+    assert said.startswith("no driver was launched") and "has not loaded" not in said
+    path = tmp_path / "elsewhere.json"
+    assert SupervisorBeat.from_file(path) is None
+    path.write_text("{not json")
+    assert SupervisorBeat.from_file(path) is None
+    path.write_text(json.dumps({"apps": ["a"]}))
+    assert SupervisorBeat.from_file(path) is None  # not a heartbeat
+    path.write_text(json.dumps({"heartbeat": 5.0, "future": 1}))
+    beat = SupervisorBeat.from_file(path)
+    assert beat == SupervisorBeat(heartbeat=5.0) and beat.apps is None and not beat.loaded("a")
+    assert list(beat.to_dict()) == HEARTBEAT  # no spec file: no "spec"
