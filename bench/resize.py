@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         feeder = Feeder(settings, args.rate, args.users, spec.input_partitions)
         feeder.start()
         out = ops.deploy(ctx, parallelism=1, timeout=600)
-        print(f"deployed x1 in {out['seconds']} s", flush=True)
+        print(f"deployed x1 in {out.seconds} s", flush=True)
         time.sleep(10)
         baseline = []
         for run in range(1, args.runs + 1):  # the same measure with no operation: the baseline
@@ -193,8 +193,8 @@ def main(argv: list[str] | None = None) -> int:
                     t1 = time.time()
                     time.sleep(SETTLE_S)  # the first batches at the new size count too (cold executors)
                     pause = longest_gap(ckpt, t0 - 5, time.time())
-                    results.setdefault((strategy, f"{3 - n}->{n}"), []).append((pause, res["seconds"]))
-                    print(f"{strategy} run {run} {3 - n}->{n}: pause {pause:.1f} s, to new size {res['seconds']} s",
+                    results.setdefault((strategy, f"{3 - n}->{n}"), []).append((pause, res.seconds))
+                    print(f"{strategy} run {run} {3 - n}->{n}: pause {pause:.1f} s, to new size {res.seconds} s",
                           flush=True)
                     if strategy == "live" and n == 2:
                         used = _stateful_executors(settings, spec, first_stage)

@@ -63,6 +63,5 @@ class StreamopsHook(BaseHook):
         """Airflow's connection test: the broker and the Spark master answer."""
         from streamops.platform.health import probe
 
-        report = probe(self.settings)
-        down = [name for name, state in report.items() if not state.get("healthy")]
+        down = probe(self.settings).unhealthy()
         return (not down, "healthy" if not down else f"not healthy: {', '.join(down)}")

@@ -19,8 +19,8 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     from streamops.lifecycle.operations import deploy
 
     spec, out = run_operation(args, deploy, parallelism=args.parallelism, timeout=args.timeout)
-    emit(args, out, f"{spec.name}: running x{out['parallelism']} (operation #{out['operation_id']}, "
-                    f"batch {out['after']['batch']}, {out['seconds']} s)")
+    emit(args, out, f"{spec.name}: running x{out.parallelism} (operation #{out.operation_id}, "
+                    f"batch {out.after['batch']}, {out.seconds} s)")
     return 0
 
 
@@ -29,8 +29,8 @@ def cmd_stop(args: argparse.Namespace) -> int:
 
     # stopping must work while the spec file is broken: on the last good one then
     spec, out = run_operation(args, stop, last_good_ok=True, now=args.now, timeout=args.timeout)
-    emit(args, out, f"{spec.name}: stopped at batch {out['after']['batch']} (operation #{out['operation_id']}, "
-                    f"{out['seconds']} s)")
+    emit(args, out, f"{spec.name}: stopped at batch {out.after['batch']} (operation #{out.operation_id}, "
+                    f"{out.seconds} s)")
     return 0
 
 
@@ -39,9 +39,9 @@ def cmd_resize(args: argparse.Namespace) -> int:
 
     spec, out = run_operation(args, resize, parallelism=args.parallelism, strategy=args.strategy,
                               timeout=args.timeout)
-    what = "already at" if out["noop"] else "resized to"
-    emit(args, out, f"{spec.name}: {what} x{out['parallelism']} (operation #{out['operation_id']}, "
-                    f"{out['seconds']} s)")
+    what = "already at" if out.noop else "resized to"
+    emit(args, out, f"{spec.name}: {what} x{out.parallelism} (operation #{out.operation_id}, "
+                    f"{out.seconds} s)")
     return 0
 
 
@@ -60,8 +60,8 @@ def cmd_scale_windows(args: argparse.Namespace) -> int:
             return 0
         out = resize(ctx, parallelism=plan["target"], timeout=args.timeout,
                      progress=progress_printer(args))
-    emit(args, {**plan, "dry_run": False, "resize": out},
-         f"{spec.name}: resized {plan['reason']} (operation #{out['operation_id']}, {out['seconds']} s)")
+    emit(args, {**plan, "dry_run": False, "resize": out},  # the resize as its document
+         f"{spec.name}: resized {plan['reason']} (operation #{out.operation_id}, {out.seconds} s)")
     return 0
 
 

@@ -4,16 +4,16 @@ Each operation has three steps so that waiting can happen anywhere: ``request_*`
 request, takes the app's lease, records "before" and changes the desired state, returning a
 ``Pending`` (plain data: an Airflow trigger carries it); ``poll`` says, without blocking, whether
 the supervisor has made the observed state match; ``complete`` / ``abandon`` record the outcome
-and release the lease. ``deploy`` / ``resize`` / ``stop`` chain them for the CLI.
+and release the lease. ``deploy`` / ``resize`` / ``stop`` chain them for the CLI. Their results are
+``streamops.lifecycle.outcomes`` types.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from streamops.app.checkpoint import checkpoint_dir
 from streamops.app.context import AppContext
@@ -25,8 +25,17 @@ from streamops.kafka.config import KafkaConfig
 from streamops.ledger import Ledger
 from streamops.ledger.store import Operation
 from streamops.lifecycle import driver
-from streamops.lifecycle.supervisor import heartbeat_file
+from streamops.lifecycle.outcomes import (
+    AlreadyAtSize,
+    OperationResult,
+    Resized,
+    ResizeResult,
+    Running,
+    Stopped,
+)
+from streamops.lifecycle.supervisor import SupervisorBeat, heartbeat_file
 from streamops.observe.status import lag
+from streamops.results import extend
 from streamops.settings import Settings
 from streamops.spec import AppSpec
 
@@ -64,23 +73,20 @@ class SpecChangeNeedsRestart(StreamopsError):
     """
 
 
-def read_heartbeat(settings: Settings) -> dict[str, Any] | None:
-    try:
-        beat = json.loads(heartbeat_file(settings).read_text())
-    except (FileNotFoundError, ValueError):
-        return None
-    return beat if isinstance(beat, dict) and "heartbeat" in beat else None
+def read_heartbeat(settings: Settings) -> SupervisorBeat | None:
+    """The supervisor's last heartbeat, however old; None if it never wrote one."""
+    return SupervisorBeat.from_file(heartbeat_file(settings))
 
 
-def require_supervisor(settings: Settings) -> dict[str, Any]:
+def require_supervisor(settings: Settings) -> SupervisorBeat:
     """The supervisor's last heartbeat (apps loaded, spec file in force, its decisions)."""
     beat = read_heartbeat(settings)
     if beat is None:
         raise SupervisorNotRunning(
             "the supervisor is not running (no heartbeat); start it with `streamops platform up`") from None
-    if time.time() - beat["heartbeat"] > SUPERVISOR_STALE_S:
+    if beat.age() > SUPERVISOR_STALE_S:
         raise SupervisorNotRunning(
-            f"the supervisor's last heartbeat is {time.time() - beat['heartbeat']:.0f} s old; "
+            f"the supervisor's last heartbeat is {beat.age():.0f} s old; "
             f"restart it with `streamops platform up`")
     return beat
 
@@ -90,19 +96,19 @@ def require_supervisor(settings: Settings) -> dict[str, Any]:
 LOAD_WAIT_S = 8.0
 
 
-def require_loaded(settings: Settings, app: str, *, wait_s: float = LOAD_WAIT_S) -> dict[str, Any]:
+def require_loaded(settings: Settings, app: str, *, wait_s: float = LOAD_WAIT_S) -> SupervisorBeat:
     """The supervisor's heartbeat once it lists ``app``; ``AppNotLoaded`` (naming why and the
     remedy) if it does not within ``wait_s``, instead of a deploy that waits for a driver nobody starts."""
     deadline = time.monotonic() + wait_s
     while True:
         beat = require_supervisor(settings)
-        if app in beat.get("apps", ()):
+        if beat.loaded(app):
             return beat
         if time.monotonic() >= deadline:
             break
         time.sleep(0.5)
-    spec = beat.get("spec")
-    known = ", ".join(beat.get("apps", ())) or "none"
+    spec = beat.spec
+    known = ", ".join(beat.apps or ()) or "none"
     if spec is None:
         raise AppNotLoaded(
             f"the running supervisor has not loaded {app} (it knows: {known}) and does not reload the spec file "
@@ -161,15 +167,17 @@ class Pending:
     parallelism: int | None = None
     batch_before: int | None = None
     #: set when there is nothing to wait for (a no-op resize): the operation is already finished
-    result: dict[str, Any] | None = None
+    result: AlreadyAtSize | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Plain JSON data (an Airflow trigger carries it): ``result`` as its document."""
+        return {**asdict(self), "result": None if self.result is None else self.result.to_dict()}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Pending:
-        return cls(**data)
+        result = data.get("result")
+        return cls(**{**data, "result": None if result is None else AlreadyAtSize.from_dict(result)})
 
     @property
     def op(self) -> Operation:
@@ -262,8 +270,8 @@ def request_resize(ctx: AppContext, *, parallelism: int,
     if desired["parallelism"] == n and observed.get("parallelism") == n:
         after = {**pending.before, "noop": True}
         ledger.finish(pending.op, "succeeded", after=after)
-        pending.result = {"app": spec.name, "operation_id": pending.operation_id, "parallelism": n, "noop": True,
-                          "strategy": strategy, "before": pending.before, "after": after, "seconds": 0.0}
+        pending.result = AlreadyAtSize(app=spec.name, operation_id=pending.operation_id, parallelism=n, noop=True,
+                                       strategy=strategy, before=pending.before, after=after, seconds=0.0)
         return pending
     return _guarded(ledger, pending, lambda: ledger.set_desired(
         spec.name, status="running", parallelism=n, who=who, op=pending.op, strategy=strategy))
@@ -289,10 +297,11 @@ def request_stop(ctx: AppContext, *, now: bool = False, who: str | None = None,
 
 def poll(ctx: AppContext, pending: Pending) -> dict[str, Any] | None:
     """Non-blocking: the observed state once converged, else None. Raises ``NotConverged`` when it
-    cannot converge any more (crash loop, deadline passed). Keeps the lease alive."""
+    cannot converge any more (crash loop, deadline passed). Keeps the lease alive. A no-op resize
+    converged at its request: its result's document."""
     settings, spec, ledger = ctx.settings, ctx.spec, ctx.ledger
     if pending.result is not None:
-        return pending.result
+        return pending.result.to_dict()
     if time.time() - pending.extra.get("renewed", pending.t0) > 60:
         ledger.renew(pending.op, ttl_s=max(600.0, pending.deadline - time.time() + 120))
         pending.extra["renewed"] = time.time()
@@ -329,11 +338,11 @@ def diagnose(ctx: AppContext, pending: Pending) -> str:
     launches = [op for op in since if op["kind"] in LAUNCHES]
     exits = [op for op in since if op["kind"] == "driver-exit"]
     rec = driver.running(settings, app)
-    beat = read_heartbeat(settings) or {}
+    beat = read_heartbeat(settings)
     if not launches and rec is None:
-        decision = (beat.get("decisions") or {}).get(app)
-        if app not in beat.get("apps", (app,)):
-            who = f"the supervisor has not loaded {app} (it knows: {', '.join(beat.get('apps', ())) or 'none'})"
+        decision = beat.decisions.get(app) if beat is not None else None
+        if beat is not None and beat.apps is not None and app not in beat.apps:
+            who = f"the supervisor has not loaded {app} (it knows: {', '.join(beat.apps) or 'none'})"
         elif decision:
             who = f"the supervisor, whose last decision for {app} was: {decision}"
         else:
@@ -376,8 +385,9 @@ def _converged(ctx: AppContext, o: dict[str, Any], pending: Pending) -> bool:
 
 
 def complete(ctx: AppContext, pending: Pending,
-             observed: dict[str, Any]) -> dict[str, Any]:
-    """Record the converged operation as succeeded (with "after") and release the lease."""
+             observed: dict[str, Any]) -> OperationResult:
+    """Record the converged operation as succeeded (with "after") and release the lease; its
+    result by kind (``Stopped``, ``Resized``, else ``Running``), a no-op resize's as it finished."""
     spec, ledger = ctx.spec, ctx.ledger
     if pending.result is not None:
         return pending.result
@@ -386,13 +396,15 @@ def complete(ctx: AppContext, pending: Pending,
         after.update(pid=observed.get("pid"), spark_app_id=observed.get("spark_app_id"),
                      executors=observed.get("executors"))
     ledger.finish(pending.op, "succeeded", after=after)
-    out: dict[str, Any] = {"app": spec.name, "operation_id": pending.operation_id, "before": pending.before,
-                           "after": after, "seconds": round(time.time() - pending.t0, 1)}
-    if pending.kind != "stop":
-        out["parallelism"] = pending.parallelism
+    seconds = round(time.time() - pending.t0, 1)
+    if pending.kind == "stop":
+        return Stopped(app=spec.name, operation_id=pending.operation_id, before=pending.before, after=after,
+                       seconds=seconds)
+    ran = Running(app=spec.name, operation_id=pending.operation_id, before=pending.before, after=after,
+                  seconds=seconds, parallelism=cast(int, pending.parallelism))  # set by every request but a stop's
     if pending.kind == "resize":
-        out.update(noop=False, strategy=pending.extra.get("strategy", "restart"))
-    return out
+        return extend(ran, Resized, noop=False, strategy=pending.extra.get("strategy", "restart"))
+    return ran
 
 
 def abandon(ledger: Ledger, pending: Pending, error: str) -> None:
@@ -402,7 +414,7 @@ def abandon(ledger: Ledger, pending: Pending, error: str) -> None:
 
 
 def wait(ctx: AppContext, pending: Pending, *, interval: float = 0.5,
-         progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
+         progress: Callable[[str], None] = lambda _m: None) -> OperationResult:
     """Block until converged (then ``complete``), or ``abandon`` and raise."""
     ledger = ctx.ledger
     try:
@@ -416,30 +428,30 @@ def wait(ctx: AppContext, pending: Pending, *, interval: float = 0.5,
 
 def deploy(ctx: AppContext, *, parallelism: int | None = None,
            who: str | None = None, timeout: float = 300.0,
-           progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
+           progress: Callable[[str], None] = lambda _m: None) -> Running:
     """Returns once a batch after the start has committed (or the driver runs with nothing to read)."""
     spec = ctx.spec
     pending = request_deploy(ctx, parallelism=parallelism, who=who, timeout=timeout)
     progress(f"{spec.name}: desired running x{pending.parallelism}; waiting for the first committed batch ...")
-    return wait(ctx, pending)
+    return cast(Running, wait(ctx, pending))  # a deploy's ``complete``
 
 
 def resize(ctx: AppContext, *, parallelism: int, strategy: str = "restart",
            who: str | None = None, timeout: float = 300.0,
-           progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
+           progress: Callable[[str], None] = lambda _m: None) -> ResizeResult:
     """Returns once a batch committed at the new size (or it runs caught up at that size)."""
     spec = ctx.spec
     pending = request_resize(ctx, parallelism=parallelism, strategy=strategy, who=who,
                              timeout=timeout)
     if pending.result is None:
         progress(f"{spec.name}: desired x{pending.parallelism} ({strategy}); waiting for a batch at the new size ...")
-    return wait(ctx, pending)
+    return cast(ResizeResult, wait(ctx, pending))  # a resize's ``complete``, or the no-op it finished with
 
 
 def stop(ctx: AppContext, *, now: bool = False, who: str | None = None,
-         timeout: float = 180.0, progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
+         timeout: float = 180.0, progress: Callable[[str], None] = lambda _m: None) -> Stopped:
     """Returns once no driver runs."""
     spec = ctx.spec
     pending = request_stop(ctx, now=now, who=who, timeout=timeout)
     progress(f"{spec.name}: desired stopped; waiting for the driver to exit ...")
-    return wait(ctx, pending)
+    return cast(Stopped, wait(ctx, pending))  # a stop's ``complete``

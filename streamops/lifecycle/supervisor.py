@@ -17,9 +17,12 @@ Two rules keep it out of the way of everything else:
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +32,7 @@ from streamops.host.files import write_json
 from streamops.ledger import Ledger
 from streamops.lifecycle import driver
 from streamops.lifecycle.reconcile import Action, Desired, History, Observed, RestartPolicy, decide
+from streamops.results import Result, absent
 from streamops.settings import Settings
 from streamops.spec import AppSpec
 from streamops.specfile import SpecChanges, SpecFile, effective, restart_changes
@@ -43,6 +47,39 @@ DRIVER_LOG_MAX_BYTES = 32 * 1024 * 1024
 
 def heartbeat_file(settings: Settings) -> Path:
     return settings.state_dir / "supervisor.json"
+
+
+@dataclass(frozen=True)
+class SupervisorBeat(Result):
+    """The heartbeat file (``Supervisor.beat``, every pass): the operations' proof that someone
+    reconciles (``operations.require_supervisor``) and what it knows: the apps it loaded, those with
+    an action under way (``busy``), its last decision and note per app, the spec file in force
+    (``SpecFile.status``; absent when it runs on fixed specs). ``apps`` is None in the file of a
+    supervisor that predates listing them: then nobody can say an app is not loaded."""
+
+    heartbeat: float
+    apps: list[str] | None = None
+    busy: list[str] = field(default_factory=list)
+    decisions: dict[str, str] = field(default_factory=dict)
+    notes: dict[str, str] = field(default_factory=dict)
+    spec: Mapping[str, Any] | None = absent()
+
+    @classmethod
+    def from_file(cls, path: Path) -> SupervisorBeat | None:
+        """The heartbeat in ``path``; None when there is none (no file, not a heartbeat)."""
+        try:
+            data = json.loads(path.read_text())
+        except (FileNotFoundError, ValueError):
+            return None
+        return cls.from_dict(data) if isinstance(data, dict) and "heartbeat" in data else None
+
+    def age(self) -> float:
+        """Seconds since the supervisor wrote it."""
+        return time.time() - self.heartbeat
+
+    def loaded(self, app: str) -> bool:
+        """Whether the supervisor lists ``app`` (a supervisor that lists none: no)."""
+        return app in (self.apps or ())
 
 
 #: actions that wait for a driver (a graceful stop at a batch boundary, a warm standby's start):
@@ -323,7 +360,7 @@ class Supervisor:
 
     def beat(self) -> None:
         """The heartbeat operations look for (``operations.require_supervisor``), with what is under way."""
-        write_json(heartbeat_file(self.settings), {
-            "heartbeat": time.time(), "apps": sorted(self.specs), "busy": self.busy(),
-            "decisions": dict(sorted(self.decisions.items())), "notes": dict(sorted(self.notes.items())),
-            **({"spec": self.spec_file.status()} if self.spec_file is not None else {})})
+        write_json(heartbeat_file(self.settings), SupervisorBeat(
+            heartbeat=time.time(), apps=sorted(self.specs), busy=self.busy(),
+            decisions=dict(sorted(self.decisions.items())), notes=dict(sorted(self.notes.items())),
+            spec=self.spec_file.status() if self.spec_file is not None else None).to_dict())

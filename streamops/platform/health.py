@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Self
 
 from streamops.platform.components import Component
+from streamops.results import Result
 from streamops.settings import Settings
 
 if TYPE_CHECKING:
@@ -97,7 +100,42 @@ def supervisor_healthy(settings: Settings, max_age: float = 15.0) -> bool:
     return time.time() - beat < max_age
 
 
-def probe(settings: Settings) -> dict[str, Any]:
+@dataclass(frozen=True)
+class KafkaProbe(Result):
+    """The broker at ``bootstrap`` answered a metadata request."""
+
+    bootstrap: str
+    healthy: bool
+
+
+@dataclass(frozen=True)
+class SparkProbe(Result):
+    """The Spark master at ``master`` is ALIVE with at least one ALIVE worker (their cores)."""
+
+    master: str
+    healthy: bool
+    alive_workers: int
+    cores: int
+
+
+@dataclass(frozen=True)
+class PlatformProbe(Result):
+    """``probe``'s answer: one part per service of the data plane, named as the service."""
+
+    kafka: KafkaProbe
+    spark: SparkProbe
+
+    def unhealthy(self, services: Iterable[str] = ("kafka", "spark")) -> list[str]:
+        """Those of ``services`` (kafka, spark) that did not answer as healthy, in that order."""
+        parts: dict[str, KafkaProbe | SparkProbe] = {"kafka": self.kafka, "spark": self.spark}
+        return [name for name in services if not parts[name].healthy]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Self:
+        return cls(kafka=KafkaProbe.from_dict(data["kafka"]), spark=SparkProbe.from_dict(data["spark"]))
+
+
+def probe(settings: Settings) -> PlatformProbe:
     """Reachability of the data plane (broker and Spark master), wherever they run.
 
     Unlike ``check_all`` this needs no pid files, so it works against external services
@@ -108,12 +146,12 @@ def probe(settings: Settings) -> dict[str, Any]:
     kafka = kafka_config(settings)  # a bad client configuration is its error (exit 2), not "unhealthy"
     master = spark_master_state(settings)
     workers = [w for w in (master or {}).get("workers", []) if w.get("state") == "ALIVE"]
-    return {
-        "kafka": {"bootstrap": kafka.bootstrap, "healthy": kafka_healthy(kafka)},
-        "spark": {
-            "master": settings.spark_master_url,
-            "healthy": master is not None and master.get("status") == "ALIVE" and bool(workers),
-            "alive_workers": len(workers),
-            "cores": sum(int(w.get("cores", 0)) for w in workers),
-        },
-    }
+    return PlatformProbe(
+        kafka=KafkaProbe(bootstrap=kafka.bootstrap, healthy=kafka_healthy(kafka)),
+        spark=SparkProbe(
+            master=settings.spark_master_url,
+            healthy=master is not None and master.get("status") == "ALIVE" and bool(workers),
+            alive_workers=len(workers),
+            cores=sum(int(w.get("cores", 0)) for w in workers),
+        ),
+    )

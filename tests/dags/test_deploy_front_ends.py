@@ -21,6 +21,7 @@ def requests(monkeypatch, tmp_path) -> list[tuple[str, str, object]]:
     import streamops.ledger
     from streamops.app import outputs
     from streamops.lifecycle import operations
+    from streamops.lifecycle.outcomes import AlreadyAtSize
 
     class FakeLedger:
         def close(self) -> None:
@@ -36,8 +37,9 @@ def requests(monkeypatch, tmp_path) -> list[tuple[str, str, object]]:
         seen.append((type(ctx).__name__, ctx.app, type(ctx.ledger).__name__))
         return operations.Pending(app=ctx.app, kind="deploy", operation_id=7, requested_by=who or "?", t0=0.0,
                                   deadline=1.0, before={"batch": 3}, parallelism=2,
-                                  result={"app": ctx.app, "operation_id": 7, "parallelism": 2,
-                                          "after": {"batch": 3}, "seconds": 0.0})
+                                  result=AlreadyAtSize(app=ctx.app, operation_id=7, parallelism=2, noop=True,
+                                                       strategy="restart", before={"batch": 3},
+                                                       after={"batch": 3}, seconds=0.0))
 
     monkeypatch.setattr(operations, "request_deploy", request_deploy)
     return seen

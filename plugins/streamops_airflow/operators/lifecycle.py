@@ -2,7 +2,8 @@
 
 They defer while the supervisor converges (``LedgerConvergenceTrigger``), so a deploy or
 resize that takes minutes holds no worker slot. The request (lease, desired state, "before"
-snapshot) happens in ``execute``; the outcome is recorded in ``execute_complete``.
+snapshot) happens in ``execute``; the outcome is recorded in ``execute_complete``. The task's
+XCom is the result's ``to_dict`` (``streamops.lifecycle.outcomes``), the document ``--json`` prints.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ class AppOperationOperator(BaseOperator):
             return pending  # nothing to wait for (a dry run / no-op plan)
         if pending.result is not None:
             self.log.info("%s %s: nothing to do (operation #%s)", self.kind, self.app, pending.operation_id)
-            return pending.result
+            return pending.result.to_dict()
         self.log.info("%s %s: operation #%s requested; deferring until it converges (timeout %.0f s)",
                       self.kind, self.app, pending.operation_id, timeout)
         self.defer(trigger=LedgerConvergenceTrigger(pending=pending.to_dict(), poll_interval=self.poll_interval),
@@ -64,7 +65,7 @@ class AppOperationOperator(BaseOperator):
                 abandon(ctx.ledger, pending, event.get("error", "did not converge"))
                 raise AirflowException(f"{self.kind} {self.app} (operation #{pending.operation_id}) failed: "
                                        f"{event.get('error')}")
-            result = complete(ctx, pending, ctx.ledger.observed(ctx.app) or {})
+            result = complete(ctx, pending, ctx.ledger.observed(ctx.app) or {}).to_dict()
         self.log.info("%s %s converged: %s", self.kind, self.app, result)
         return result
 

@@ -25,8 +25,9 @@ class PlatformProbeOperator(BaseOperator):
         if unknown:
             raise AirflowException(f"require: unknown services {sorted(unknown)}; use kafka and/or spark")
         report = probe(StreamopsHook().settings)
-        self.log.info("platform probe: %s", report)
-        down = [name for name in self.require if not report[name]["healthy"]]
+        doc = report.to_dict()  # the task's XCom
+        self.log.info("platform probe: %s", doc)
+        down = report.unhealthy(self.require)
         if down:
-            raise AirflowException(f"not healthy: {', '.join(down)} ({report})")
-        return report
+            raise AirflowException(f"not healthy: {', '.join(down)} ({doc})")
+        return doc

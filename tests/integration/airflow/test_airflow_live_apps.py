@@ -78,7 +78,7 @@ def test_an_app_added_while_the_platform_runs_is_deployed_resized_stopped_and_re
         specs = yaml.safe_load(spec_path.read_text())
         specs["apps"][APP]["schedules"] = "paused"
         spec_path.write_text(yaml.safe_dump(specs, sort_keys=False))
-        _until("the supervisor loads the new app", lambda: APP in (read_heartbeat(s) or {}).get("apps", ()), 90)
+        _until("the supervisor loads the new app", lambda: (beat := read_heartbeat(s)) is not None and beat.loaded(APP), 90)
 
         # through Airflow's REST API, as an operator would: the new app's DAGs and the operation
         # DAGs' forms know it once the dag-processor has parsed the changed spec
@@ -127,7 +127,7 @@ def test_an_app_added_while_the_platform_runs_is_deployed_resized_stopped_and_re
 
         # removed from the spec: unloaded by the supervisor, its DAGs gone
         spec_path.write_text(original)
-        _until("the supervisor unloads the app", lambda: APP not in (read_heartbeat(s) or {}).get("apps", (APP,)), 90)
+        _until("the supervisor unloads the app", lambda: (beat := read_heartbeat(s)) is not None and beat.apps is not None and APP not in beat.apps, 90)
         _until("its DAGs are gone", lambda: all(_dag_gone(s, token, d) for d in PER_APP_DAGS), 180, 3)
         r = app.cli("deploy", APP)
         assert r.returncode == 2 and "is not in" in r.stderr and "any more" in r.stderr, r.stderr[-2000:]

@@ -133,11 +133,11 @@ def test_converged_when_a_batch_at_the_new_size_committed(env) -> None:
     observed = poll(_ctx(settings, SPEC, ledger), pending)
     assert observed is not None and observed["last_batch"] == 8
     out = complete(_ctx(settings, SPEC, ledger), pending, observed)
-    assert (out["parallelism"], out["noop"], out["strategy"], out["after"]["executors"]) == (2, False, "restart", 2)
-    assert (out["after"]["batch"], out["after"]["offsets"]) == (8, {"in": {"0": 5}})
+    assert (out.parallelism, out.noop, out.strategy, out.after["executors"]) == (2, False, "restart", 2)
+    assert (out.after["batch"], out.after["offsets"]) == (8, {"in": {"0": 5}})
     assert ledger.get_operation(pending.operation_id)["outcome"] == "succeeded" and ledger.lease("app1") is None
     again = request_resize(_ctx(settings, SPEC, ledger), parallelism=2, who="t:3")
-    assert again.result is not None and again.result["noop"] is True and ledger.lease("app1") is None
+    assert again.result is not None and again.result.noop is True and ledger.lease("app1") is None
 
 
 def test_a_deploy_after_a_give_up_waits_for_the_supervisor_to_try_again(env) -> None:
