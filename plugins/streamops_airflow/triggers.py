@@ -228,10 +228,10 @@ class DlqRecordsTrigger(_Serialized, BaseEventTrigger):
             if news is None:
                 fired.clear()  # counted: the next records are news again
                 continue
-            beyond = any(int(end) > fired.get(int(p), -1) for p, end in news["ends"].items())
+            beyond = any(int(end) > fired.get(int(p), -1) for p, end in news.ends.items())
             if not beyond or time.monotonic() - last_event < self.every_s:
                 continue
-            self.log.info("%s: %s new DLQ record(s) in %s", self.app, news["records"], news["topic"])
-            yield TriggerEvent(news)
-            fired = {int(p): int(e) for p, e in news["ends"].items()}
+            self.log.info("%s: %s new DLQ record(s) in %s", self.app, news.records, news.topic)
+            yield TriggerEvent(news.to_dict())
+            fired = {int(p): int(e) for p, e in news.ends.items()}
             last_event = time.monotonic()

@@ -47,21 +47,22 @@ def cmd_resize(args: argparse.Namespace) -> int:
 
 def cmd_scale_windows(args: argparse.Namespace) -> int:
     from streamops.lifecycle.operations import resize
-    from streamops.lifecycle.windows import window_plan
+    from streamops.lifecycle.windows import WindowsApplied, window_plan
+    from streamops.results import extend
 
     with app_context(args) as ctx:
         spec = ctx.spec
         if args.override is not None:
             spec.check_parallelism(args.override)
         plan = window_plan(spec, ctx.ledger.desired(spec.name), override=args.override)
-        if args.dry_run or plan["action"] == "none":
-            emit(args, {**plan, "dry_run": args.dry_run},
-                 f"{spec.name}: {plan['action']} — {plan['reason']}" + (" (dry run)" if args.dry_run else ""))
+        if args.dry_run or plan.action == "none":
+            emit(args, extend(plan, WindowsApplied, dry_run=args.dry_run),
+                 f"{spec.name}: {plan.action} — {plan.reason}" + (" (dry run)" if args.dry_run else ""))
             return 0
-        out = resize(ctx, parallelism=plan["target"], timeout=args.timeout,
+        out = resize(ctx, parallelism=plan.target, timeout=args.timeout,
                      progress=progress_printer(args))
-    emit(args, {**plan, "dry_run": False, "resize": out},  # the resize as its document
-         f"{spec.name}: resized {plan['reason']} (operation #{out.operation_id}, {out.seconds} s)")
+    emit(args, extend(plan, WindowsApplied, resize=out),
+         f"{spec.name}: resized {plan.reason} (operation #{out.operation_id}, {out.seconds} s)")
     return 0
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING
 
 from streamops.cli.common import (
     add_operation_flags,
@@ -14,6 +14,9 @@ from streamops.cli.common import (
     human_bytes,
     run_operation,
 )
+
+if TYPE_CHECKING:
+    from streamops.lifecycle.savepoints import SavepointRow
 
 
 def cmd_savepoint(args: argparse.Namespace) -> int:
@@ -26,18 +29,18 @@ def cmd_savepoint(args: argparse.Namespace) -> int:
     return 0
 
 
-def render_listing(app: str, rows: list[dict[str, Any]]) -> str:
+def render_listing(app: str, rows: list[SavepointRow]) -> str:
     """The text table of ``listing``'s rows: the lineage column tells apart two savepoints of the
     same batch number from different runs (batch numbers start again at 0 after a reset)."""
     if not rows:
         return f"{app}: no savepoints"
     lines = [f"{'ID':<40} {'BATCH':>6}  {'LINEAGE':<9} {'TAKEN (UTC)':<19} {'TOOK':>8} {'SIZE':>10}  SHA256"]
     for r in rows:
-        lineage = (r["lineage"] or "?")[:8] + ("*" if r["current"] else "")
-        taken = datetime.fromisoformat(r["created_at"]).astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
-        took = "-" if r["seconds"] is None else f"{r['seconds']:.1f} s"
-        lines.append(f"{r['id']:<40} {r['batch_id']:>6}  {lineage:<9} {taken:<19} {took:>8} {human_bytes(r['bytes']):>10}  "
-                     f"{r['sha256'][:12]}" + ("" if r["present"] else "  (files missing)"))
+        lineage = (r.lineage or "?")[:8] + ("*" if r.current else "")
+        taken = datetime.fromisoformat(r.created_at).astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+        took = "-" if r.seconds is None else f"{r.seconds:.1f} s"
+        lines.append(f"{r.id:<40} {r.batch_id:>6}  {lineage:<9} {taken:<19} {took:>8} {human_bytes(r.bytes):>10}  "
+                     f"{r.sha256[:12]}" + ("" if r.present else "  (files missing)"))
     lines.append("LINEAGE: the checkpoint each was taken from (a reset starts a new one); "
                  "*: the one the app runs on now")
     return "\n".join(lines)

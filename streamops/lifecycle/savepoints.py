@@ -81,6 +81,27 @@ class RestoreResult(RestorePlan):
     seconds: float | None = absent()
 
 
+@dataclass(frozen=True)
+class SavepointRow(Result):
+    """One row of ``savepoints``: the ledger's record of a savepoint (``created_at`` in ISO 8601),
+    whether its files are still there, the checkpoint lineage it was taken from (``current``: the
+    one the app runs on now) and how long the take took."""
+
+    id: str
+    app: str
+    batch_id: int
+    path: str
+    sha256: str
+    bytes: int
+    offsets: dict[str, Any]
+    created_at: str
+    operation_id: int | None
+    present: bool
+    lineage: str | None
+    current: bool
+    seconds: float | None
+
+
 def savepoints_dir(settings: Settings, app: str) -> Path:
     return settings.state_dir / "savepoints" / app
 
@@ -126,7 +147,7 @@ def apply_retention(settings: Settings, spec: AppSpec, ledger: Ledger, keep: str
     return removed
 
 
-def listing(settings: Settings, spec: AppSpec, ledger: Ledger) -> list[dict[str, Any]]:
+def listing(settings: Settings, spec: AppSpec, ledger: Ledger) -> list[SavepointRow]:
     """Newest first, with whether the files are still there, the checkpoint lineage each was taken
     from and how long it took.
 
@@ -141,9 +162,11 @@ def listing(settings: Settings, spec: AppSpec, ledger: Ledger) -> list[dict[str,
         op = ledger.get_operation(sp["operation_id"]) if sp.get("operation_id") is not None else None
         after = (op or {}).get("after") or {}
         lineage = checkpoint_id(path) or after.get("lineage")  # the files, else what the take recorded
-        rows.append({**sp, "created_at": sp["created_at"].isoformat(), "present": path.is_dir(),
-                     "lineage": lineage, "current": lineage is not None and lineage == current,
-                     "seconds": after.get("seconds")})
+        rows.append(SavepointRow(
+            id=sp["id"], app=sp["app"], batch_id=sp["batch_id"], path=sp["path"], sha256=sp["sha256"],
+            bytes=sp["bytes"], offsets=sp["offsets"], created_at=sp["created_at"].isoformat(),
+            operation_id=sp["operation_id"], present=path.is_dir(), lineage=lineage,
+            current=lineage is not None and lineage == current, seconds=after.get("seconds")))
     return rows
 
 

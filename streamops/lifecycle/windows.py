@@ -2,9 +2,34 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
+from streamops.lifecycle.outcomes import ResizeResult
+from streamops.results import Result, absent
 from streamops.spec import AppSpec, ScaleWindow
+
+
+@dataclass(frozen=True)
+class WindowPlan(Result):
+    """What applying the scale windows would do: ``action`` resize (from ``current`` to
+    ``target``) or none, and why."""
+
+    app: str
+    action: str
+    target: int
+    current: int | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class WindowsApplied(WindowPlan):
+    """The plan as the ``scale-windows`` command and task report it: a dry run, nothing to do, or
+    the resize it made (that resize's own document)."""
+
+    dry_run: bool = False
+    resize: ResizeResult | None = absent()
 
 
 def _last(cron: str, now: datetime) -> datetime:
@@ -33,8 +58,8 @@ def scheduled_parallelism(spec: AppSpec, now: datetime | None = None) -> tuple[i
     return spec.parallelism.default, "default (no scale window active)"
 
 
-def window_plan(spec: AppSpec, desired: dict | None, now: datetime | None = None,
-                override: int | None = None) -> dict:
+def window_plan(spec: AppSpec, desired: dict[str, Any] | None, now: datetime | None = None,
+                override: int | None = None) -> WindowPlan:
     """What applying the scale windows at ``now`` would do: ``resize`` to a new size, or ``none``.
 
     ``override`` (a manual run's parameter) replaces the schedule. An app that is not deployed
@@ -43,10 +68,8 @@ def window_plan(spec: AppSpec, desired: dict | None, now: datetime | None = None
     target, why = (override, "manual override") if override is not None else scheduled_parallelism(spec, now)
     current = desired["parallelism"] if desired else None
     if not desired or desired["status"] != "running":
-        return {"app": spec.name, "action": "none", "target": target, "current": current,
-                "reason": f"{spec.name} is not running; scale windows only resize running apps"}
+        return WindowPlan(spec.name, "none", target, current,
+                          f"{spec.name} is not running; scale windows only resize running apps")
     if current == target:
-        return {"app": spec.name, "action": "none", "target": target, "current": current,
-                "reason": f"already at {target} ({why})"}
-    return {"app": spec.name, "action": "resize", "target": target, "current": current,
-            "reason": f"{current} -> {target} ({why})"}
+        return WindowPlan(spec.name, "none", target, current, f"already at {target} ({why})")
+    return WindowPlan(spec.name, "resize", target, current, f"{current} -> {target} ({why})")

@@ -7,6 +7,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from streamops.results import Result
 from streamops.settings import Settings
 from streamops.spec import AppSpec
 
@@ -107,10 +108,21 @@ def _cursor(appdir: Any) -> dict[int, int]:
     return {int(p): int(o) for p, o in ((appdir.read(appdir.dlq_cursor) or {}).get("offsets") or {}).items()}
 
 
-def new_records(settings: Settings, app: str) -> dict[str, Any] | None:
-    """The DLQ asset watcher's poll: ``{"app", "topic", "records", "ends"}`` when the app's DLQ
-    topic has records beyond the last digest's cursor, else None (also when the topic does not
-    exist yet). One metadata request: the topic's end offsets."""
+@dataclass(frozen=True)
+class DlqNews(Result):
+    """Records in an app's DLQ topic beyond the last digest's cursor: how many, and each
+    partition's end offset (``ends``, partition as a string: the asset event's JSON)."""
+
+    app: str
+    topic: str
+    records: int
+    ends: dict[str, int]
+
+
+def new_records(settings: Settings, app: str) -> DlqNews | None:
+    """The DLQ asset watcher's poll: the news when the app's DLQ topic has records beyond the
+    last digest's cursor, else None (also when the topic does not exist yet). One metadata
+    request: the topic's end offsets."""
     from streamops.app.dir import AppDir
     from streamops.kafka.admin import end_offsets
     from streamops.kafka.exceptions import TopicNotFoundError
@@ -129,8 +141,7 @@ def new_records(settings: Settings, app: str) -> dict[str, Any] | None:
     records = sum(max(0, hi - max(lo, cursor.get(p, lo))) for p, (lo, hi) in marks.items())
     if not records:
         return None
-    return {"app": app, "topic": spec.dlq_topic, "records": records,
-            "ends": {str(p): hi for p, (_lo, hi) in sorted(marks.items())}}
+    return DlqNews(app, spec.dlq_topic, records, {str(p): hi for p, (_lo, hi) in sorted(marks.items())})
 
 
 def digest_new(settings: Settings, spec: AppSpec, kafka: KafkaConfig, *, shown: int = 5,

@@ -144,8 +144,8 @@ class ScaleWindowsOperator(AppOperationOperator):
         if override is not None:
             spec.check_parallelism(override)
         plan = window_plan(spec, ctx.ledger.desired(spec.name), override=override)
-        self.log.info("scale windows %s: %s", spec.name, plan)
-        if plan["action"] == "none":
-            return plan
-        return request_resize(ctx, parallelism=plan["target"], strategy=str(self.strategy),
+        self.log.info("scale windows %s: %s (%s)", spec.name, plan.action, plan.reason)
+        if plan.action == "none":
+            return plan.to_dict()
+        return request_resize(ctx, parallelism=plan.target, strategy=str(self.strategy),
                               who=who, timeout=timeout)

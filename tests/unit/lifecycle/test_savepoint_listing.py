@@ -69,19 +69,23 @@ def test_two_b0_savepoints_of_two_runs_differ_by_lineage(app, capsys: pytest.Cap
     finally:
         ledger.close()
     assert (first.batch_id, second.batch_id) == (0, 0) and (first.lineage, second.lineage) == (OLD, NEW)
-    assert [(r["id"], r["batch_id"], r["lineage"], r["current"]) for r in rows] == [
+    assert [(r.id, r.batch_id, r.lineage, r.current) for r in rows] == [
         (second.id, 0, NEW, True), (first.id, 0, OLD, False)]
-    assert all(isinstance(r["seconds"], float) for r in rows)
+    assert all(isinstance(r.seconds, float) for r in rows)
 
     assert main(["savepoints", "shop", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
     assert [(r["lineage"], r["current"]) for r in listed] == [(NEW, True), (OLD, False)]
+    # the document: the ledger's record (its columns in order), then what the listing adds
+    assert [list(r) for r in listed] == [["id", "app", "batch_id", "path", "sha256", "bytes", "offsets", "created_at",
+                                          "operation_id", "present", "lineage", "current", "seconds"]] * 2
+    assert listed == [r.to_dict() for r in rows]
 
     assert main(["savepoints", "shop"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert "LINEAGE" in lines[0] and "TAKEN (UTC)" in lines[0] and "TOOK" in lines[0]
     for line, row in zip(lines[1:3], rows, strict=True):
-        assert datetime.fromisoformat(row["created_at"]).astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S") in line
+        assert datetime.fromisoformat(row.created_at).astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S") in line
     assert "2222bbbb*" in lines[1] and "1111aaaa " in lines[2]
     assert lines[1].split()[1] == lines[2].split()[1] == "0"  # same batch, told apart by lineage
 
@@ -96,4 +100,4 @@ def test_a_savepoint_whose_files_are_gone_keeps_the_lineage_its_take_recorded(ap
         [row] = sp_mod.listing(settings, spec, ledger)
     finally:
         ledger.close()
-    assert (row["present"], row["lineage"], row["current"]) == (False, OLD, True)
+    assert (row.present, row.lineage, row.current) == (False, OLD, True)

@@ -2,7 +2,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from streamops.lifecycle.windows import active_window, scheduled_parallelism, window_plan
+from streamops.lifecycle.outcomes import Resized
+from streamops.lifecycle.windows import WindowsApplied, active_window, scheduled_parallelism, window_plan
+from streamops.results import extend
 from streamops.spec import AppSpec
 
 SPEC = AppSpec(
@@ -42,12 +44,24 @@ def test_window_spanning_midnight() -> None:
 def test_window_plan() -> None:
     running2 = {"status": "running", "parallelism": 2}
     monday_9 = at("2026-11-23 09:00")
-    assert window_plan(SPEC, running2, monday_9) == {
+    assert window_plan(SPEC, running2, monday_9).to_dict() == {
         "app": "app1", "action": "resize", "target": 4, "current": 2, "reason": "2 -> 4 (scale window 'business')"}
-    assert window_plan(SPEC, {"status": "running", "parallelism": 4}, monday_9)["action"] == "none"
-    assert window_plan(SPEC, running2, at("2026-11-23 19:00"))["reason"] == \
+    assert window_plan(SPEC, {"status": "running", "parallelism": 4}, monday_9).action == "none"
+    assert window_plan(SPEC, running2, at("2026-11-23 19:00")).reason == \
         "already at 2 (default (no scale window active))"
-    assert window_plan(SPEC, running2, monday_9, override=3)["reason"] == "2 -> 3 (manual override)"
+    assert window_plan(SPEC, running2, monday_9, override=3).reason == "2 -> 3 (manual override)"
     stopped = window_plan(SPEC, {"status": "stopped", "parallelism": 2}, monday_9)
-    assert stopped["action"] == "none" and "not running" in stopped["reason"]
-    assert window_plan(SPEC, None, monday_9)["action"] == "none"
+    assert stopped.action == "none" and "not running" in stopped.reason
+    assert window_plan(SPEC, None, monday_9).action == "none"
+
+
+def test_the_scale_windows_document_keeps_its_keys_in_order() -> None:
+    """``scale-windows --json``: the plan, ``dry_run``, and the resize's own document when one ran."""
+    plan = window_plan(SPEC, {"status": "running", "parallelism": 2}, at("2026-11-23 09:00"))
+    assert list(extend(plan, WindowsApplied, dry_run=True).to_dict()) == \
+        ["app", "action", "target", "current", "reason", "dry_run"]
+    resized = Resized(app="app1", operation_id=7, before={}, after={}, seconds=1.0, parallelism=4, noop=False,
+                      strategy="restart")
+    doc = extend(plan, WindowsApplied, resize=resized).to_dict()
+    assert list(doc) == ["app", "action", "target", "current", "reason", "dry_run", "resize"]
+    assert doc["dry_run"] is False and doc["resize"] == resized.to_dict()

@@ -101,8 +101,8 @@ def test_the_dlq_trigger_fires_for_records_beyond_those_it_fired_for(monkeypatch
     pytest.importorskip("airflow")
     from streamops_airflow.triggers import DlqRecordsTrigger
 
-    polls = iter([None, *({"records": n, "topic": "d", "ends": {"0": n}} for n in (3, 3, 5)), None,
-                  {"records": 6, "topic": "d", "ends": {"0": 6}}])
+    polls = iter([None, *(dlq.DlqNews("app1", "d", n, {"0": n}) for n in (3, 3, 5)), None,
+                  dlq.DlqNews("app1", "d", 6, {"0": 6})])
     monkeypatch.setattr(dlq, "new_records", lambda _s, app: next(polls))
 
     async def watch() -> list[dict]:
@@ -112,4 +112,6 @@ def test_the_dlq_trigger_fires_for_records_beyond_those_it_fired_for(monkeypatch
         return got
 
     # 3 records: one event; the same 3 again: none; 5: one; a digest counted them (None); 6: one
-    assert [e["ends"]["0"] for e in asyncio.run(watch())] == [3, 5, 6]
+    got = asyncio.run(watch())
+    assert [e["ends"]["0"] for e in got] == [3, 5, 6]
+    assert got[0] == {"app": "app1", "topic": "d", "records": 3, "ends": {"0": 3}}  # the event: the news' document
