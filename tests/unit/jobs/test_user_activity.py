@@ -49,6 +49,21 @@ def test_the_spark_query_equals_the_reference_fold(local_spark, raw, records) ->
     assert states == oracle.states and len(states) == 50
 
 
+def test_the_plan_parses_each_record_once(local_spark, raw) -> None:
+    """The aggregate shape parses where the input is read, then shuffles once by the job's key:
+    the aggregation needs no other exchange and the DLQ branch reuses this one, so the Python
+    parse runs once per record (it ran in each branch of the union when the exchange came first).
+    The plan as the streaming query runs it: without adaptive execution."""
+    adaptive = local_spark.conf.get("spark.sql.adaptive.enabled")
+    local_spark.conf.set("spark.sql.adaptive.enabled", "false")
+    try:
+        plan = QUERY.build(raw)._jdf.queryExecution().executedPlan().toString()
+    finally:
+        local_spark.conf.set("spark.sql.adaptive.enabled", adaptive)
+    assert plan.count("MapInArrow") == 1, plan
+    assert plan.count("+- Exchange hashpartitioning") == 1 and plan.count("+- ReusedExchange") == 1, plan
+
+
 def test_build_query_and_records(raw, records) -> None:
     out = QUERY.build(raw).toArrow()
     recs = QUERY.records(out, 7)
