@@ -1,13 +1,17 @@
 """The one way streamops writes a JSON state file: whole, atomically and durably.
 
 A temp file beside the target, fsync'ed, then renamed over it: a reader sees the old file or the
-new one, never half of one, and a crash right after the write does not leave an empty file.
+new one, never half of one, and a crash right after the write does not leave an empty file. The
+temp file is the writer's own (process and thread in its name): two threads writing one file at
+once (a driver's batch and its progress listener both write its heartbeat) each rename their own,
+where a shared name let one rename the other's and the second rename fail.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +19,7 @@ from typing import Any
 def write_json(path: Path, payload: Any) -> None:
     """``payload`` as ``path``, atomically and durably."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     with open(tmp, "w") as f:
         json.dump(payload, f, default=str)
         f.flush()
