@@ -17,7 +17,6 @@ Two rules keep it out of the way of everything else:
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -28,7 +27,7 @@ from typing import Any
 
 from streamops.app.dir import AppDir
 from streamops.host import process
-from streamops.host.files import write_json
+from streamops.host.files import read_json, write_json
 from streamops.ledger import Ledger
 from streamops.lifecycle import driver
 from streamops.lifecycle.reconcile import Action, Desired, History, Observed, RestartPolicy, decide
@@ -67,10 +66,7 @@ class SupervisorBeat(Result):
     @classmethod
     def from_file(cls, path: Path) -> SupervisorBeat | None:
         """The heartbeat in ``path``; None when there is none (no file, not a heartbeat)."""
-        try:
-            data = json.loads(path.read_text())
-        except (FileNotFoundError, ValueError):
-            return None
+        data = read_json(path)
         return cls.from_dict(data) if isinstance(data, dict) and "heartbeat" in data else None
 
     def age(self) -> float:
