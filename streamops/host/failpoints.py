@@ -2,8 +2,9 @@
 
 As TiKV's ``fail`` points and FoundationDB's buggify: off unless the ``STREAMOPS_FAILPOINTS``
 environment variable names them, e.g. ``reset.rewind=kill,restore.restart=raise``. ``raise`` raises
-``FailpointError`` there (an operation that fails); ``kill`` sends SIGKILL to this process (a holder
-killed by an operator, the OOM killer or Airflow), which no ``finally`` survives.
+``FailpointError`` there (an operation that fails); ``once`` raises it the first time only (in this
+process: a fault that a retry gets past); ``kill`` sends SIGKILL to this process (a holder killed by
+an operator, the OOM killer or Airflow), which no ``finally`` survives.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ import signal
 from streamops.exceptions import StreamopsError
 
 ENV = "STREAMOPS_FAILPOINTS"
-ACTIONS = ("raise", "kill")
+ACTIONS = ("raise", "once", "kill")
+#: failpoints with ``once`` that fired in this process
+_fired: set[str] = set()
 
 
 class FailpointError(StreamopsError):
@@ -43,5 +46,10 @@ def hit(name: str) -> None:
     action = armed().get(name)
     if action == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
+    if action == "once":
+        if name in _fired:
+            return
+        _fired.add(name)
+        action = "raise"
     if action == "raise":
         raise FailpointError(f"failpoint {name} fired ({ENV})")

@@ -330,7 +330,7 @@ class AppDriver:
                 beat = time.monotonic()
                 update_heartbeat(hb, status="running")
                 self.reporter.report(status="running", executors=self._executors())
-            if self.targets is not None and self._at_end(query, committer, ckpt):
+            if self.targets is not None and self._at_end(committer, ckpt):
                 self.stop.set()
             if self.stop.is_set():
                 self._stop(query, committer, ckpt)
@@ -338,12 +338,17 @@ class AppDriver:
             time.sleep(0.2)
         return False
 
-    def _at_end(self, query, committer, ckpt: Path) -> bool:
-        """A bounded run's end: its targets read and committed, and stream time settled."""
-        progress = query.lastProgress
-        return bool(progress and _reached(progress["sources"][0].get("endOffset"), self.targets) and
-                    committer.last_committed >= progress["batchId"] and
-                    (self.advance_clocks is None or time_settled(ckpt)))
+    def _at_end(self, committer, ckpt: Path) -> bool:
+        """A bounded run's end: its targets read and committed, and stream time settled.
+
+        Read from the checkpoint, not from the query's progress: a query that has nothing left to
+        read runs no batch and reports no progress (a driver started on a checkpoint at the end of
+        its input, or a query restarted after its last batch), and it used to wait for ever."""
+        if not _reached(layout.next_offsets(ckpt), self.targets):
+            return False
+        last = layout.last_committed_batch(ckpt)
+        return ((last is None or committer.last_committed >= last) and
+                (self.advance_clocks is None or time_settled(ckpt)))
 
     def _stop(self, query, committer, ckpt: Path) -> None:
         """Stop at a batch boundary; a bounded run's next range starts at its bound."""
@@ -384,11 +389,10 @@ def time_settled(ckpt: Path) -> bool:
     return (layout.batch_watermark(ckpt, batch) or 0) >= clocks.watermark
 
 
-def _reached(end_offset_json: str | dict | None, targets: dict[str, dict[str, int]]) -> bool:
-    if not end_offset_json:
-        return False
-    got = json.loads(end_offset_json) if isinstance(end_offset_json, str) else end_offset_json
-    return all(int(got.get(t, {}).get(p, -1)) >= off for t, parts in targets.items() for p, off in parts.items())
+def _reached(next_offsets: dict[tuple[str, int], int], targets: dict[str, dict[str, int]]) -> bool:
+    """Every target partition read up to its target (``layout.next_offsets``; a partition the
+    checkpoint never read is at 0: an empty one is reached)."""
+    return all(next_offsets.get((t, int(p)), 0) >= off for t, parts in targets.items() for p, off in parts.items())
 
 
 def _lock_checkpoint(spec: AppSpec, settings: Settings, *, wait_s: float):

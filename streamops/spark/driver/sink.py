@@ -22,6 +22,7 @@ from typing import Any
 
 from streamops.app.dir import write_json
 from streamops.checkpoints import layout
+from streamops.host import failpoints
 from streamops.spark.driver.live import LiveControl, control_step
 from streamops.spark.driver.report import BatchFacts, ObservedReporter, dlq_reasons, prometheus_url
 from streamops.spark.kafka_io import clamp_to_bound
@@ -61,6 +62,7 @@ class BatchSink:
         if self.stop_at is not None:  # a bounded read consumed nothing past its bound
             end = clamp_to_bound(end, self.stop_at)
         written = self.committer.commit(batch_id, records, input_end=end, marker_extra=extra)
+        failpoints.hit("sink.committed")  # committed in Kafka, not yet in Spark's commit log
         t3 = time.monotonic()
         self._report(batch_id, records, written, resized, (t0, t1, t2, t3))
 

@@ -381,3 +381,27 @@ def test_a_reset_killed_or_failing_half_way_is_undone_exactly(app_factory) -> No
     marker = last_marker(app.kafka, spec.commits_topic, APP)
     assert sorted(marker["input_recreated"]["user-events"]) == [str(p) for p in range(6)]
 
+
+
+
+def test_a_bounded_run_ends_after_a_restart_past_its_last_batch_or_with_nothing_to_read(app_factory,
+                                                                                      monkeypatch) -> None:
+    """``--exit-at-end`` decides from the checkpoint, not the query's progress. The sink fails once
+    after its batch's transaction committed, before Spark's commit log has the batch: the query
+    restarts in the driver, replays the batch without writing it twice, and the run ends, exact.
+    Then a run on the checkpoint already at the end of its input: no batch to run, it ends at once
+    and writes nothing (it used to wait for a progress report that never came, until killed; so
+    did a query restarted right after its last batch: a heartbeat write failed so in a suite run)."""
+    app = app_factory("ua-bounded-end", master=LOCAL)
+    app.produce(3_000, users=300, seed=12)
+    monkeypatch.setenv("STREAMOPS_FAILPOINTS", "sink.committed=once")  # the driver's environment
+    app.run_to_end("--max-offsets-per-trigger", "1000", "--trigger-interval", "0 seconds", timeout=240)
+    monkeypatch.delenv("STREAMOPS_FAILPOINTS")
+    log = app.log_tail(400)
+    assert "failpoint sink.committed fired" in log and "restart 1/10 from the checkpoint" in log, log[-3000:]
+    _exact(app, 3_000)
+    batch, sinks = app.committed_batch(), _sinks(app)
+
+    app.run_to_end("--trigger-interval", "0 seconds", timeout=90)
+    assert app.committed_batch() == batch and _sinks(app) == sinks
+    _exact(app, 3_000)

@@ -29,5 +29,15 @@ def test_raise_and_kill(monkeypatch) -> None:
 
 
 def test_an_unknown_action_is_an_error() -> None:
-    with pytest.raises(failpoints.FailpointError, match="must be one of raise, kill"):
+    with pytest.raises(failpoints.FailpointError, match="must be one of raise, once, kill"):
         failpoints.armed("reset.rewind=explode")
+
+
+def test_once_raises_the_first_time_only(monkeypatch) -> None:
+    """A fault a retry gets past (the driver's sink failing after its commit, then restarting)."""
+    monkeypatch.setenv(failpoints.ENV, "sink.committed=once")
+    monkeypatch.setattr(failpoints, "_fired", set())
+    with pytest.raises(failpoints.FailpointError, match="failpoint sink.committed fired"):
+        failpoints.hit("sink.committed")
+    failpoints.hit("sink.committed")
+    failpoints.hit("sink.committed")
