@@ -2,7 +2,7 @@
 visible to a read_committed consumer of the output, under a steady background load.
 
     .venv/bin/python bench/latency.py [--rates 1000,5000] [--seconds 60] [--warmup 20] \
-        [--baseline-rev 86a6d76] [--master local[2]]
+        [--baseline-rev 86a6d76] [--master local[2]] [--triggers "2 seconds,500 ms"]
 
 For each side (this revision; ``--baseline-rev`` in a git worktree, run with this venv) and each
 rate: a fresh broker, the ``user_activity`` driver with the spec's defaults (its trigger interval
@@ -11,7 +11,9 @@ and every 0.25 s one probe: a valid login of a user of its own (``probe-N``). A 
 consumer of the output topic notes when each probe user's profile appears. Latency = that time -
 the time just before the probe was produced. The clock starts once the driver has committed its
 first batch (its start is not measured); probes of the first ``--warmup`` seconds are left out (the first batches also start the Python workers and the state stores); probes never seen
-within 30 s of the end count as lost (there should be none). The default baseline, 86a6d76, read
+within 30 s of the end count as lost (there should be none). ``--triggers``: this revision once per
+trigger interval given (the driver's ``--trigger-interval``), each on its own broker, instead of
+once with the spec's. The default baseline, 86a6d76, read
 Kafka with the streamops Python data source; this revision reads with Spark's own connector.
 """
 
@@ -38,12 +40,13 @@ APP = "user_activity"
 PROBE_EVERY_S = 0.25
 
 
-def start_driver(settings: Settings, master: str, checkout: Path | None) -> subprocess.Popen:
+def start_driver(settings: Settings, master: str, checkout: Path | None, trigger: str | None = None) -> subprocess.Popen:
     env = {**os.environ, **settings.env(), "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": settings.host}
     if checkout is not None:
         env.update({"PYTHONPATH": str(checkout), "STREAMOPS_REPO": str(checkout)})
     log = open(settings.state_dir / "bench-driver.log", "wb")  # noqa: SIM115 - the driver's, closed by the OS
-    return subprocess.Popen([sys.executable, "-m", driver_module(checkout), "--app", APP, "--master", master],
+    more = ["--trigger-interval", trigger] if trigger else []
+    return subprocess.Popen([sys.executable, "-m", driver_module(checkout), "--app", APP, "--master", master, *more],
                             env=env, stdout=log, stderr=subprocess.STDOUT, cwd=checkout or settings.state_dir)
 
 
@@ -107,7 +110,7 @@ def probe_value(user: str) -> bytes:
 
 
 def measure(settings: Settings, rate: int, seconds: float, warmup: float, master: str,
-            checkout: Path | None) -> dict:
+            checkout: Path | None, trigger: str | None = None) -> dict:
     from confluent_kafka import Producer
 
     from streamops.app.topics import app_topic_specs
@@ -119,7 +122,7 @@ def measure(settings: Settings, rate: int, seconds: float, warmup: float, master
                   [TopicSpec(name=spec.input_topics[0], partitions=spec.input_partitions)])
     watcher = Watcher(settings.kafka_bootstrap, spec.live_output_topic)
     watcher.start()
-    driver = start_driver(settings, master, checkout)
+    driver = start_driver(settings, master, checkout, trigger)
     feeder = Feeder(settings.kafka_bootstrap, rate)
     feeder.start()
     probes: dict[str, float] = {}
@@ -175,6 +178,8 @@ def main() -> None:
     ap.add_argument("--warmup", type=float, default=20.0)
     ap.add_argument("--baseline-rev", default="86a6d76", help="'' to skip")
     ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--triggers", default="", help="comma-separated trigger intervals to run this revision "
+                    "with, e.g. '2 seconds,500 ms' (default: the spec's)")
     args = ap.parse_args()
     rates = [int(r) for r in args.rates.split(",")]
     rows = []
@@ -184,15 +189,19 @@ def main() -> None:
             checkout = Path(tmp) / "baseline"
             subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "-q", str(checkout),
                             args.baseline_rev], check=True)
-        sides = [("this revision", None)] + ([(args.baseline_rev, checkout)] if checkout else [])
+        triggers = [t.strip() for t in args.triggers.split(",") if t.strip()]
+        sides: list[tuple[str, Path | None, str | None]] = (
+            [(f"this revision, trigger {t}", None, t) for t in triggers] if triggers else
+            [("this revision", None, None)])
+        sides += [(args.baseline_rev, checkout, None)] if checkout else []
         try:
             results: dict[tuple[int, str], dict] = {}
             for rate in rates:
-                for name, tree in sides:
+                for name, tree, trigger in sides:
                     settings = isolated_settings(Path(tmp) / f"{rate}-{name.replace(' ', '-')}")
                     try:
                         manager.up(settings, only=["kafka"])
-                        r = measure(settings, rate, args.seconds, args.warmup, args.master, tree)
+                        r = measure(settings, rate, args.seconds, args.warmup, args.master, tree, trigger)
                     finally:
                         manager.down(settings)
                         shutil.rmtree(settings.state_dir, ignore_errors=True)
@@ -204,14 +213,15 @@ def main() -> None:
                 subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(checkout)], check=False)
     for rate in rates:
         base = results.get((rate, sides[-1][0]))
-        for name, _tree in sides:
+        for name, _tree, _trigger in sides:
             r = results[(rate, name)]
             ratio = f"{r['p50'] / base['p50']:.2f}" if base else "-"
             rows.append([f"{rate:,}/s", name, f"{r['p50']:.2f}", f"{r['p99']:.2f}", f"{r['max']:.2f}",
                          str(r["probes"]), str(r["lost"]), ratio])
+    which = "the trigger intervals named" if triggers else "the spec's trigger interval"
     print(f"# bench/latency.py — {args.seconds:.0f} s per point after {args.warmup:.0f} s warm-up, "
-          f"master {args.master}, the spec's trigger interval\n")
-    print(table(["load", "side", "p50 s", "p99 s", "max s", "probes", "lost", "p50 ratio to the baseline"], rows))
+          f"master {args.master}, {which}\n")
+    print(table(["load", "side", "p50 s", "p99 s", "max s", "probes", "lost", "p50 ratio to the last side"], rows))
 
 
 if __name__ == "__main__":
