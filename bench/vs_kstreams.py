@@ -80,6 +80,7 @@ from jobs.demo import contract as c
 from jobs.demo.fold import fold, profile_json, validate
 from streamops.platform import manager
 from streamops.settings import Settings
+from streamops.spec import default_spec_path, get_app, load_specs
 
 PEER = REPO / "bench" / "peers" / "kstreams"
 PEER_JAR = PEER / "target" / "kstreams-peer.jar"
@@ -343,7 +344,8 @@ def throughput_run(settings: Settings, jar: Path, run: int, args: argparse.Names
             rates["streamops, all batches"].append(r["rate"])
             rates["streamops, steady (batches 2..n)"].append(r["steady_rate"])
             rates["streamops, wall (incl. driver start)"].append(r["wall_rate"])
-            note = check_side(settings, side, c.OUTPUT_TOPIC, c.DLQ_TOPIC, expected)
+            spec = get_app(load_specs(default_spec_path(REPO)), c.APP)
+            note = check_side(settings, side, spec.live_output_topic, spec.dlq_topic, expected)
             print(f"run {run + 1}: streamops {r['rate']:,.0f} rec/s (steady {r['steady_rate']:,.0f}, wall "
                   f"{r['wall_rate']:,.0f}; {r['batches']} batches); {note}", flush=True)
 

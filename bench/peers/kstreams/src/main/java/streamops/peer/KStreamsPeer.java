@@ -195,8 +195,9 @@ public final class KStreamsPeer {
 
         @Override
         public void process(Record<byte[], byte[]> record) {
-            long now = System.nanoTime();
-            FIRST_NANOS.compareAndSet(0, now);
+            if (FIRST_NANOS.get() == 0) {
+                FIRST_NANOS.compareAndSet(0, System.nanoTime());
+            }
             Contract.Checked c = Contract.validate(record.value());
             RecordMetadata meta = context.recordMetadata().orElseThrow();
             if (c.reason() != null) {
