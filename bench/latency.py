@@ -28,6 +28,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -111,8 +112,7 @@ def probe_value(user: str) -> bytes:
 
 def measure(settings: Settings, rate: int, seconds: float, warmup: float, master: str,
             checkout: Path | None, trigger: str | None = None) -> dict:
-    from confluent_kafka import Producer
-
+    from streamops.app.dir import AppDir
     from streamops.app.topics import app_topic_specs
     from streamops.kafka.admin import TopicSpec, ensure_topics
     from streamops.spec import default_spec_path, get_app, load_specs
@@ -120,26 +120,41 @@ def measure(settings: Settings, rate: int, seconds: float, warmup: float, master
     spec = get_app(load_specs(default_spec_path(REPO)), APP)
     ensure_topics(settings.kafka_bootstrap, [t for t in app_topic_specs(spec).values()] +
                   [TopicSpec(name=spec.input_topics[0], partitions=spec.input_partitions)])
-    watcher = Watcher(settings.kafka_bootstrap, spec.live_output_topic)
+    beat = AppDir.of(settings, APP).heartbeat
+
+    def committed(_proc: subprocess.Popen) -> bool:  # the driver's start is not measured
+        return beat.exists() and json.loads(beat.read_text() or "{}").get("batch_id") is not None
+
+    return probe_latency(settings.kafka_bootstrap, spec.live_output_topic, rate, seconds, warmup,
+                         start=lambda: start_driver(settings, master, checkout, trigger), ready=committed,
+                         log=settings.state_dir / "bench-driver.log", what="the driver")
+
+
+def probe_latency(bootstrap: str, output_topic: str, rate: int, seconds: float, warmup: float, *,
+                  start: Callable[[], subprocess.Popen], ready: Callable[[subprocess.Popen], bool], log: Path,
+                  what: str) -> dict:
+    """The probes against the process ``start`` gives (writing ``output_topic``, logging to ``log``),
+    under the feeder's load, once ``ready`` says it has started; the process is stopped at the end."""
+    from confluent_kafka import Producer
+
+    watcher = Watcher(bootstrap, output_topic)
     watcher.start()
-    driver = start_driver(settings, master, checkout, trigger)
-    feeder = Feeder(settings.kafka_bootstrap, rate)
+    driver = start()
+    feeder = Feeder(bootstrap, rate)
     feeder.start()
     probes: dict[str, float] = {}
-    out = Producer({"bootstrap.servers": settings.kafka_bootstrap, "linger.ms": 0, "log_level": 0})
+    out = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "log_level": 0})
     try:
-        from streamops.app.dir import AppDir
-
-        beat, deadline = AppDir.of(settings, APP).heartbeat, time.monotonic() + 300
-        while not (beat.exists() and json.loads(beat.read_text() or "{}").get("batch_id") is not None):
-            if driver.poll() is not None or time.monotonic() > deadline:  # the driver's start is not measured
-                raise SystemExit(f"the driver did not commit a batch: {settings.state_dir / 'bench-driver.log'}")
+        deadline = time.monotonic() + 300
+        while not ready(driver):
+            if driver.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"{what} did not start: {log}")
             time.sleep(0.5)
         t0 = time.monotonic()
         n = 0
         while time.monotonic() - t0 < warmup + seconds:
             if driver.poll() is not None:
-                raise SystemExit(f"the driver exited {driver.returncode}: {settings.state_dir / 'bench-driver.log'}")
+                raise SystemExit(f"{what} exited {driver.returncode}: {log}")
             user = f"probe-{n:06d}"
             sent = time.time()
             out.produce("user-events", key=user.encode(), value=probe_value(user))
@@ -165,10 +180,10 @@ def measure(settings: Settings, rate: int, seconds: float, warmup: float, master
     lat = sorted(watcher.seen[u] - t for u, t in probes.items() if u in watcher.seen)
     lost = sum(1 for u in probes if u not in watcher.seen)
     if not lat:
-        log = (settings.state_dir / "bench-driver.log").read_text(errors="replace")
-        raise SystemExit(f"no probe was seen ({len(probes)} sent); the driver log's end:\n{log[-3000:]}")
-    return {"p50": lat[len(lat) // 2], "p99": lat[min(len(lat) - 1, int(len(lat) * 0.99))], "max": lat[-1],
-            "probes": len(probes), "lost": lost}
+        raise SystemExit(f"no probe was seen ({len(probes)} sent); the end of {log}:\n"
+                         f"{log.read_text(errors='replace')[-3000:]}")
+    return {"p50": lat[len(lat) // 2], "p90": lat[min(len(lat) - 1, int(len(lat) * 0.9))],
+            "p99": lat[min(len(lat) - 1, int(len(lat) * 0.99))], "max": lat[-1], "probes": len(probes), "lost": lost}
 
 
 def main() -> None:
