@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -213,7 +214,7 @@ def main() -> None:
             results: dict[tuple[int, str], dict] = {}
             for rate in rates:
                 for name, tree, trigger in sides:
-                    settings = isolated_settings(Path(tmp) / f"{rate}-{name.replace(' ', '-')}")
+                    settings = isolated_settings(Path(tmp) / f"{rate}-{re.sub(r'[^A-Za-z0-9]+', '-', name)}")  # no comma: log.dirs
                     try:
                         manager.up(settings, only=["kafka"])
                         r = measure(settings, rate, args.seconds, args.warmup, args.master, tree, trigger)
