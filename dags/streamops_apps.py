@@ -80,7 +80,10 @@ STOP_FIRST = Param(False, type="boolean", title="Stop first",
 
 
 def app_param() -> Param:
-    return Param(APPS[0], type="string", enum=APPS, title="App", description="An app from include/streams.yaml.")
+    """Required and empty: a run is refused until someone chooses the app (the first app of the
+    spec as a default made a Trigger pressed without looking stop or resize it). The Streams page's
+    forms fill in the app they show."""
+    return Param(type="string", enum=APPS, title="App", description="An app from include/streams.yaml.")
 
 
 def parallelism_param(default: int | None, *, nullable: bool, description: str) -> Param:

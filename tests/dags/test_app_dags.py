@@ -62,6 +62,17 @@ def test_dags_are_generated_from_the_specs(dags) -> None:
     assert dags["streamops_deploy"].params.get_param("parallelism").schema["type"] == ["null", "integer"]
 
 
+def test_the_operation_forms_start_without_an_app(dags, ledger) -> None:
+    """No app is chosen for the user: a run without one is refused, whatever the operation."""
+    from airflow.sdk.exceptions import ParamValidationError
+
+    for dag_id in ("streamops_deploy", "streamops_resize", "streamops_stop", "streamops_reset"):
+        assert not dags[dag_id].params.get_param("app").has_value, dag_id
+    with pytest.raises(ParamValidationError, match="app"):
+        dags["streamops_stop"].test(run_conf={})
+    assert ledger.operations("enriched_orders") == [] and ledger.desired("enriched_orders") is None
+
+
 @pytest.mark.parametrize("conf, message", [
     ({"app": "user_activity", "parallelism": 99}, "greater than the maximum"),
     ({"app": "user_activity", "parallelism": 0}, "less than the minimum"),
