@@ -225,9 +225,11 @@ def test_schedules_paused_in_the_spec_leaves_an_apps_dags_manual_only(tmp_path, 
 def test_promote_form_defaults_to_a_dry_run_and_validates_the_version(dags, ledger) -> None:
     from airflow.sdk.exceptions import ParamValidationError
 
+    from streamops.spec import default_spec_path, load_specs
+
     form = dags["streamops_promote"].params
     assert form.get_param("dry_run").value is True
-    assert form.get_param("app").schema["enum"] == ["enriched_orders", "orders", "page_stats", "recent_pages", "sessions", "user_activity"]
+    assert form.get_param("app").schema["enum"] == sorted(load_specs(default_spec_path(REPO)))
     with pytest.raises(ParamValidationError, match="does not match"):
         dags["streamops_promote"].test(run_conf={"app": "user_activity", "output_version": "2"})
     assert ledger.operations("user_activity") == []

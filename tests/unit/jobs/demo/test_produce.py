@@ -45,9 +45,17 @@ def test_usage_errors_exit_2_and_name_the_option(argv: list[str], needle: str,
     assert "usage: streamops produce" in err and needle in err, err
 
 
+def _spec_topics() -> list[str]:
+    """Every topic the repo's apps read (a user's apps too)."""
+    from streamops.settings import default_repo
+    from streamops.spec import default_spec_path, load_specs
+
+    return sorted({t for s in load_specs(default_spec_path(default_repo())).values() for t in s.input_topics})
+
+
 @pytest.mark.parametrize(("target", "argv", "needle"), [
     ("some-topic", ["--events", "10"], "'some-topic' is neither an app nor a topic an app reads"),
-    ("some-topic", ["--events", "10"], "topics they read: clicks, orders, orders-placed, page-views, page-visits, product-prices, user-events"),
+    ("some-topic", ["--events", "10"], "topics they read: " + ", ".join(_spec_topics())),
     ("user-events", ["--users", "5"], "give exactly one of --events N or --from-file"),
     ("page_stats", [], "exactly one of --events N or --from-file"),
     ("page_stats", ["--events", "1", "--from-file", "x.jsonl"], "exactly one of --events N or --from-file"),
