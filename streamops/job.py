@@ -319,6 +319,24 @@ class Job(Generic[E, S]):
 Generated = tuple[bytes | None, bytes] | tuple[str, bytes | None, bytes]
 
 
+#: the platform's reason for an event whose ``key`` UTF-8 cannot encode (a lone surrogate, from a
+#: JSON escape such as ``"\ud800"``): Kafka keys, Arrow's strings and the state store hold UTF-8
+BAD_KEY = "bad_key"
+
+
+def key_or_reject(job: Job, event: Any) -> str | Reject:
+    """``job.key(event)``, or ``Reject(BAD_KEY)`` for a key that is not UTF-8 text: such a key used
+    to fail its micro-batch, and so the app, for ever. Every place that keys parsed events (the
+    executors' parse, ``check``'s fold, ``app lint``, ``produce``) goes through here."""
+    key = job.key(event)
+    if isinstance(key, str):
+        try:
+            key.encode("utf-8")
+        except UnicodeEncodeError:
+            return Reject(BAD_KEY)
+    return key
+
+
 def topic_records(items: Iterable[Generated], topics: Sequence[str], *, source: str = "generate()"
                   ) -> Iterator[tuple[str, bytes | None, bytes]]:
     """``generate``'s records as ``(topic, key, value)``: a pair goes to ``topics[0]``; a triple

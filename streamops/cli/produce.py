@@ -295,12 +295,13 @@ def keyed_lines(job_cls: type, topic: str, lines: list[bytes]) -> Iterator[tuple
     """Each line as a record value, keyed by the job's key for it, so that one key's records share a
     partition (order-dependent jobs need that); a line the job rejects goes unkeyed (the app sends
     it to its DLQ)."""
-    from streamops.job import Record, Reject
+    from streamops.job import Record, Reject, key_or_reject
 
     job = job_cls()
     for i, value in enumerate(lines):
         parsed = job.parse(Record(topic, -1, i, None, value))
-        yield (None if isinstance(parsed, Reject) else job.key(parsed).encode()), value
+        key = parsed if isinstance(parsed, Reject) else key_or_reject(job, parsed)
+        yield (None if isinstance(key, Reject) else key.encode()), value
 
 
 def _keyed_lines(job_cls: type, files: dict[str, list[bytes]]) -> Iterator[tuple[str, bytes | None, bytes]]:

@@ -29,6 +29,7 @@ from streamops.job import (
     JsonSerde,
     Record,
     Reject,
+    key_or_reject,
     topic_records,
     validate_job,
 )
@@ -140,7 +141,10 @@ def _parse(job_cls: type[Job], records: list[Record]) -> str:
                 raise _Failed(f"record {r.partition}/{r.offset}: a Reject needs a non-empty reason")
             rejected += 1
         else:
-            key = job.key(parsed)
+            key = key_or_reject(job, parsed)
+            if isinstance(key, Reject):  # not UTF-8 text: the platform rejects it (BAD_KEY)
+                rejected += 1
+                continue
             if not isinstance(key, str):
                 raise _Failed(f"key() must return a str, got {type(key).__name__} for record {r.partition}/{r.offset}")
             events += 1
@@ -271,8 +275,9 @@ def key_partitions(job_cls: type[Job], records: Iterable[Record]) -> dict[str, s
     where: dict[str, set[tuple[str, int]]] = {}
     for r in records:
         parsed = job.parse(r)
-        if not isinstance(parsed, Reject):
-            where.setdefault(job.key(parsed), set()).add((r.topic, r.partition))
+        key = parsed if isinstance(parsed, Reject) else key_or_reject(job, parsed)
+        if not isinstance(key, Reject):
+            where.setdefault(key, set()).add((r.topic, r.partition))
     return where
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streamops import named_state, stream_time
-from streamops.job import Job, JsonSerde, Record, Reject, fold_fields
+from streamops.job import Job, JsonSerde, Record, Reject, fold_fields, key_or_reject
 from streamops.stream_time import Partition, Timed
 
 _JSON = JsonSerde()
@@ -106,7 +106,10 @@ def timed_items(job: Job, records: Iterable[Record], out: Expected, partitions: 
         if ts is None:
             out.rejected[(r.topic, r.partition, r.offset)] = stream_time.BAD_TIMESTAMP
             continue
-        k = job.key(parsed)
+        k = key_or_reject(job, parsed)
+        if isinstance(k, Reject):
+            out.rejected[(r.topic, r.partition, r.offset)] = k.reason
+            continue
         _note_partition(out, k, r)
         before = stream_time.advance(clocks, (r.topic, r.partition), ts)
         items.setdefault(k, []).append(Timed((r.topic, r.partition, r.offset), parsed, ts, before))
@@ -159,10 +162,10 @@ def _parsed(job: Job, records: Iterable[Record], out: Expected) -> Iterator[tupl
     for r in records:
         out.records += 1
         parsed = job.parse(r)
-        if isinstance(parsed, Reject):
-            out.rejected[(r.topic, r.partition, r.offset)] = parsed.reason
+        k = parsed if isinstance(parsed, Reject) else key_or_reject(job, parsed)
+        if isinstance(k, Reject):
+            out.rejected[(r.topic, r.partition, r.offset)] = k.reason
         else:
-            k = job.key(parsed)
             _note_partition(out, k, r)
             yield (r.topic, r.partition, r.offset), k, parsed
 

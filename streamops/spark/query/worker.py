@@ -25,7 +25,7 @@ from typing import Any
 import pyarrow as pa
 
 from streamops.arrow import DLQ_COLUMNS
-from streamops.job import Job, Record, Reject
+from streamops.job import Job, Record, Reject, key_or_reject
 from streamops.spark.query.records import OUTPUT_JSON
 
 #: the lane of rejected records in an update job's grouping key (events: 0)
@@ -76,7 +76,9 @@ def parse_aggregate(job_cls: type[Job], schema: pa.Schema):
             cols: dict[str, list] = {f.name: [] for f in schema}
             for r in _records(b):
                 parsed = job.parse(r)
-                if isinstance(parsed, Reject):
+                key = parsed if isinstance(parsed, Reject) else key_or_reject(job, parsed)
+                if isinstance(key, Reject):
+                    parsed = key
                     cols[key_name].append(None)
                     for f in fields:
                         cols[f].append(None)
@@ -85,7 +87,7 @@ def parse_aggregate(job_cls: type[Job], schema: pa.Schema):
                     cols["raw_value"].append(r.value)
                 else:
                     contribution = job.contribute(parsed)
-                    cols[key_name].append(job.key(parsed))
+                    cols[key_name].append(key)
                     for f in fields:
                         cols[f].append(contribution.get(f))
                     cols["reason"].append(None)
@@ -119,11 +121,12 @@ def parse_update(job_cls: type[Job], *, checkpoint: Path | None = None, ticks_to
             cols: dict[str, list] = {f.name: [] for f in _UPDATE_PARSED}
             for r in _records(b):
                 parsed = job.parse(r)
-                rejected = isinstance(parsed, Reject)
-                cols["key"].append(f"{r.topic}/{r.partition}" if rejected else job.key(parsed))
+                key = parsed if isinstance(parsed, Reject) else key_or_reject(job, parsed)
+                rejected = isinstance(key, Reject)
+                cols["key"].append(f"{r.topic}/{r.partition}" if rejected else key)
                 cols["lane"].append(REJECT_LANE if rejected else 0)
                 cols["ev"].append(None if rejected else pickle.dumps(parsed, protocol=5))
-                cols["reason"].append(parsed.reason if rejected else None)
+                cols["reason"].append(key.reason if rejected else None)
                 cols["raw_key"].append(r.key if rejected or keep_raw else None)
                 cols["raw_value"].append(r.value if rejected or keep_raw else None)
                 cols["src_topic"].append(r.topic)
@@ -177,14 +180,16 @@ def parse_timed(job_cls: type[Job], checkpoint: Path | None, ticks_topic: str | 
                     continue
                 parsed = job.parse(r)
                 ts = None if isinstance(parsed, Reject) else stream_time.event_time(job, parsed, r.timestamp_ms)
-                if ts is None:
-                    reason = parsed.reason if isinstance(parsed, Reject) else stream_time.BAD_TIMESTAMP
+                key = key_or_reject(job, parsed) if ts is not None else None
+                if ts is None or isinstance(key, Reject):
+                    reason = (parsed.reason if isinstance(parsed, Reject) else
+                              key.reason if isinstance(key, Reject) else stream_time.BAD_TIMESTAMP)
                     rows.append((f"{r.topic}/{r.partition}", REJECT_LANE, None, reason, r.key, r.value, *where,
                                  NO_TIME, NO_TIME, wm_ms))
                     continue
                 before = stream_time.advance(running, (r.topic, r.partition), ts)
                 seen.add((r.topic, r.partition))
-                rows.append((job.key(parsed), 0, pickle.dumps(parsed, protocol=5), None, r.key, r.value, *where, ts,
+                rows.append((key, 0, pickle.dumps(parsed, protocol=5), None, r.key, r.value, *where, ts,
                              NO_TIME if before is None else before, wm_ms))
             yield _timed_batch(rows)
         if seen:

@@ -21,8 +21,9 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from streamops.app.marker import last_marker
-from streamops.app.topics import H_TRUNCATED, transactional_id
+from streamops.app.topics import H_REASON, H_TRUNCATED, transactional_id
 from streamops.checkpoints import layout, lineage
+from streamops.job import BAD_KEY
 from streamops.kafka.admin import TopicSpec, end_offsets, ensure_topics, recreate_topic
 from streamops.kafka.config import KafkaConfig
 from streamops.kafka.read import latest_per_key, read_topic
@@ -394,14 +395,21 @@ def test_a_bounded_run_ends_after_a_restart_past_its_last_batch_or_with_nothing_
     did a query restarted right after its last batch: a heartbeat write failed so in a suite run)."""
     app = app_factory("ua-bounded-end", master=LOCAL)
     app.produce(3_000, users=300, seed=12)
+    # and a poison key: valid JSON whose user id is a lone surrogate, which UTF-8 cannot encode; it
+    # used to fail every batch that read it (the DLQ now has it as bad_key)
+    p = Producer({"bootstrap.servers": app.settings.kafka_bootstrap})
+    p.produce("user-events", key=b"u-bad", value=b'{"user_id": "u\\ud800", "event_type": "login", "amount": 0, "ts": 5}')
+    assert p.flush(30) == 0
     monkeypatch.setenv("STREAMOPS_FAILPOINTS", "sink.committed=once")  # the driver's environment
     app.run_to_end("--max-offsets-per-trigger", "1000", "--trigger-interval", "0 seconds", timeout=240)
     monkeypatch.delenv("STREAMOPS_FAILPOINTS")
     log = app.log_tail(400)
     assert "failpoint sink.committed fired" in log and "restart 1/10 from the checkpoint" in log, log[-3000:]
-    _exact(app, 3_000)
+    _exact(app, 3_001)
+    (bad,) = [m for m in read_topic(app.settings.kafka_bootstrap, "user-events.dlq") if m.key() == b"u-bad"]
+    assert dict(bad.headers())[H_REASON] == BAD_KEY.encode()
     batch, sinks = app.committed_batch(), _sinks(app)
 
     app.run_to_end("--trigger-interval", "0 seconds", timeout=90)
     assert app.committed_batch() == batch and _sinks(app) == sinks
-    _exact(app, 3_000)
+    _exact(app, 3_001)
