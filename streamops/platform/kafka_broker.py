@@ -159,6 +159,9 @@ def read_meta(path: Path) -> dict[str, str]:
 def prepare_storage(settings: Settings, env: dict[str, str]) -> str:
     """Format the storage on the first start; check it on the others. Returns what was done."""
     data = data_dir(settings)
+    if "," in str(data):  # Kafka splits log.dirs at commas: it would format other folders (one relative to the cwd)
+        raise KafkaStorageError(f"{data}: the broker's storage path may not hold a comma (Kafka's log.dirs is a "
+                                f"comma-separated list); choose a STREAMOPS_HOME without one")
     meta = data / "meta.properties"
     if meta.is_file():
         try:

@@ -136,3 +136,14 @@ def test_no_spark_jars_where_spark_already_has_the_connector(tmp_path: Path, mon
         jars.spark_conf()
     (tmp_path / "pyspark" / "jars" / "spark-sql-kafka-0-10_2.13-4.2.0.jar").write_bytes(b"")
     assert jars.spark_conf() == {}
+
+
+def test_a_storage_path_with_a_comma_is_refused_before_anything_is_formatted(tmp_path: Path,
+                                                                            monkeypatch) -> None:
+    """Kafka reads log.dirs as a list: a home such as ``run-trigger-2,seconds`` made it format two
+    folders, one of them relative to the working directory."""
+    monkeypatch.chdir(tmp_path)
+    s = _settings(tmp_path / "a,b")
+    with pytest.raises(KafkaStorageError, match="may not hold a comma"):
+        kafka_broker.prepare_storage(s, {})
+    assert list(tmp_path.iterdir()) == []  # nothing made, here or there
