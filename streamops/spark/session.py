@@ -8,6 +8,7 @@ import sys
 from streamops.host import jars
 from streamops.settings import Settings
 from streamops.spark import pydaemon
+from streamops.spark.checkpoint_files import checkpoint_files_conf
 from streamops.spec import AppSpec
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -66,6 +67,7 @@ def session_conf(spec: AppSpec, settings: Settings, *, parallelism: int | None =
         "spark.pyspark.driver.python": sys.executable,
         **jars.spark_conf(),  # Spark's own Kafka connector, on the driver and every executor
         **pydaemon.conf(),  # Python workers import the installed pyspark (bytecode), not pyspark.zip
+        **checkpoint_files_conf(),  # checkpoint files written without a shell command per file
         **extra,
     }
 

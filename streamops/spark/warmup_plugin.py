@@ -43,7 +43,8 @@ def plugin_jar() -> Path | None:
         return PLUGIN_JAR
     javac = shutil.which("javac")
     if javac is None:
-        log.warning("no javac: new executors are not held for their warm-up (live scale-out pauses longer)")
+        log.warning("no javac: new executors are not held for their warm-up (live scale-out pauses longer), and "
+                    "checkpoint files are written by Spark's default manager (slower per batch)")
         return None
     import pyspark
 
@@ -54,7 +55,8 @@ def plugin_jar() -> Path | None:
         proc = subprocess.run([javac, "-nowarn", "-d", str(classes), "-cp", f"{jars}/*", *map(str, sources)],
                               capture_output=True, text=True, check=False)
         if proc.returncode != 0:
-            log.warning("the warm-up plugin did not compile (%s); going without it", proc.stderr.strip()[-500:])
+            log.warning("the plugin jar (warm-up, checkpoint files) did not compile (%s); going without it",
+                        proc.stderr.strip()[-500:])
             return None
         part = Path(tmp) / "plugin.jar"
         with zipfile.ZipFile(part, "w") as jar:
