@@ -13,7 +13,7 @@ the time just before the probe was produced. The clock starts once the driver ha
 first batch (its start is not measured); probes of the first ``--warmup`` seconds are left out (the first batches also start the Python workers and the state stores); probes never seen
 within 30 s of the end count as lost (there should be none). ``--triggers``: this revision once per
 trigger interval given (the driver's ``--trigger-interval``), each on its own broker, instead of
-once with the spec's. The default baseline, 86a6d76, read
+once with the spec's (and the baseline once per trigger too, each right after this revision's). The default baseline, 86a6d76, read
 Kafka with the streamops Python data source; this revision reads with Spark's own connector.
 """
 
@@ -205,11 +205,15 @@ def main() -> None:
             checkout = Path(tmp) / "baseline"
             subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "-q", str(checkout),
                             args.baseline_rev], check=True)
+            (checkout / ".jars").symlink_to(REPO / ".jars")  # the pinned jars: the same files
         triggers = [t.strip() for t in args.triggers.split(",") if t.strip()]
-        sides: list[tuple[str, Path | None, str | None]] = (
-            [(f"this revision, trigger {t}", None, t) for t in triggers] if triggers else
-            [("this revision", None, None)])
-        sides += [(args.baseline_rev, checkout, None)] if checkout else []
+        # each trigger for this revision, and for the baseline right after it (the ratio's reference)
+        sides: list[tuple[str, Path | None, str | None]] = []
+        for t in triggers or [None]:
+            when = f", trigger {t}" if t else ""
+            sides.append((f"this revision{when}", None, t))
+            if checkout:
+                sides.append((f"{args.baseline_rev}{when}", checkout, t))
         try:
             results: dict[tuple[int, str], dict] = {}
             for rate in rates:
@@ -228,8 +232,9 @@ def main() -> None:
             if checkout is not None:
                 subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(checkout)], check=False)
     for rate in rates:
-        base = results.get((rate, sides[-1][0]))
-        for name, _tree, _trigger in sides:
+        for name, _tree, trigger in sides:
+            ref = next((n for n, tree, t in sides if tree is not None and t == trigger), sides[-1][0])
+            base = results.get((rate, ref))
             r = results[(rate, name)]
             ratio = f"{r['p50'] / base['p50']:.2f}" if base else "-"
             rows.append([f"{rate:,}/s", name, f"{r['p50']:.2f}", f"{r['p99']:.2f}", f"{r['max']:.2f}",
@@ -237,7 +242,8 @@ def main() -> None:
     which = "the trigger intervals named" if triggers else "the spec's trigger interval"
     print(f"# bench/latency.py — {args.seconds:.0f} s per point after {args.warmup:.0f} s warm-up, "
           f"master {args.master}, {which}\n")
-    print(table(["load", "side", "p50 s", "p99 s", "max s", "probes", "lost", "p50 ratio to the last side"], rows))
+    print(table(["load", "side", "p50 s", "p99 s", "max s", "probes", "lost",
+                 "p50 ratio to the baseline at its trigger" if checkout else "p50 ratio to the last side"], rows))
 
 
 if __name__ == "__main__":

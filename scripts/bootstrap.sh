@@ -47,6 +47,10 @@ java_major() { java -version 2>&1 | sed -nE 's/.*version "(1\.)?([0-9]+).*/\2/p'
 if ! command -v java >/dev/null || [ "$(java_major)" -lt 17 ]; then
   apt_install openjdk-17-jre-headless
 fi
+# javac builds the plugin jar (streamops/spark/plugin: the warm-up plugin, the checkpoint file manager)
+if ! command -v javac >/dev/null; then
+  apt_install openjdk-17-jdk-headless
+fi
 
 # -- Maven, and the pinned jars: Apache Kafka (the embedded broker, its tools) and Spark's own
 # Kafka connector (include/maven/*.pom.xml, checked against include/maven/jars.sha256) -----------
