@@ -2,11 +2,12 @@
 each written once when it closes: its start, end, clicks and distinct pages.
 
 Input: JSON clicks keyed by user, ``{"user": str, "page": str, "ts": epoch ms}``. A session closes
-once stream time (the largest event time its input partition has shown) passes its last click by
+once stream time (the largest event time its input partition has shown) reaches its last click +
 ``GAP_MS + GRACE_MS``, also for a user who never clicks again: a timer, not the user's next click,
 closes it. A click more than ``GRACE_MS`` behind stream time is ``late`` (to the DLQ).
 
-Output, one record per session (key ``user@start``): ``{"user", "start", "end", "clicks", "pages"}``.
+Output, one record per session (key ``user@start``): ``{"user", "start", "end", "clicks", "pages"}``,
+``[start, end)``: ``start`` its first click, ``end`` one past its last (``streamops.windows``).
 """
 
 from __future__ import annotations

@@ -252,7 +252,8 @@ class Job(Generic[E, S]):
     def generate(self, events: int, seed: int) -> Iterator[Generated]:
         """``events`` sample input records, deterministic for a seed: ``(key, value)`` for the
         app's first input topic or ``(topic, key, value)``. It may take keyword-only options
-        (``users``, ``bad_ratio``, ``skew``: what ``streamops produce`` passes when given)."""
+        (what ``streamops produce`` passes when given): ``users`` an int >= 1, ``bad_ratio`` a float
+        in [0, 1], ``skew`` the string as typed (``"zipf:1.2"``), which ``generate`` parses itself."""
         raise NotImplementedError
 
     #: optional vectorized parser for ``aggregate`` jobs: pyarrow RecordBatch of the Kafka columns

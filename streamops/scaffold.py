@@ -15,7 +15,8 @@ from streamops.exceptions import UsageError
 
 JOB = '''"""App ``{name}``: per key, how many events and the total of their ``amount``.
 
-Input: JSON ``{{"key": str, "amount": number, "ts": epoch ms}}`` on ``{name}-input``, keyed by key.
+Input: JSON ``{{"key": str, "amount": number, "ts": epoch ms}}`` on ``{name}-input``, keyed by key;
+``ts`` within ``[MIN_TS, MAX_TS]``, the event times the platform accepts (``streamops.stream_time``).
 Edit ``parse``, the state and ``update`` into your job; ``streamops app lint {name}`` checks it.
 docs/writing-a-job.md explains each piece.
 """
@@ -29,6 +30,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from streamops.job import Job, Record, Reject, is_int, is_text, json_object
+from streamops.stream_time import MAX_TS, MIN_TS
 
 Event = dict[str, Any]
 State = dict[str, Any]  # {{"events": int, "total": float, "last_ts": int}}
@@ -46,7 +48,7 @@ class {cls}(Job[Event, State]):
         amount = obj.get("amount")
         if isinstance(amount, bool) or not isinstance(amount, (int, float)) or not math.isfinite(amount):
             return Reject("bad_amount")
-        if not is_int(obj.get("ts"), 0, 2**63 - 1):
+        if not is_int(obj.get("ts"), MIN_TS, MAX_TS):
             return Reject("bad_ts")
         return {{"key": obj["key"], "amount": amount, "ts": obj["ts"]}}
 

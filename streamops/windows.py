@@ -7,11 +7,16 @@ A ``WindowedJob`` declares ``parse``, ``key``, its ``windows`` and a small aggre
 
 - a window ``[start, end)`` closes once stream time reaches ``end + grace_ms``; an event for it after
   that is ``late`` (the platform's rule), so a closed window never changes;
-- a session is the events of a key with gaps below ``gap_ms``; it closes once stream time reaches
-  ``last event + gap_ms + grace_ms + 1``, also when its key gets no more events (a timer);
+- a session is the events of a key with gaps below ``gap_ms``, ``[first event, last event + 1)``
+  (the ``start, end`` that ``result`` and ``window_key`` get); it closes once stream time reaches
+  ``last event + gap_ms + grace_ms``, also when its key gets no more events (a timer);
 - sliding windows (``Sliding(size_ms)``) are Kafka Streams' and Flink SQL's ``RANGE`` windows: one
-  window per event, ``(ts - size_ms, ts]``, aggregating the key's events in it; it closes once
-  stream time reaches ``ts + grace_ms`` (a later event within grace may still fall in it).
+  window per event, ``(ts - size_ms, ts]``, i.e. ``[ts - size_ms + 1, ts + 1)``, aggregating the
+  key's events in it; it closes once stream time reaches ``ts + grace_ms + 1`` (an event at ``ts``
+  is still not late at ``ts + grace_ms``).
+
+docs/writing-a-job.md's table says the same; tests/unit/time/test_window_docs.py checks both
+against what the code does.
 
 The state is JSON: ``{"open": [[start, end, acc], ...], "closed": [...]}``, so every operation
 (savepoints, rebuild-state, verify) carries the windows and their timers.

@@ -35,7 +35,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 pytest_plugins = ["tests.fixtures.ports", "tests.fixtures.platform", "tests.fixtures.apps", "tests.fixtures.spark",
-                  "tests.fixtures.postgres"]
+                  "tests.fixtures.postgres", "tests.fixtures.browser"]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

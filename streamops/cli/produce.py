@@ -327,7 +327,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--rate", metavar="R", type=_rate, help="records per second (> 0; default: as fast as possible)")
     p.add_argument("--skew", metavar="zipf:S",
                    help="generator option: key popularity, e.g. zipf:1.2 (default uniform), for a generate() that "
-                        "takes skew")
+                        "takes skew; passed on as the string given, which generate() parses")
     p.add_argument("--bad-ratio", metavar="F", type=_ratio,
                    help="generator option: share of invalid records, 0..1 (default: the job's), for a generate() "
                         "that takes bad_ratio")

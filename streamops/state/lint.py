@@ -216,15 +216,18 @@ def _split(job_cls: type[Job], records: list[Record]) -> str:
     for k, evs in events.items():
         whole = fold_key(job, k, evs, screens=screens)
         for split in {len(evs) // 3, len(evs) // 2, len(evs) - 1} - {0}:
-            if _fold_split(job, k, evs, screens, split) != whole:
+            two = _fold_split(job, k, evs, screens, split)
+            if two != whole:
                 raise _Failed(f"key {k!r}: update over {len(evs)} events in one call differs from the same events "
-                              f"in two calls split at {split}: update must not depend on how Spark cuts batches")
+                              f"in two calls split at {split}: update must not depend on how Spark cuts batches; "
+                              f"{_differs(whole, two, 'one call', 'two calls')}")
             if expires:
-                end = job.expire(k, whole)
-                cut = job.expire(k, _fold_split(job, k, evs, screens, split, expire=True))
-                if normalized(job_cls, end) != normalized(job_cls, cut):
+                end = normalized(job_cls, job.expire(k, whole))
+                cut = normalized(job_cls, job.expire(k, _fold_split(job, k, evs, screens, split, expire=True)))
+                if end != cut:
                     raise _Failed(f"key {k!r}: expiring after event {split} changed the final state: expire may drop "
-                                  f"only what no later event changes (screen must reject events for it)")
+                                  f"only what no later event changes (screen must reject events for it); "
+                                  f"{_differs(end, cut, 'no expire between', 'expired after event ' + str(split))}")
     return f"{len(events)} keys, each split in up to three places"
 
 
@@ -254,15 +257,39 @@ def _split_timed(job_cls: type[Job], records: list[Record]) -> str:
             first = stream_time.run_key(job, k, None, evs[:split], mid, {})
             kept = job.expire(k, first) if job_cls.has_expire() else first
             second = stream_time.run_key(job, k, kept, evs[split:], wm, {})
-            if emitted(k, [first, second]) != emitted(k, [whole]):
+            one_out, two_out = emitted(k, [whole]), emitted(k, [first, second])
+            if two_out != one_out:
                 raise _Failed(f"key {k!r}: its output differs when its {len(evs)} events come in two batches split at "
-                              f"{split} (timers fired by the watermark in between): a closed window must not change")
-            end = job.expire(k, whole) if job_cls.has_expire() else whole
-            cut = job.expire(k, second) if job_cls.has_expire() else second
-            if normalized(job_cls, end) != normalized(job_cls, cut):
+                              f"{split} (timers fired by the watermark in between): a closed window must not change; "
+                              f"{_differs(one_out, two_out, 'one batch', 'two batches')}")
+            end = normalized(job_cls, job.expire(k, whole) if job_cls.has_expire() else whole)
+            cut = normalized(job_cls, job.expire(k, second) if job_cls.has_expire() else second)
+            if end != cut:
                 raise _Failed(f"key {k!r}: its state differs when its events come in two batches split at {split}: "
-                              f"expire may drop only what no later event changes, on_timer must clear what it fired")
+                              f"expire may drop only what no later event changes, on_timer must clear what it fired; "
+                              f"{_differs(end, cut, 'one batch', 'two batches')}")
     return f"{len(items)} keys, each cut in up to three places with the watermark moving in between"
+
+
+#: how much of one value a lint failure shows
+SHOWN_CHARS = 240
+_ABSENT = object()
+
+
+def _short(value: Any) -> str:
+    text = "(absent)" if value is _ABSENT else repr(value)
+    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "..."
+
+
+def _differs(a: Any, b: Any, how_a: str, how_b: str) -> str:
+    """The values that differ, so that a failure can be understood without rerunning it: for two
+    dicts (an output, a state's fields) the first entries that differ, otherwise both values."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        keys = [k for k in sorted({*a, *b}, key=repr) if a.get(k, _ABSENT) != b.get(k, _ABSENT)]
+        more = f" (and {len(keys) - SAMPLES} more)" if len(keys) > SAMPLES else ""
+        return "; ".join(f"{k!r}: {how_a} {_short(a.get(k, _ABSENT))}, {how_b} {_short(b.get(k, _ABSENT))}"
+                         for k in keys[:SAMPLES]) + more
+    return f"{how_a} {_short(a)}, {how_b} {_short(b)}"
 
 
 #: the name of the check that one key's records come from one partition

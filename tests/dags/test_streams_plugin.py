@@ -6,8 +6,10 @@ and the pages in a browser are tests/integration/airflow/test_streams_view.py's.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from datetime import UTC, datetime
+from html.parser import HTMLParser
 
 import pytest
 
@@ -77,3 +79,76 @@ def test_the_view_answers_from_the_ledger_and_the_progress_files(plugin, client)
     assert client.get("/ui/streams.js").status_code == 200
     assert client.get("/ui/app.html").status_code == 404 and client.get("/ui/..%2Fstreams_view.py").status_code == 404
     json.dumps(streams)  # the data is JSON all the way down
+
+
+class _Tables(HTMLParser):
+    """Each ``<table id>`` of a page with the classes of the element around it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.open: list[tuple[str, str]] = []  # (tag, class) of the elements open now
+        self.found: dict[str, str] = {}
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if tag == "table":
+            self.found[a.get("id") or "?"] = self.open[-1][1] if self.open else ""
+        self.open.append((tag, a.get("class") or ""))
+
+    def handle_endtag(self, tag: str) -> None:
+        while self.open and self.open.pop()[0] != tag:
+            pass
+
+
+def test_every_table_of_the_pages_is_in_a_frame_that_scrolls_sideways(plugin, client) -> None:
+    """A table wider than the page scrolls inside its own frame, not the page (issue 40: at 1400 px
+    the Streams table ran off the right edge, its columns after "State" cut)."""
+    tables: dict[str, str] = {}
+    for page in ("/", "/apps/orders"):
+        parser = _Tables()
+        parser.feed(client.get(page).text)
+        tables.update(parser.found)
+    assert set(tables) == {"streams", "operations", "savepoints", "dlq"}, tables
+    assert all("table-frame" in around.split() for around in tables.values()), tables
+    css = client.get("/ui/streams.css").text
+    rule = re.search(r"(?m)^\.table-frame\s*\{([^}]*)\}", css)
+    assert rule and re.search(r"(^|;)\s*overflow-x:\s*auto\s*(;|$)", rule[1]), css
+
+
+#: a row of api/streams as the platform gives it (streamops.observe.status), with values as wide
+#: as a running app's
+STUB_ROW = {"app": "enriched_orders", "description": "orders joined with the product prices in force at their time",
+            "health": "healthy", "error": None, "desired_status": "running", "desired_parallelism": 2,
+            "observed_status": "running", "observed_parallelism": 2, "executors": 2, "lag_records": 123456,
+            "lag_seconds": 12.3, "input_rate": 5012.4, "processing_rate": 6231.9, "last_batch_id": 18342,
+            "last_batch_age_s": 3.2, "last_batch_duration_ms": 1873, "state_rows": 1234567,
+            "state_bytes": 987654321, "newest_savepoint": {"batch_id": 18200, "created_at": "2026-11-27T10:15:00+00:00"},
+            "last_verify": {"outcome": "succeeded"}, "output_topic": "enriched-orders-output-v2"}
+
+
+def test_at_1400_px_the_streams_table_scrolls_in_its_frame_and_the_page_does_not(plugin, client, chromium) -> None:
+    """In Chromium, 1400 px wide, the page the plugin serves with two apps' rows: the table is wider
+    than the window, so its frame scrolls and shows every column; the page itself does not."""
+    from tests.fixtures.browser import assert_the_table_scrolls_in_its_frame, table_layout
+
+    base = "http://streamops.test/streamops"
+    stub = json.dumps({"streams": [STUB_ROW, {**STUB_ROW, "app": "user_activity"}],
+                       "dags": {"with_app_param": []}})
+
+    def serve(route) -> None:
+        path = route.request.url.removeprefix(base)
+        if path.startswith("/api/streams"):
+            route.fulfill(status=200, content_type="application/json", body=stub)
+            return
+        r = client.get(path)  # the plugin's own page and assets
+        route.fulfill(status=r.status_code, body=r.content, content_type=r.headers.get("content-type"))
+
+    page = chromium.new_page(viewport={"width": 1400, "height": 900})
+    page.route(f"{base}/**", serve)
+    page.goto(f"{base}/")
+    page.wait_for_selector('#streams tr[data-app="user_activity"]', timeout=30_000)
+    layout = table_layout(page, "#streams")
+    assert_the_table_scrolls_in_its_frame(layout)
+    assert layout["frame_scroll_width"] > layout["frame_width"], f"the sample table fits: no test of scrolling: {layout}"
+    assert layout["last_header"] == "Output"
+    assert page.locator('#streams tr[data-app="user_activity"] td').last.inner_text() == STUB_ROW["output_topic"]

@@ -131,6 +131,21 @@ def test_lint_catches_an_update_that_depends_on_batches() -> None:
 
     failed = {c.name: c.detail for c in lint(LastBatchOnly, SAMPLE).checks if not c.ok}
     assert list(failed) == ["batch split"] and "differs from the same events in two calls" in failed["batch split"]
+    # the values that differ (docs/writing-a-job.md promises them): a's x, z, x in one call or as x | z, x
+    assert failed["batch split"].endswith("split at 1: update must not depend on how Spark cuts batches; "
+                                          "'n': one call 3, two calls 2"), failed
+
+
+def test_lint_shows_what_an_expire_that_drops_too_much_changed() -> None:
+    class ForgetsLoners(Counts):
+        def expire(self, key, state):
+            return None if state["n"] == 1 else state  # a key after its first event is not done yet
+
+    failed = {c.name: c.detail for c in lint(ForgetsLoners, SAMPLE).checks if not c.ok}
+    assert list(failed) == ["batch split"], failed
+    # a: x, z, x; expired after x, the count starts again at z
+    assert failed["batch split"].startswith("key 'a': expiring after event 1 changed the final state")
+    assert failed["batch split"].endswith("; 'n': no expire between 3, expired after event 1 2"), failed
 
 
 def test_lint_of_an_incomplete_job_stops_at_the_declaration() -> None:

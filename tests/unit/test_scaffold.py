@@ -67,3 +67,32 @@ def test_new_app_refuses_a_known_name_or_a_bad_one(checkout: Path, capsys: pytes
     (checkout / "jobs" / "taken.py").write_text("")
     assert main(["new-app", "taken"]) == 2
     assert "refusing to overwrite" in capsys.readouterr().err
+
+
+def test_the_scaffolded_job_accepts_the_event_times_the_platform_accepts(checkout: Path) -> None:
+    """Its ``ts`` check is the platform's range, named by its constants (``streamops.stream_time``),
+    so a scaffolded job never keeps a time that a job with stream time would send to the DLQ."""
+    import importlib.util
+
+    from streamops.job import Record, Reject
+    from streamops.stream_time import MAX_TS, MIN_TS
+
+    assert main(["new-app", "ts_range"]) == 0
+    path = checkout / "jobs" / "ts_range.py"
+    source = ast.parse(path.read_text())
+    checks = [n for n in ast.walk(source) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "is_int"
+              and ast.unparse(n.args[0]) == "obj.get('ts')"]
+    assert [[ast.unparse(a) for a in c.args[1:]] for c in checks] == [["MIN_TS", "MAX_TS"]]
+    spec = importlib.util.spec_from_file_location("scaffolded_ts_range", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    job = module.TsRange()
+
+    def parsed(ts: object) -> object:
+        value = f'{{"key": "a", "amount": 1, "ts": {ts}}}'.encode()
+        return job.parse(Record("ts_range-input", 0, 0, b"a", value))
+
+    for ts in (MIN_TS, MAX_TS):
+        assert parsed(ts) == {"key": "a", "amount": 1, "ts": ts}
+    for ts in (MIN_TS - 1, 0, MAX_TS + 1, 2**63 - 1):
+        assert parsed(ts) == Reject("bad_ts"), ts

@@ -168,4 +168,23 @@ def test_lint_finds_an_expire_that_drops_open_windows() -> None:
     rs = _records(*((0, "a", 1000 + 30 * i) for i in range(12)))
     failed = {c.name: c.detail for c in lint(Forgetful, rs).checks if not c.ok}
     assert list(failed) == ["batch split"], failed
+    # what differs is shown: [1000, 1100) holds 1000, 1030, 1060, 1090 in one batch; cut after the
+    # 6th event, expire dropped it while [1100, 1200) was open too
+    assert failed["batch split"].startswith("key 'a': its output differs when its 12 events come in two batches "
+                                            "split at 6")
+    assert failed["batch split"].endswith("; 'a@1000': one batch 4, two batches (absent)"), failed
     assert lint(Count, rs).ok
+
+
+def test_lint_shows_the_state_fields_that_differ_between_one_batch_and_two() -> None:
+    class CountsExpiries(Count):
+        def expire(self, key, state):  # a field that counts expire's calls: it depends on the cut
+            kept = super().expire(key, state)
+            return None if kept is None else {**kept, "expired": state.get("expired", 0) + 1}
+
+    failed = {c.name: c.detail for c in lint(CountsExpiries, _records((0, "a", 1000), (0, "a", 1010),
+                                                                      (0, "a", 1020))).checks if not c.ok}
+    assert list(failed) == ["batch split"], failed
+    assert failed["batch split"].startswith("key 'a': its state differs when its events come in two batches "
+                                            "split at 1")
+    assert failed["batch split"].endswith("; 'expired': one batch 1, two batches 2"), failed

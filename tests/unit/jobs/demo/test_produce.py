@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import io
+import json
+import re
 from typing import ClassVar
 
 import pytest
@@ -141,6 +144,54 @@ def test_generated_records_feed_every_input_topic_of_an_app_or_the_one_named(job
     only = list(_generated(job_cls, one.spec, one, 300, 1, {}))
     assert only == [r for r in both if r[0] == "clicks"]
     assert list(_generated(job_cls, app.spec, app, 300, 1, {"users": 3})) != both
+
+
+#: a job whose generate() refuses the options it is given, naming each one's type and value
+ECHO_OPTIONS = """
+import json
+
+from streamops.job import Job
+
+
+class EchoOptions(Job):
+    def parse(self, record):
+        return {"k": "x"}
+
+    def key(self, event):
+        return event["k"]
+
+    def initial(self, key):
+        return 0
+
+    def update(self, key, state, events):
+        return state + len(events)
+
+    def generate(self, events, seed, *, users=None, bad_ratio=None, skew=None):
+        given = {"users": users, "bad_ratio": bad_ratio, "skew": skew}
+        raise ValueError("GOT " + json.dumps({k: [type(v).__name__, v] for k, v in given.items() if v is not None}))
+"""
+#: the table in docs/writing-a-job.md "Sample input": `--flag value` | `keyword=value` (a/the `type` ...
+DOCUMENTED_OPTION = re.compile(r"^\| `(--[\w-]+) ([^`]+)` \| `(\w+)=([^`]+)` \((?:an?|the) `(\w+)`", re.MULTILINE)
+
+
+def test_generate_options_arrive_as_the_docs_say(tmp_path, monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """What ``produce --users/--bad-ratio/--skew`` hand a job's generate(), through the command
+    itself: the docs' table of them (``--skew zipf:1.2`` is the string ``"zipf:1.2"``) is true."""
+    from streamops.cli.produce import GENERATE_OPTIONS
+    from tests.fixtures.job_repo import REPO, write_repo
+
+    rows = DOCUMENTED_OPTION.findall((REPO / "docs" / "writing-a-job.md").read_text())
+    assert {(flag, kw) for flag, _arg, kw, _value, _type in rows} == set(GENERATE_OPTIONS.items()), rows
+    root, _pkg = write_repo(tmp_path / "repo", {"echo": ECHO_OPTIONS}, {"echo": ("echo", ["echo-in"], 1)})
+    monkeypatch.setenv("STREAMOPS_REPO", str(root))
+    monkeypatch.chdir(tmp_path)
+    for flag, arg, kw, value, type_name in rows:
+        assert main(["produce", "echo", "--events", "1", flag, arg, "--bootstrap", "127.0.0.1:1"]) == 2
+        err = capsys.readouterr().err
+        assert f"{flag}: echo: EchoOptions.generate() refused them: GOT " in err, err
+        got = json.loads(err.split("refused them: GOT ", 1)[1].splitlines()[0])
+        assert got == {kw: [type_name, ast.literal_eval(value)]}, (flag, arg, got)
 
 
 # -- token bucket -------------------------------------------------------------------------------
