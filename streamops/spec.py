@@ -198,7 +198,7 @@ class AppSpec(BaseModel):
     changelog_topic: str  # omitted or null: CHANGELOG_TOPIC (filled in by _derived_topics)
     dlq_topic: str  # omitted or null: DLQ_TOPIC
     state_partitions: int = Field(4, ge=1, le=200)
-    trigger_interval: str = "2 seconds"
+    trigger_interval: str = "500 milliseconds"
     max_offsets_per_trigger: int | None = Field(None, ge=1)
     starting_offsets: Literal["earliest", "latest"] = "earliest"
     parallelism: Parallelism = Parallelism()

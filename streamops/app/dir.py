@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 
 
 #: a progress file rotates at this size: the two files hold 40-80 MiB, at about 950 bytes a batch
-#: (its observed metrics and hottest keys included) 44,000-88,000 batches: at one batch every 2 s,
-#: 24 to 48 hours of history per app (the Streams
+#: (its observed metrics and hottest keys included) 44,000-88,000 batches: at one batch every 0.5 s
+#: (the default trigger, under steady input), 6 to 12 hours of history per app (the Streams
 #: view's charts; docs/operations.md, "Files and rotation")
 PROGRESS_MAX_BYTES = 40 * 1024 * 1024
 

@@ -98,7 +98,7 @@ def test_maintenance_schedules_default_and_can_be_manual_only(tmp_path) -> None:
 #: the defaults docs/configuration.md documents for a minimal entry (job, input_topics, output_topic)
 DOCUMENTED = {
     "description": "", "input_partitions": 6, "changelog_topic": "shop-state-changelog", "dlq_topic": "shop-dlq",
-    "state_partitions": 4, "trigger_interval": "2 seconds", "max_offsets_per_trigger": None,
+    "state_partitions": 4, "trigger_interval": "500 milliseconds", "max_offsets_per_trigger": None,
     "starting_offsets": "earliest", "parallelism": {"default": 1, "min": 1, "max": 2}, "checkpoint_root": None,
     "spark_master": None, "savepoints": {"schedule": "0 * * * *", "retain_count": 5, "retain_age": "7 days"},
     "maintenance": {"compact_schedule": "30 3 * * *", "verify_schedule": "15 * * * *"},
