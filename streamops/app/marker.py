@@ -40,13 +40,15 @@ def last_marker(kafka: KafkaConfig, commits_topic: str, app: str, *, config: dic
         "enable.partition.eof": True,
         **(config or {}),
     })
+    ends = Consumer({"bootstrap.servers": kafka.bootstrap, **kafka.librdkafka(), "group.id": f"_streamops-{app}-marker-reader",
+                     "isolation.level": "read_uncommitted", **(config or {})})
     try:
         md = c.list_topics(commits_topic, timeout=timeout).topics.get(commits_topic)
         if md is None or md.error is not None or not md.partitions:
             return None  # no commits topic yet: nothing was ever committed
         last = None
         for p in md.partitions:
-            low, high = watermark_offsets(c, TopicPartition(commits_topic, p), timeout)
+            low, high = settled_end(c, ends, TopicPartition(commits_topic, p), timeout)
             if high <= low:
                 continue
             # markers are tiny and one per batch; the tail holds the latest (plus control records)
@@ -70,6 +72,30 @@ def last_marker(kafka: KafkaConfig, commits_topic: str, app: str, *, config: dic
         return last
     finally:
         c.close()
+        ends.close()
+
+
+#: how long a marker read waits for a transaction that was open when it looked to be decided
+SETTLE_S = 5.0
+
+
+def settled_end(committed: Consumer, uncommitted: Consumer, tp: TopicPartition, timeout: float,
+                settle: float = SETTLE_S) -> tuple[int, int]:
+    """(low, end) of ``tp`` for a read_committed reader, once the transactions open when asked are decided.
+
+    Why: a transaction's commit returns before its commit marker is in the partition (the
+    coordinator writes it next), and until then a read_committed reader's end (the last stable
+    offset) stops before the transaction's records: a marker committed a moment ago would read as
+    absent. So the end is asked again until it reaches the partition's high watermark as it was when
+    first asked, for up to ``settle`` seconds; a transaction still open after that is undecided (a
+    dead driver's, which the next start aborts), and what is committed before it is the answer."""
+    _low, high_watermark = watermark_offsets(uncommitted, tp, timeout)
+    deadline = time.monotonic() + settle
+    while True:
+        low, end = watermark_offsets(committed, tp, timeout)
+        if end >= high_watermark or time.monotonic() > deadline:
+            return low, end
+        time.sleep(0.02)
 
 
 def abort_open_transaction(kafka: KafkaConfig, app: str, *, timeout: float = 60.0) -> None:
