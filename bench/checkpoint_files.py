@@ -16,6 +16,7 @@ local file system runs). The py4j calls from Python (four per file) are in every
 from __future__ import annotations
 
 import argparse
+import functools
 import shutil
 import sys
 import tempfile
@@ -66,12 +67,7 @@ def main(argv: list[str] | None = None) -> int:
                 folder = tmp / f"run-{run}-{len(times[name])}-{cls.rsplit('.', 1)[1]}"
                 folder.mkdir()
                 root = hadoop_path(folder.as_uri())
-                manager = {"FileContextBasedCheckpointFileManager": jvm.org.apache.spark.sql.execution.streaming
-                           .checkpointing.FileContextBasedCheckpointFileManager,
-                           "FileSystemBasedCheckpointFileManager": jvm.org.apache.spark.sql.execution.streaming
-                           .checkpointing.FileSystemBasedCheckpointFileManager,
-                           "LocalCheckpointFileManager": jvm.io.streamops.spark.LocalCheckpointFileManager,
-                           }[cls.rsplit(".", 1)[1]](root, conf)
+                manager = functools.reduce(getattr, cls.split("."), jvm)(root, conf)  # the class's constructor
                 f0, t0 = forks_so_far(), time.perf_counter()
                 for i in range(args.files):
                     out = manager.createAtomic(hadoop_path(f"{folder.as_uri()}/{i}"), False)

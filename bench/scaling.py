@@ -107,7 +107,8 @@ class CpuSampler:
 
     driver_pid: int
     samples: list[CpuSample] = field(default_factory=list)
-    _last: dict[int, float] = field(default_factory=dict)
+    _last: dict[int, float] = field(default_factory=dict)  # pid -> its CPU when last read
+    _kinds: dict[int, str] = field(default_factory=dict)  # pid -> "py", "jvm" or "exec"
     _stop: threading.Event = field(default_factory=threading.Event)
 
     def sample(self) -> CpuSample:
@@ -118,8 +119,7 @@ class CpuSampler:
         for pid in {self.driver_pid, *jvm, *execs}:
             if pid in procs:
                 self._last[pid] = procs[pid][1]
-        kinds = {self.driver_pid: "py", **{p: "jvm" for p in jvm}, **{p: "exec" for p in execs}}
-        self._kinds = {**getattr(self, "_kinds", {}), **kinds}
+        self._kinds.update({self.driver_pid: "py", **{p: "jvm" for p in jvm}, **{p: "exec" for p in execs}})
         total = {"py": 0.0, "jvm": 0.0, "exec": 0.0}
         for pid, cpu in self._last.items():
             total[self._kinds[pid]] += cpu
@@ -270,7 +270,7 @@ def report(sides: dict[tuple[str, int], list[Side]]) -> str:
     for name, get, fmt in metrics:
         for (rev, p), runs in sides.items():
             lo, med, hi = summary([get(s) for s in runs])
-            ref = statistics.median(get(s) for s in base)
+            ref = statistics.median([get(s) for s in base])
             rows.append([name, rev, p, fmt.format(lo), fmt.format(med), fmt.format(hi), f"{med / ref:.2f}" if ref else "-"])
     (rev0, p0) = next(iter(sides))
     head = f"steady records/s of {rev0} at parallelism {p0}: {base_rate:,.0f} (median of {len(base)} runs)\n\n"

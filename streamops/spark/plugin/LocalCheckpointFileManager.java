@@ -83,11 +83,6 @@ public final class LocalCheckpointFileManager implements CheckpointFileManager {
     }
   }
 
-  /** True when this manager writes local files itself (not through Spark's own managers). */
-  public boolean handlesLocally() {
-    return delegate == null;
-  }
-
   static File file(Path p) {
     return new File(p.toUri().getPath());
   }
