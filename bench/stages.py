@@ -2,7 +2,8 @@
 log) beside the driver's timers, for batches 2..n of each app (issue 39).
 
     .venv/bin/python bench/stages.py [--apps user_activity,orders,...] [--runs 3] \
-        [--events user_activity=300000,orders=100000,...] [--batch 50000] [--master local[2]] [--keep DIR]
+        [--events user_activity=300000,orders=100000,...] [--batch 50000] [--master local[2]] [--keep DIR] \
+        [--baseline-rev REV]
     .venv/bin/python bench/stages.py --from-logs DIR   # the tables again from a --keep folder (no Spark)
 
 For each run and app: a fresh broker (temporary state dir, free ports; stopped in ``finally``),
@@ -30,7 +31,10 @@ over the others, per run:
   its commit, and Spark outside the sink (offsets, planning, WAL: triggerExecution - addBatch).
   Share: of triggerExecution.
 
-Each row is in microseconds per input record (min/median/max over runs). ``--keep DIR`` copies
+Each row is in microseconds per input record (min/median/max over runs). With ``--baseline-rev``
+each run also runs that revision (a git worktree, this venv and jars) on the same records right
+after this tree's, and a last table per app gives both sides' median executor time and
+triggerExecution per record and their ratios. ``--keep DIR`` copies
 each run's event log, progress lines and sink timers to DIR; ``--from-logs DIR`` reports them again.
 """
 
@@ -52,7 +56,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from bench._common import isolated_settings, summary, table
+from bench._common import driver_module, isolated_settings, summary, table
 
 APPS = ("user_activity", "orders", "page_stats", "sessions", "enriched_orders", "recent_pages")
 DEFAULT_EVENTS = {"user_activity": 300_000}
@@ -428,19 +432,24 @@ class RunData:
     sinks: dict[int, SinkTimers]
 
 
-def run_driver(settings, app: str, batch: int, master: str, log_dir: Path) -> RunData:
-    """The app's driver to the end of its input with the event log on; its heartbeat polled meanwhile."""
+def run_driver(settings, app: str, batch: int, master: str, log_dir: Path, checkout: Path | None = None) -> RunData:
+    """The app's driver to the end of its input with the event log on; its heartbeat polled meanwhile.
+    ``checkout``: another revision's tree (``--baseline-rev``), whose code the driver and its Python
+    workers then run, with this venv and this checkout's jars."""
     log_dir.mkdir(parents=True, exist_ok=True)
     app_dir = settings.state_dir / "apps" / app
     env = {**os.environ, **settings.env(), "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": settings.host,
            "PYSPARK_SUBMIT_ARGS": event_log_submit_args(log_dir, os.environ.get("PYSPARK_SUBMIT_ARGS"))}
+    if checkout is not None:
+        env.update({"PYTHONPATH": str(checkout), "STREAMOPS_REPO": str(checkout),
+                    "STREAMOPS_JARS_DIR": os.environ.get("STREAMOPS_JARS_DIR", str(REPO / ".jars"))})
     out_path = settings.state_dir / "bench-job.log"
     heartbeats = []
     with open(out_path, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "streamops.spark.driver", "--app", app, "--master", master,
+        proc = subprocess.Popen([sys.executable, "-m", driver_module(checkout), "--app", app, "--master", master,
                                  "--exit-at-end", "--max-offsets-per-trigger", str(batch),
                                  "--trigger-interval", "0 seconds"],
-                                env=env, stdout=out, stderr=subprocess.STDOUT, cwd=settings.state_dir)
+                                env=env, stdout=out, stderr=subprocess.STDOUT, cwd=checkout or settings.state_dir)
         last = None
         while proc.poll() is None:
             try:
@@ -486,6 +495,26 @@ def profile(data: RunData) -> list[BatchProfile]:
     return batch_profiles(parse_event_log(lines()), data.progress, data.sinks)
 
 
+def totals(runs: list[list[BatchProfile]]) -> tuple[float, float]:
+    """Medians over runs of the executor's task time and the batch's triggerExecution, us per record."""
+    rows = [{r.name: r.us_per_record for r in run_rows(p)[0]} for p in runs]
+    return (summary([r.get("all stages", 0.0) for r in rows])[1],
+            summary([r.get("triggerExecution", 0.0) for r in rows])[1])
+
+
+def compare(app: str, sides: dict[str, list[list[BatchProfile]]], baseline: str) -> None:
+    """One line per side: the medians of ``totals`` and their ratio to the baseline's."""
+    base = totals(sides[baseline])
+    rows = []
+    for side, runs in sides.items():
+        ex, trig = totals(runs)
+        rows.append([app, side, f"{ex:,.1f}", f"{ex / base[0]:.2f}", f"{trig:,.1f}", f"{trig / base[1]:.2f}",
+                     f"{base[1] / trig:.2f}"])
+    print()
+    print(table(["app", "side", "executor us/record (median)", "ratio", "triggerExecution us/record (median)",
+                 "ratio", "records/s ratio"], rows))
+
+
 def report(app: str, runs: list[list[BatchProfile]], caption: str) -> None:
     results = [run_rows(p) for p in runs]
     print(f"\n{app}: {caption}, batches 2..n ({', '.join(str(len(m)) for _r, m in results)} per run)\n", flush=True)
@@ -521,38 +550,54 @@ def main() -> None:
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--keep", type=Path, help="copy each run's event log, progress and sink timers here")
     ap.add_argument("--from-logs", type=Path, help="report a --keep folder again (runs nothing)")
+    ap.add_argument("--baseline-rev", default="", help="also run this revision (a git worktree, this venv) on the "
+                    "same records, alternating with this tree, and print the ratios")
     args = ap.parse_args()
     if args.from_logs:
         for app_dir in sorted(p for p in args.from_logs.iterdir() if p.is_dir()):
             runs = [profile(load_kept(r)) for r in sorted(app_dir.glob("run-*")) if (r / "eventlog.jsonl").exists()]
             report(app_dir.name, runs, f"kept in {args.from_logs}")
         return
-    from bench.apps import produce_input
+    from bench.apps import baseline_checkout, produce_input
     from streamops.platform import manager
 
     apps = [a for a in args.apps.split(",") if a]
     events = parse_events(args.events, apps)
     with tempfile.TemporaryDirectory(prefix="streamops-bench-stages-") as tmp:
-        for app in apps:
-            batch = min(args.batch, events[app] // 5)
-            runs = []
-            for run in range(args.runs):
-                settings = isolated_settings(Path(tmp) / f"{app}-run-{run}")
-                try:
-                    manager.up(settings, only=["kafka"])
-                    produce_input(settings, app, events[app], seed=run)
-                    data = run_driver(settings, app, batch, args.master, Path(tmp) / f"{app}-run-{run}-eventlog")
-                    if args.keep:
-                        keep(data, args.keep / app / f"run-{run}")
-                    runs.append(profile(data))
-                    print(f"run {run + 1} {app}: {len(runs[-1])} batches with input", flush=True)
-                finally:
-                    manager.down(settings)
-                    if args.keep and (settings.state_dir / "bench-job.log").exists():  # the driver's output
-                        (args.keep / app / f"run-{run}").mkdir(parents=True, exist_ok=True)
-                        shutil.copy(settings.state_dir / "bench-job.log", args.keep / app / f"run-{run}" / "driver.log")
-                    shutil.rmtree(settings.state_dir, ignore_errors=True)
-            report(app, runs, f"{events[app]:,} records, {batch:,} per batch, master {args.master}, {args.runs} runs")
+        checkout = baseline_checkout(args.baseline_rev, Path(tmp) / "baseline") if args.baseline_rev else None
+        # the sides of each run, in turn: this tree, then the baseline (same seed, a fresh broker each)
+        sides: dict[str, Path | None] = {"this tree": None, **({args.baseline_rev: checkout} if checkout else {})}
+        try:
+            for app in apps:
+                batch = min(args.batch, events[app] // 5)
+                runs: dict[str, list[list[BatchProfile]]] = {side: [] for side in sides}
+                for run in range(args.runs):
+                    for side, tree in sides.items():
+                        label = f"run-{run}" if tree is None else f"baseline-{args.baseline_rev}-run-{run}"
+                        settings = isolated_settings(Path(tmp) / f"{app}-{label}")
+                        try:
+                            manager.up(settings, only=["kafka"])
+                            produce_input(settings, app, events[app], seed=run)
+                            data = run_driver(settings, app, batch, args.master, Path(tmp) / f"{app}-{label}-eventlog",
+                                              tree)
+                            if args.keep:
+                                keep(data, args.keep / app / label)
+                            runs[side].append(profile(data))
+                            print(f"run {run + 1} {app} ({side}): {len(runs[side][-1])} batches with input", flush=True)
+                        finally:
+                            manager.down(settings)
+                            if args.keep and (settings.state_dir / "bench-job.log").exists():  # the driver's output
+                                (args.keep / app / label).mkdir(parents=True, exist_ok=True)
+                                shutil.copy(settings.state_dir / "bench-job.log", args.keep / app / label / "driver.log")
+                            shutil.rmtree(settings.state_dir, ignore_errors=True)
+                for side, got in runs.items():
+                    report(app, got, f"{events[app]:,} records, {batch:,} per batch, master {args.master}, "
+                                     f"{args.runs} runs" + ("" if side == "this tree" else f", {side}"))
+                if checkout is not None:
+                    compare(app, runs, args.baseline_rev)
+        finally:
+            if checkout is not None:
+                subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(checkout)], check=False)
 
 
 if __name__ == "__main__":

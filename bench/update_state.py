@@ -1,13 +1,18 @@
-"""The update shape's per-group function (``worker.update_state``) without Spark, against the
-same function at an earlier commit.
+"""The update shape's parse and per-group function (``worker.parse_update``, ``worker.update_state``)
+without Spark but through PySpark's own per-group conversion, against the same code at an earlier
+commit.
 
-PySpark's ``applyInPandasWithState`` calls it once per key and batch, so its fixed cost per group
-bounds an update job's throughput. The input is each app's own generator, parsed by
-``parse_update`` into batches of ``--batch`` records and grouped by (key, lane) as Spark would hand
-them (one or two frames per group, in shuffled order); state is kept across batches. Both versions
-run on the same groups, alternating per run; their outputs and final states must be equal.
+PySpark's ``applyInPandasWithState`` calls the function once per key and batch, handing it the
+group's rows as pandas frames it builds column by column from Arrow (``ArrowBatchTransformer.
+to_pandas``, then ``pd.concat(axis=1)``), and turns the frames it returns back into Arrow: this
+bench does the same around each version's function. The input is each app's own generator, parsed
+by each version's own ``parse_update`` into batches of ``--batch`` records and grouped by (key, lane)
+as Spark would hand them (one or two frames per group, in shuffled order); state is kept across
+batches. Both versions run on the same records, alternating per run; their outputs and final states
+must be equal (the DLQ rows' fields compared whether packed or not).
 
-    .venv/bin/python bench/update_state.py [--baseline-rev 72c7592] [--runs 5] [--events 8000]
+    .venv/bin/python bench/update_state.py [--baseline-rev REV] [--apps orders,page_stats,sessions] [--runs 5] \
+        [--events 50000] [--batch 25000]
 """
 
 from __future__ import annotations
@@ -23,11 +28,12 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+import pandas as pd
 import pyarrow as pa
-from pandas.testing import assert_frame_equal
 
 from bench._common import summary, table
 from streamops.spark.query import worker
+from streamops.spark.query.records import DLQ_FIELDS, unpack_dlq
 from streamops.spec import default_spec_path, get_app, load_job, load_specs
 from tests.fixtures.group_state import GroupState
 
@@ -53,73 +59,106 @@ def module_at(rev: str):
     return module
 
 
-def batches(job_cls, events: int, per_batch: int) -> list[dict]:
-    """The groups of each batch: {(key, lane): [frames]}, as applyInPandasWithState hands them."""
+def kafka_batches(job_cls, events: int, per_batch: int) -> list[pa.RecordBatch]:
+    """The app's generated records as the Kafka source's rows, in batches, over 4 partitions."""
     rng = random.Random(2)
     offsets = [0, 0, 0, 0]
     raw = []
-    for key, value in job_cls().generate(events, seed=5):
+    for item in job_cls().generate(events, seed=5):
+        key, value = item[-2:]
         p = rng.randrange(4)
         raw.append((p, offsets[p], key, value))
         offsets[p] += 1
-    out = []
-    for i in range(0, len(raw), per_batch):
-        chunk = raw[i:i + per_batch]
-        b = pa.RecordBatch.from_pydict({
-            "key": [r[2] for r in chunk], "value": [r[3] for r in chunk], "topic": ["in"] * len(chunk),
-            "partition": pa.array([r[0] for r in chunk], pa.int32()), "offset": [r[1] for r in chunk]})
-        parsed = next(worker.parse_update(job_cls)(iter([b]))).to_pandas()
-        groups = {}
-        for n, ((key, lane), g) in enumerate(parsed.groupby(["key", "lane"], sort=False)):
-            g = g.sample(frac=1, random_state=n).reset_index(drop=True)  # arrival order is not input order
-            half = len(g) // 2
-            groups[(key, int(lane))] = [g] if len(g) < 4 else [g.iloc[:half].reset_index(drop=True),
-                                                              g.iloc[half:].reset_index(drop=True)]
-        out.append(groups)
+    ts0 = 1_767_225_600_000_000
+    return [pa.RecordBatch.from_pydict({
+        "key": [r[2] for r in chunk], "value": [r[3] for r in chunk], "topic": ["in"] * len(chunk),
+        "partition": pa.array([r[0] for r in chunk], pa.int32()), "offset": [r[1] for r in chunk],
+        "timestamp": pa.array([ts0 + 1000 * n for n in range(len(chunk))], pa.timestamp("us"))})
+        for chunk in (raw[i:i + per_batch] for i in range(0, len(raw), per_batch))]
+
+
+def groups(module, job_cls, batch: pa.RecordBatch) -> dict[tuple, list[pa.Table]]:
+    """One batch parsed by ``module``'s own parse, as its groups: {(key, lane): [Arrow slices]}."""
+    parsed = pa.Table.from_batches(list(module.parse_update(job_cls)(iter([batch]))))
+    if "wm_ms" in parsed.column_names:  # Spark's watermark column, made from it by the plan
+        parsed = parsed.append_column("wm", parsed.column("wm_ms").cast(pa.timestamp("ms")).cast(
+            pa.timestamp("us", tz="UTC")))
+        if "row" in parsed.column_names:  # the current plan drops wm_ms once it made wm
+            parsed = parsed.drop_columns(["wm_ms"])
+    keys = parsed.select(["key", "lane"]).to_pandas()  # a RangeIndex: each group's row positions
+    out = {}
+    for n, ((key, lane), g) in enumerate(keys.groupby(["key", "lane"], sort=False)):
+        if int(lane) > worker.REJECT_LANE:  # clock and tick rows: the driver's bookkeeping
+            continue
+        at = list(g.index)
+        random.Random(n).shuffle(at)  # arrival order is not input order
+        t = parsed.take(pa.array(at))
+        half = len(at) // 2
+        out[(key, int(lane))] = [t] if len(at) < 4 else [t.slice(0, half), t.slice(half)]
     return out
 
 
+def normalized(frames: list[pd.DataFrame]) -> list[tuple]:
+    """Out rows as (kind, key, value, DLQ fields), whether a version has a column per DLQ field or
+    packs them in a ``dlq`` row's value (``records.pack_dlq``)."""
+    rows = []
+    for pdf in frames:
+        for r in pdf.to_dict("records"):
+            if r["kind"] != "dlq":
+                rows.append((r["kind"], r["key"], r["value"], None))
+            elif "reason" in r:
+                rows.append(("dlq", None, None, tuple(r[f] for f in DLQ_FIELDS)))
+            else:
+                rows.append(("dlq", None, None, tuple(unpack_dlq(r["value"]).values())))
+    return rows
+
+
 def one_run(fn, data: list[dict]) -> tuple[float, list, dict]:
+    """Every group of every batch through ``fn`` as PySpark runs it: Arrow to pandas column by
+    column and concatenated (``ArrowBatchTransformer.to_pandas``), the frames back to Arrow."""
+    from pyspark.sql.conversion import ArrowBatchTransformer
+
     states: dict = {}
     outputs = []
     t0 = time.perf_counter()
-    for groups in data:
-        for group, frames in groups.items():
-            outputs.extend(fn(group, iter(frames), states.setdefault(group, GroupState())))
+    for groups_of_batch in data:
+        for group, slices in groups_of_batch.items():
+            frames = (pd.concat(ArrowBatchTransformer.to_pandas(s, timezone="UTC"), axis=1) for s in slices)
+            for pdf in fn(group, frames, states.setdefault(group, GroupState(watermark=1))):
+                pa.RecordBatch.from_pandas(pdf, preserve_index=False)
+                outputs.append(pdf)
     return time.perf_counter() - t0, outputs, {g: s.blob for g, s in states.items()}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--baseline-rev", default="72c7592")
+    ap.add_argument("--baseline-rev", default="HEAD")
+    ap.add_argument("--apps", default="orders,page_stats,sessions")
     ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--events", type=int, default=8000)
-    ap.add_argument("--batch", type=int, default=1250)
+    ap.add_argument("--events", type=int, default=50_000)
+    ap.add_argument("--batch", type=int, default=25_000)
     args = ap.parse_args()
     baseline = module_at(args.baseline_rev)
     specs = load_specs(default_spec_path(REPO))
     rows = []
-    # (page_stats has stream time since issue 24: another function, update_timed; bench/apps.py measures it)
-    for app in ("orders",):
+    for app in args.apps.split(","):
         job_cls = load_job(get_app(specs, app), REPO)
-        data = batches(job_cls, args.events, args.batch)
-        n = sum(len(g) for g in data)
+        raw = kafka_batches(job_cls, args.events, args.batch)
         times: dict[str, list[float]] = {"baseline": [], "current": []}
         for _ in range(args.runs):
-            t_base, out_base, st_base = one_run(baseline.update_state(job_cls), data)
-            t_cur, out_cur, st_cur = one_run(worker.update_state(job_cls), data)
-            times["baseline"].append(t_base / n * 1000)
-            times["current"].append(t_cur / n * 1000)
-            assert st_base == st_cur and len(out_base) == len(out_cur)
-            for a, b in zip(out_base, out_cur):
-                assert_frame_equal(a, b)
+            t_base, out_base, st_base = one_run(baseline.update_state(job_cls),
+                                                [groups(baseline, job_cls, b) for b in raw])
+            t_cur, out_cur, st_cur = one_run(worker.update_state(job_cls), [groups(worker, job_cls, b) for b in raw])
+            times["baseline"].append(t_base / args.events * 1e6)
+            times["current"].append(t_cur / args.events * 1e6)
+            assert st_base == st_cur and normalized(out_base) == normalized(out_cur)
         base_median = summary(times["baseline"])[1]
         for name, label in (("baseline", f"{args.baseline_rev} (baseline)"), ("current", "current")):
             lo, med, hi = summary(times[name])
-            rows.append([app, label, n, f"{lo:.2f} / {med:.2f} / {hi:.2f}", f"{med / base_median:.2f}"])
-    print(f"update_state per group, {args.events} events per app in batches of {args.batch}, "
-          f"{args.runs} runs each, outputs and states equal")
-    print(table(["app", "version", "groups", "ms per group (min/median/max)", "ratio"], rows))
+            rows.append([app, label, f"{lo:.1f} / {med:.1f} / {hi:.1f}", f"{med / base_median:.2f}"])
+    print(f"update_state through PySpark's per-group conversion, {args.events} events per app in batches of "
+          f"{args.batch}, {args.runs} runs each, outputs and states equal")
+    print(table(["app", "version", "us per input record (min/median/max)", "ratio"], rows))
 
 
 if __name__ == "__main__":

@@ -242,7 +242,8 @@ class JobQuery:
         ticks = self.topics.ticks if self.topics is not None else None
         parsed = (cols.mapInArrow(parse_update(self.job_cls, checkpoint=checkpoint, ticks_topic=ticks),
                                   UPDATE_PARSED_DDL + TIMED_DDL)
-                  .withColumn("wm", F.timestamp_millis("wm_ms")).withWatermark("wm", "1 millisecond"))
+                  .withColumn("wm", F.timestamp_millis("wm_ms")).withWatermark("wm", "1 millisecond")
+                  .drop("wm_ms"))  # one column fewer for each group's frame (``worker`` module docstring)
         # events and rejected records count (the clock and tick rows are the driver's bookkeeping)
         parsed = self.observe_state_partitions(parsed, ["key", "lane"], only=F.col("lane") <= REJECT_LANE
                                                ).repartition(self.state_partitions, "key", "lane")

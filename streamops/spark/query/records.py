@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import pickle
 from typing import TYPE_CHECKING
 
 from streamops.app.topics import (
@@ -78,6 +79,23 @@ def dlq_entry(headers: list | None) -> tuple[tuple[str, int, int], str]:
     return (h[H_SOURCE_TOPIC], int(h[H_SOURCE_PARTITION]), int(h[H_SOURCE_OFFSET])), h[H_REASON]
 
 
+#: what an update job's ``dlq`` out row's value holds (``pack_dlq``), in this order
+DLQ_FIELDS = ("reason", "raw_key", "raw_value", "src_topic", "src_partition", "src_offset")
+
+
+def pack_dlq(reason: str, raw_key: bytes | None, raw_value: bytes | None, src_topic: str, src_partition: int,
+             src_offset: int) -> bytes:
+    """A rejected record and its reason as one value: the update job's per-group function (on an
+    executor) writes it, ``update_records`` (on the driver) reads it. One column, not six, per out
+    row (``worker`` module docstring)."""
+    return pickle.dumps((reason, raw_key, raw_value, src_topic, src_partition, src_offset), protocol=5)
+
+
+def unpack_dlq(value: bytes) -> dict:
+    """``pack_dlq``'s fields by name (``DLQ_FIELDS``)."""
+    return dict(zip(DLQ_FIELDS, pickle.loads(value)))
+
+
 def _dlq_of(row: dict, dlq: str, batch_id: int) -> OutRecord:
     """A ``dlq`` output row's DLQ copy."""
     return dlq_record(dlq, row["raw_key"], row["raw_value"], row["reason"], row["src_topic"], row["src_partition"],
@@ -93,7 +111,7 @@ def update_records(table: pa.Table, batch_id: int, *, output: str, changelog: st
     for row in table.to_pylist():
         kind = row["kind"]
         if kind == "dlq":
-            out.append(_dlq_of(row, dlq, batch_id))
+            out.append(_dlq_of(unpack_dlq(row["value"]), dlq, batch_id))
         elif kind == "out":
             out.append(OutRecord(output, row["key"].encode(), row["value"], bid))
         elif kind == "changelog":

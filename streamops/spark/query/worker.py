@@ -8,10 +8,13 @@ here by reference, so each worker imports this module: everything is top-level a
 and imports stay lean (no Kafka admin, ledger or spec; ``runner.WARM_MODULES`` preloads it).
 pandas, Spark's classes and the stream-time and named-state helpers load where used.
 
-Update jobs' rows (DDL for the plan, Arrow for the functions): parsed (key, lane, pickled event,
-DLQ columns), rejected records in ``REJECT_LANE`` keyed by source partition and never given
-state, clock and tick lanes for stream time; out (kind, key, value, DLQ columns), which
-``records`` encodes.
+Update jobs' rows (DDL for the plan, Arrow for the functions): parsed (key, lane, and the rest of
+the row pickled in one ``row`` column: ``ROW_FIELDS``), rejected records in ``REJECT_LANE`` keyed
+by source partition and never given state, clock and tick lanes for stream time; out (kind, key,
+value, DLQ columns), which ``records`` encodes. One column, not one per field: PySpark hands the
+per-group function each group as a pandas frame built column by column, and with ten columns that
+conversion was most of the state stage's time (docs/benchmarks.md, "Update jobs' rows in one
+column").
 """
 
 from __future__ import annotations
@@ -24,9 +27,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from streamops.arrow import DLQ_COLUMNS
 from streamops.job import Job, Record, Reject, key_or_reject
-from streamops.spark.query.records import OUTPUT_JSON
+from streamops.spark.query.records import OUTPUT_JSON, pack_dlq
 
 #: the lane of rejected records in an update job's grouping key (events: 0)
 REJECT_LANE = 1
@@ -36,15 +38,19 @@ CLOCK_LANE = 2
 TICK_LANE = 3
 #: Spark's local property holding the micro-batch id in a streaming query's tasks
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
-_DLQ_DDL = ("reason string, raw_key binary, raw_value binary, src_topic string, src_partition int, "
-            "src_offset long")
-#: update jobs: the parsed rows and the stateful operator's output rows
-UPDATE_PARSED_DDL = "key string, lane int, ev binary, " + _DLQ_DDL
-UPDATE_OUT_DDL = "kind string, key string, value binary, " + _DLQ_DDL
+#: update jobs: the parsed rows (the grouping key, then ``ROW_FIELDS`` pickled as one tuple) and the
+#: stateful operator's output rows
+UPDATE_PARSED_DDL = "key string, lane int, row binary"
+#: out rows: a ``dlq`` row's value is the rejected record and its reason (``records.pack_dlq``)
+UPDATE_OUT_DDL = "kind string, key string, value binary"
 UPDATE_STATE_DDL = "blob binary"
-#: jobs with stream time: each row also carries its event time, its partition's stream time before it
-#: (-1: none yet) and the watermark Spark is to learn (``wm_ms``, see ``plan.JobQuery._build_update``)
-TIMED_DDL = ", ts long, st long, wm_ms long"
+#: jobs with stream time: each row also carries the watermark Spark is to learn (``wm_ms``, see
+#: ``plan.JobQuery._build_update``)
+TIMED_DDL = ", wm_ms long"
+#: what a parsed row's ``row`` column holds, in this order: the event (None when rejected), the DLQ
+#: columns, and for stream time the event's time and its partition's stream time before it
+#: (``NO_TIME``: none yet)
+ROW_FIELDS = ("ev", "reason", "raw_key", "raw_value", "src_topic", "src_partition", "src_offset", "ts", "st")
 NO_TIME = -1
 
 
@@ -101,14 +107,30 @@ def parse_aggregate(job_cls: type[Job], schema: pa.Schema):
     return run
 
 
-_UPDATE_PARSED = pa.schema([("key", pa.string()), ("lane", pa.int32()), ("ev", pa.binary()), *DLQ_COLUMNS])
+_UPDATE_PARSED = pa.schema([("key", pa.string()), ("lane", pa.int32()), ("row", pa.binary())])
 
 
-_TIMED_PARSED = pa.schema([*_UPDATE_PARSED, ("ts", pa.int64()), ("st", pa.int64()), ("wm_ms", pa.int64())])
+_TIMED_PARSED = pa.schema([*_UPDATE_PARSED, ("wm_ms", pa.int64())])
+
+
+def pack_row(ev: Any, reason: str | None, raw_key: bytes | None, raw_value: bytes | None, topic: str | None,
+             partition: int | None, offset: int | None, ts: int = NO_TIME, st: int = NO_TIME) -> bytes:
+    """A parsed row's ``row`` column (``ROW_FIELDS``)."""
+    return pickle.dumps((ev, reason, raw_key, raw_value, topic, partition, offset, ts, st), protocol=5)
+
+
+def unpack_row(blob: bytes) -> dict[str, Any]:
+    """A ``row`` column's value as a dict of ``ROW_FIELDS`` (the inverse of ``pack_row``)."""
+    return dict(zip(ROW_FIELDS, pickle.loads(blob)))
+
+
+def _parsed_batch(rows: list[tuple], schema: pa.Schema) -> pa.RecordBatch:
+    columns = list(zip(*rows)) if rows else [[] for _ in schema]
+    return pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(columns, schema)], schema=schema)
 
 
 def parse_update(job_cls: type[Job], *, checkpoint: Path | None = None, ticks_topic: str | None = None):
-    """mapInArrow: Kafka rows -> (key, lane 0, pickled event) or (source partition, lane 1, reason).
+    """mapInArrow: Kafka rows -> (key, lane 0, the event's row) or (source partition, lane 1, the reason's row).
     Events keep their raw record when the job screens them or has stream time (a screened or late
     event goes to the DLQ)."""
     if job_cls.has_time():
@@ -118,21 +140,17 @@ def parse_update(job_cls: type[Job], *, checkpoint: Path | None = None, ticks_to
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         job = job_cls()
         for b in batches:
-            cols: dict[str, list] = {f.name: [] for f in _UPDATE_PARSED}
+            rows: list[tuple] = []
             for r in _records(b):
                 parsed = job.parse(r)
                 key = parsed if isinstance(parsed, Reject) else key_or_reject(job, parsed)
-                rejected = isinstance(key, Reject)
-                cols["key"].append(f"{r.topic}/{r.partition}" if rejected else key)
-                cols["lane"].append(REJECT_LANE if rejected else 0)
-                cols["ev"].append(None if rejected else pickle.dumps(parsed, protocol=5))
-                cols["reason"].append(key.reason if rejected else None)
-                cols["raw_key"].append(r.key if rejected or keep_raw else None)
-                cols["raw_value"].append(r.value if rejected or keep_raw else None)
-                cols["src_topic"].append(r.topic)
-                cols["src_partition"].append(r.partition)
-                cols["src_offset"].append(r.offset)
-            yield pa.RecordBatch.from_pydict(cols, schema=_UPDATE_PARSED)
+                if isinstance(key, Reject):
+                    rows.append((f"{r.topic}/{r.partition}", REJECT_LANE,
+                                 pack_row(None, key.reason, r.key, r.value, r.topic, r.partition, r.offset)))
+                else:
+                    raw_key, raw_value = (r.key, r.value) if keep_raw else (None, None)
+                    rows.append((key, 0, pack_row(parsed, None, raw_key, raw_value, r.topic, r.partition, r.offset)))
+            yield _parsed_batch(rows, _UPDATE_PARSED)
 
     return run
 
@@ -153,9 +171,8 @@ def batch_clocks(checkpoint: Path | None) -> tuple[dict, int | None]:
 
 
 def _timed_batch(rows: list[tuple]) -> pa.RecordBatch:
-    columns = list(zip(*rows)) if rows else [[] for _ in _TIMED_PARSED]
-    return pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(columns, _TIMED_PARSED)],
-                                      schema=_TIMED_PARSED)
+    """Rows of (key, lane, *``ROW_FIELDS``, wm_ms) as parsed rows (``_TIMED_PARSED``)."""
+    return _parsed_batch([(r[0], r[1], pack_row(*r[2:11]), r[11]) for r in rows], _TIMED_PARSED)
 
 
 def parse_timed(job_cls: type[Job], checkpoint: Path | None, ticks_topic: str | None):
@@ -172,7 +189,7 @@ def parse_timed(job_cls: type[Job], checkpoint: Path | None, ticks_topic: str | 
         seen: set[tuple[str, int]] = set()
         wm_ms = 1 if wm is None else wm + 1
         for b in batches:
-            rows: list[tuple] = []  # in _TIMED_PARSED's order
+            rows: list[tuple] = []  # key, lane, ROW_FIELDS, wm_ms
             for r in _records(b):
                 where = (r.topic, r.partition, r.offset)
                 if r.topic == ticks_topic:
@@ -189,7 +206,7 @@ def parse_timed(job_cls: type[Job], checkpoint: Path | None, ticks_topic: str | 
                     continue
                 before = stream_time.advance(running, (r.topic, r.partition), ts)
                 seen.add((r.topic, r.partition))
-                rows.append((key, 0, pickle.dumps(parsed, protocol=5), None, r.key, r.value, *where, ts,
+                rows.append((key, 0, parsed, None, r.key, r.value, *where, ts,
                              NO_TIME if before is None else before, wm_ms))
             yield _timed_batch(rows)
         if seen:
@@ -199,8 +216,7 @@ def parse_timed(job_cls: type[Job], checkpoint: Path | None, ticks_topic: str | 
     return run
 
 
-_OUT_COLUMNS = ["kind", "key", "value", "reason", "raw_key", "raw_value", "src_topic", "src_partition",
-                "src_offset"]
+_OUT_COLUMNS = ["kind", "key", "value"]
 
 
 def _frame(rows: list[tuple]):
@@ -210,7 +226,7 @@ def _frame(rows: list[tuple]):
 
 
 def _dlq_row(reason: str, raw_key, raw_value, topic: str, partition: int, offset: int) -> tuple:
-    return ("dlq", None, None, reason, raw_key, raw_value, topic, int(partition), int(offset))
+    return ("dlq", None, pack_dlq(reason, raw_key, raw_value, topic, int(partition), int(offset)))
 
 
 def update_state(job_cls: type[Job]):
@@ -241,14 +257,14 @@ def update_key(job_cls: type[Job], key: str, lane: int, c: dict[str, list], stor
     current = job.initial(key) if loaded is None else loaded
     if job_cls.has_screen():
         for i in order:
-            ev = pickle.loads(c["ev"][i])
+            ev = c["ev"][i]
             reason = job.screen(key, current, ev)
             if reason is not None:
                 rows.append(_dlq_row(reason, *coords[i]))
             else:
                 current = job.update(key, current, [ev])
     else:
-        current = job.update(key, current, [pickle.loads(c["ev"][i]) for i in order])
+        current = job.update(key, current, [c["ev"][i] for i in order])
     _finish(job, key, current, store, rows)
     return rows
 
@@ -257,7 +273,7 @@ def _finish(job: Job, key: str, current: Any, store: Any, rows: list[tuple]) -> 
     """Emit ``current``, expire it and write what is kept (None: the key is deleted) to the store,
     which adds its changelog rows; returns what is kept."""
     for okey, value in job.emit(key, current).items():
-        rows.append(("out", okey, OUTPUT_JSON.dumps(value), None, None, None, None, None, None))
+        rows.append(("out", okey, OUTPUT_JSON.dumps(value)))
     kept = job.expire(key, current) if type(job).has_expire() else current
     return store.save(key, kept, rows)
 
@@ -278,11 +294,11 @@ class BlobStore:
         if kept is None:
             if self.state.exists:
                 self.state.remove()
-            rows.append(("changelog", key, None, None, None, None, None, None, None))
+            rows.append(("changelog", key, None))
             return None
         blob = self.serde.dumps(kept)
         self.state.update((blob,))
-        rows.append(("changelog", key, blob, None, None, None, None, None, None))
+        rows.append(("changelog", key, blob))
         return kept
 
     def set_timer(self, ts: int | None, wm: int | None) -> None:
@@ -312,7 +328,7 @@ def timed_key(job_cls: type[Job], key: str, lane: int, c: dict[str, list], store
         if len(c["ts"]) != 1:  # two tasks read one partition in a batch: their clocks would disagree
             raise RuntimeError(f"{key} was read by {len(c['ts'])} tasks in one micro-batch; stream time "
                                f"needs one task per Kafka partition (do not set the source's minPartitions)")
-        return [("clock", key, str(int(c["ts"][0])).encode(), None, None, None, None, None, None)]
+        return [("clock", key, str(int(c["ts"][0])).encode())]
     coords = list(zip(c["raw_key"], c["raw_value"], c["src_topic"], c["src_partition"], c["src_offset"]))
     if lane == REJECT_LANE:
         return [_dlq_row(reason, *coord) for reason, coord in zip(c["reason"], coords)]
@@ -320,7 +336,7 @@ def timed_key(job_cls: type[Job], key: str, lane: int, c: dict[str, list], store
     wm = store.watermark()
     wm = wm if wm >= stream_time.MIN_TS else None
     order = sorted(range(len(coords)), key=lambda i: coords[i][2:])
-    items = [stream_time.Timed((coords[i][2], int(coords[i][3]), int(coords[i][4])), pickle.loads(c["ev"][i]),
+    items = [stream_time.Timed((coords[i][2], int(coords[i][3]), int(coords[i][4])), c["ev"][i],
                                int(c["ts"][i]), None if c["st"][i] == NO_TIME else int(c["st"][i]))
              for i in order]
     raw = {(t, int(p), int(o)): (k, v) for k, v, t, p, o in coords}
@@ -389,7 +405,7 @@ class NamedStore:
             else:
                 var.update((dumps(c.value),))
         for ckey, value in ns.changelog_records(self.values, key, kept, done):
-            rows.append(("changelog", ckey, value, None, None, None, None, None, None))
+            rows.append(("changelog", ckey, value))
         self.loaded = kept
         return kept
 
@@ -457,17 +473,17 @@ def named_processor(job_cls: type[Job], *, seed: bool = False):
     return Processor()
 
 
-_GROUP_COLUMNS = ("ev", "reason", "raw_key", "raw_value", "src_topic", "src_partition", "src_offset")
-_TIMED_COLUMNS = (*_GROUP_COLUMNS, "ts", "st")
+_GROUP_COLUMNS = ROW_FIELDS[:7]
+_TIMED_COLUMNS = ROW_FIELDS
 
 
 def _group_columns(frames: Iterator, names: tuple[str, ...] = _GROUP_COLUMNS) -> dict[str, list]:
-    """One group's frames (``UPDATE_PARSED_DDL``) as Python lists per column, frames concatenated."""
-    cols: dict[str, list] = {n: [] for n in names}
-    for pdf in frames:
-        for n in names:
-            cols[n].extend(pdf[n].tolist())
-    return cols
+    """One group's frames (``UPDATE_PARSED_DDL``) as Python lists per field of ``ROW_FIELDS``
+    (events unpickled), frames concatenated."""
+    loads = pickle.loads
+    rows = [loads(blob) for pdf in frames for blob in pdf["row"].tolist()]
+    fields = list(zip(*rows)) if rows else [() for _ in ROW_FIELDS]
+    return {n: list(fields[i]) for i, n in enumerate(ROW_FIELDS) if n in names}
 
 
 def seed_timed_state(job_cls: type[Job]):

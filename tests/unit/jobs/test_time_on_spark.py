@@ -62,6 +62,7 @@ def test_an_update_job_over_a_batch_dataframe_runs_its_parse_stage(local_spark, 
     import datetime as dt
 
     from jobs.orders import Orders
+    from streamops.spark.query.worker import unpack_row
 
     job_cls = {"orders": Orders, "sessions": Sessions}[job]
     records = sample_records(job_cls, "in", 3, job_cls().generate(300, 2))
@@ -69,7 +70,8 @@ def test_an_update_job_over_a_batch_dataframe_runs_its_parse_stage(local_spark, 
         [(r.key, r.value, r.topic, r.partition, r.offset, dt.datetime(2026, 1, 1)) for r in records],
         "key binary, value binary, topic string, partition int, offset long, timestamp timestamp")
     parsed = JobQuery(job_cls, state_partitions=2, topics=Topics("o", "c", "d", TICKS)).build(df).toArrow()
-    offsets = sorted(parsed.filter(parsed.column("lane").to_numpy() != 2).column("src_offset").to_pylist())
+    rows = parsed.filter(parsed.column("lane").to_numpy() != 2).column("row").to_pylist()
+    offsets = sorted(unpack_row(r)["src_offset"] for r in rows)
     assert offsets == sorted(r.offset for r in records)
 
 

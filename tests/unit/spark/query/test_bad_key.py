@@ -12,7 +12,7 @@ from jobs.sessions import Sessions
 from jobs.user_activity import UserActivity
 from streamops.job import BAD_KEY, Record, Reject, key_or_reject
 from streamops.spark.query.plan import JobQuery
-from streamops.spark.query.worker import REJECT_LANE, parse_aggregate, parse_update
+from streamops.spark.query.worker import REJECT_LANE, parse_aggregate, parse_update, unpack_row
 from streamops.state.oracle import Expected, events_by_key, timed_items
 
 pytestmark = pytest.mark.unit
@@ -45,7 +45,8 @@ def test_the_parse_stage_sends_a_key_utf8_cannot_encode_to_the_dlq(job_cls) -> N
         fn = parse_aggregate(job_cls, JobQuery(job_cls, state_partitions=1).parsed_schema())
     else:
         fn = parse_update(job_cls)
-    rows = [r for out in fn(iter([batch])) for r in out.to_pylist() if r.get("lane", 0) <= REJECT_LANE]
+    rows = [r if "row" not in r else {**r, **unpack_row(r["row"])}
+            for out in fn(iter([batch])) for r in out.to_pylist() if r.get("lane", 0) <= REJECT_LANE]
     assert [(r["src_offset"], r["reason"]) for r in rows] == [(0, None), (1, BAD_KEY)]
     assert rows[1]["raw_value"] == POISON[job_cls]  # the record as it came, for its DLQ copy
 

@@ -5,13 +5,13 @@ rejected records straight to the DLQ."""
 from __future__ import annotations
 
 import json
-import pickle
 
 import pandas as pd
 import pytest
 
 from jobs.orders import HORIZON_MS, Orders
-from streamops.spark.query.worker import REJECT_LANE, update_state
+from streamops.spark.query.records import unpack_dlq
+from streamops.spark.query.worker import REJECT_LANE, ROW_FIELDS, pack_row, update_state
 from tests.fixtures.group_state import GroupState
 
 pytestmark = pytest.mark.unit
@@ -20,13 +20,19 @@ T0 = 1_767_225_600_000
 
 
 def _frame(rows: list[dict]) -> pd.DataFrame:
-    cols = ["key", "lane", "ev", "reason", "raw_key", "raw_value", "src_topic", "src_partition", "src_offset"]
-    return pd.DataFrame({c: [r.get(c) for r in rows] for c in cols})
+    """Parsed rows as PySpark hands a group to the function: key, lane and the packed row."""
+    return pd.DataFrame({"key": [r["key"] for r in rows], "lane": [r["lane"] for r in rows],
+                         "row": [pack_row(*(r.get(f) for f in ROW_FIELDS[:7])) for r in rows]})
+
+
+def _rows(out: pd.DataFrame) -> list[dict]:
+    """The function's out rows, a ``dlq`` row's packed value as its fields (``records.unpack_dlq``)."""
+    return [{**r, **unpack_dlq(r["value"])} if r["kind"] == "dlq" else r for r in out.to_dict("records")]
 
 
 def _event(order_id: str, ts: int, offset: int, partition: int = 0) -> dict:
     ev = {"order_id": order_id, "customer": "c1", "amount_cents": 100, "ts": ts}
-    return {"key": "c1", "lane": 0, "ev": pickle.dumps(ev, protocol=5), "raw_key": b"c1",
+    return {"key": "c1", "lane": 0, "ev": ev, "raw_key": b"c1",
             "raw_value": json.dumps(ev).encode(), "src_topic": "orders", "src_partition": partition,
             "src_offset": offset}
 
@@ -37,7 +43,7 @@ def test_events_are_folded_in_input_order_whatever_order_the_frames_bring_them()
     events = [_event("o1", T0, 0), _event("o2", T0 + HORIZON_MS + 60_000, 1), _event("o3", T0 + 1000, 2)]
     state = GroupState()
     [out] = list(update_state(Orders)(("c1", 0), iter([_frame([events[2]]), _frame(events[:2])]), state))
-    rows = out.to_dict("records")
+    rows = _rows(out)
     dlq = [r for r in rows if r["kind"] == "dlq"]
     assert [(r["reason"], r["src_offset"], r["raw_value"]) for r in dlq] == [("late", 2, events[2]["raw_value"])]
     [emitted] = [r for r in rows if r["kind"] == "out"]
@@ -52,7 +58,7 @@ def test_state_carries_over_to_the_next_batch() -> None:
     state = GroupState()
     list(update_state(Orders)(("c1", 0), iter([_frame([_event("o1", T0, 0)])]), state))
     [out] = list(update_state(Orders)(("c1", 0), iter([_frame([_event("o1", T0, 1), _event("o2", T0, 2)])]), state))
-    [emitted] = [r for r in out.to_dict("records") if r["kind"] == "out"]
+    [emitted] = [r for r in _rows(out) if r["kind"] == "out"]
     assert {k: json.loads(emitted["value"])[k] for k in ("orders", "duplicates_dropped")} == {
         "orders": 2, "duplicates_dropped": 1}
 
@@ -62,6 +68,6 @@ def test_rejected_records_go_to_the_dlq_and_touch_no_state() -> None:
                  "src_topic": "orders", "src_partition": 3, "src_offset": o} for o in (7, 8)]
     state = GroupState()
     [out] = list(update_state(Orders)(("orders/3", REJECT_LANE), iter([_frame(rejected)]), state))
-    assert [(r["kind"], r["reason"], r["src_partition"], r["src_offset"]) for r in out.to_dict("records")] == [
+    assert [(r["kind"], r["reason"], r["src_partition"], r["src_offset"]) for r in _rows(out)] == [
         ("dlq", "bad_json", 3, 7), ("dlq", "bad_json", 3, 8)]
     assert not state.exists
