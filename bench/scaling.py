@@ -21,7 +21,7 @@ driver's processes (its Python process and its JVM) and of the executors (the wo
 - ``driver CPU``: CPU-seconds of the driver's processes over the steady batches, per batch and per
   million records, split into its Python process (the sink: encode, transaction, reports) and its
   JVM (planning, the offsets and commit logs, the tasks' results); ``executor CPU`` per million
-  records (all executors).
+  records (all executors: their JVMs and their Python workers), and the broker's per million records.
 
 Ratios are to parallelism 1's median. This machine has 2 cores for the broker, the driver and the
 executors together: a second executor can only use what the rest leaves.
@@ -50,6 +50,7 @@ from streamops.settings import Settings
 SAMPLE_S = 0.2
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 EXECUTOR_MAIN = "CoarseGrainedExecutorBackend"
+BROKER_MAIN = "kafka.Kafka "  # the broker's main class on its command line
 
 
 # -- /proc ------------------------------------------------------------------------------------------------
@@ -97,7 +98,9 @@ class CpuSample:
     at: float  # wall clock, s
     driver_py: float  # CPU-seconds so far of the driver's Python process
     driver_jvm: float  # ... of its descendants (the JVM spark-submit starts)
-    executors: float  # ... of the executors' JVMs
+    executors: float  # ... of the executors' JVMs and their Python workers
+    executors_py: float = 0.0  # ... of which their Python workers
+    broker: float = 0.0  # ... of the broker(s) (``kafka.Kafka``; the bench's own: nothing else should run)
 
 
 @dataclass
@@ -115,15 +118,18 @@ class CpuSampler:
         procs = processes()
         jvm = descendants(procs, self.driver_pid)
         execs = {pid for pid, (_pp, _c, cmd) in procs.items() if EXECUTOR_MAIN in cmd}
-        execs |= {child for pid in execs for child in descendants(procs, pid)}  # their Python workers
-        for pid in {self.driver_pid, *jvm, *execs}:
+        workers = {child for pid in execs for child in descendants(procs, pid)}  # their Python workers
+        brokers = {pid for pid, (_pp, _c, cmd) in procs.items() if BROKER_MAIN in cmd}
+        for pid in {self.driver_pid, *jvm, *execs, *workers, *brokers}:
             if pid in procs:
                 self._last[pid] = procs[pid][1]
-        self._kinds.update({self.driver_pid: "py", **{p: "jvm" for p in jvm}, **{p: "exec" for p in execs}})
-        total = {"py": 0.0, "jvm": 0.0, "exec": 0.0}
+        self._kinds.update({self.driver_pid: "py", **{p: "jvm" for p in jvm}, **{p: "exec" for p in execs},
+                            **{p: "exec_py" for p in workers}, **{p: "broker" for p in brokers}})
+        total = {"py": 0.0, "jvm": 0.0, "exec": 0.0, "exec_py": 0.0, "broker": 0.0}
         for pid, cpu in self._last.items():
             total[self._kinds[pid]] += cpu
-        s = CpuSample(time.time(), total["py"], total["jvm"], total["exec"])
+        s = CpuSample(time.time(), total["py"], total["jvm"], total["exec"] + total["exec_py"], total["exec_py"],
+                      total["broker"])
         self.samples.append(s)
         return s
 
@@ -152,7 +158,8 @@ def cpu_at(samples: list[CpuSample], at: float) -> CpuSample:
             f = 0.0 if b.at == a.at else (at - a.at) / (b.at - a.at)
             mix = lambda x, y: x + f * (y - x)  # noqa: E731
             return CpuSample(at, mix(a.driver_py, b.driver_py), mix(a.driver_jvm, b.driver_jvm),
-                             mix(a.executors, b.executors))
+                             mix(a.executors, b.executors), mix(a.executors_py, b.executors_py),
+                             mix(a.broker, b.broker))
     return samples[-1]
 
 
@@ -169,6 +176,8 @@ class Side:
     driver_py_cpu: float  # CPU-seconds over the steady batches
     driver_jvm_cpu: float
     executor_cpu: float
+    executor_py_cpu: float = 0.0  # of executor_cpu: the executors' Python workers
+    broker_cpu: float = 0.0
 
     @property
     def per_executor(self) -> float:
@@ -203,7 +212,8 @@ def side_of(parallelism: int, progress: list[dict], samples: list[CpuSample]) ->
                 steady_rate=steady_records / ((max(ends) - steady_start) / 1000),
                 steady_records=steady_records, steady_batches=len(rest),
                 driver_py_cpu=z.driver_py - a.driver_py, driver_jvm_cpu=z.driver_jvm - a.driver_jvm,
-                executor_cpu=z.executors - a.executors)
+                executor_cpu=z.executors - a.executors, executor_py_cpu=z.executors_py - a.executors_py,
+                broker_cpu=z.broker - a.broker)
 
 
 def produce_input(settings: Settings, spec, events: int, partitions: int, seed: int) -> None:
@@ -266,6 +276,9 @@ def report(sides: dict[tuple[str, int], list[Side]]) -> str:
         ("driver CPU s per batch: JVM", lambda s: s.per_batch(s.driver_jvm_cpu), "{:.3f}"),
         ("driver CPU s per million records", lambda s: s.per_million(s.driver_py_cpu + s.driver_jvm_cpu), "{:.2f}"),
         ("executor CPU s per million records", lambda s: s.per_million(s.executor_cpu), "{:.2f}"),
+        ("- of which their JVMs", lambda s: s.per_million(s.executor_cpu - s.executor_py_cpu), "{:.2f}"),
+        ("- of which their Python workers", lambda s: s.per_million(s.executor_py_cpu), "{:.2f}"),
+        ("broker CPU s per million records", lambda s: s.per_million(s.broker_cpu), "{:.2f}"),
     ]
     for name, get, fmt in metrics:
         for (rev, p), runs in sides.items():

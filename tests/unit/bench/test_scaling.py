@@ -29,9 +29,10 @@ def test_descendants_follow_the_tree_not_the_pids() -> None:
 
 
 def test_cpu_between_samples_is_interpolated() -> None:
-    samples = [CpuSample(10.0, 1.0, 2.0, 4.0), CpuSample(12.0, 3.0, 2.0, 8.0)]
+    samples = [CpuSample(10.0, 1.0, 2.0, 4.0, 1.0, 0.0), CpuSample(12.0, 3.0, 2.0, 8.0, 3.0, 4.0)]
     mid = cpu_at(samples, 11.5)
-    assert (mid.driver_py, mid.driver_jvm, mid.executors) == pytest.approx((2.5, 2.0, 7.0))
+    assert (mid.driver_py, mid.driver_jvm, mid.executors, mid.executors_py, mid.broker) == pytest.approx(
+        (2.5, 2.0, 7.0, 2.5, 3.0))
     assert cpu_at(samples, 5.0) == samples[0] and cpu_at(samples, 20.0) == samples[-1]
 
 
@@ -47,12 +48,14 @@ def test_a_side_counts_the_steady_batches_only_for_its_rates_and_cpu() -> None:
         {"timestamp": _iso(t0 + 5), "input_rows": 10_000, "duration_ms": {"triggerExecution": 1000}},
         {"timestamp": _iso(t0 + 6), "input_rows": 10_000, "duration_ms": {"triggerExecution": 1000}},
     ]
-    samples = [CpuSample(t0, 0.0, 0.0, 0.0), CpuSample(t0 + 5, 1.0, 10.0, 20.0), CpuSample(t0 + 7, 1.5, 12.0, 30.0)]
+    samples = [CpuSample(t0, 0.0, 0.0, 0.0), CpuSample(t0 + 5, 1.0, 10.0, 20.0, 5.0, 2.0),
+               CpuSample(t0 + 7, 1.5, 12.0, 30.0, 11.0, 3.0)]
     side = side_of(2, progress, samples)
     assert side.records == 30_000 and side.batches == 3
     assert side.rate == pytest.approx(30_000 / 6) and side.steady_rate == pytest.approx(20_000 / 2)
     assert side.per_executor == pytest.approx(5_000)
     assert (side.driver_py_cpu, side.driver_jvm_cpu, side.executor_cpu) == pytest.approx((0.5, 2.0, 10.0))
+    assert (side.executor_py_cpu, side.broker_cpu) == pytest.approx((6.0, 1.0))
     assert side.per_batch(side.driver_jvm_cpu) == pytest.approx(1.0)
     assert side.per_million(side.executor_cpu) == pytest.approx(500.0)
 

@@ -104,3 +104,25 @@ def test_a_checkpoint_seeded_with_named_state_reads_back(local_spark) -> None:
     report = lint(RecentPages, records, spark=local_spark)
     assert [(c.name, c.ok) for c in report.checks if not c.ok] == []
     assert "seeded checkpoint reads back equal" in report.checks[-1].detail
+
+
+@pytest.mark.parametrize(("job", "columns"), [("orders", ["key", "lane", "row"]),
+                                              ("sessions", ["key", "lane", "row", "wm"]),
+                                              ("recent_pages", ["key", "lane", "row", "wm"])])
+def test_the_state_function_gets_the_parsed_row_in_one_column(local_spark, tmp_path, job: str, columns) -> None:
+    """PySpark hands an update job's per-group function each group as a pandas frame built column
+    by column: the stateful operator's input is the grouping key, the packed row and (stream time)
+    Spark's watermark column, not a column per field (``worker`` module docstring)."""
+    import re
+
+    from jobs.orders import Orders
+    from jobs.recent_pages import RecentPages
+
+    job_cls = {"orders": Orders, "sessions": Sessions, "recent_pages": RecentPages}[job]
+    ddl = "key binary, value binary, topic string, partition int, offset long, timestamp timestamp"
+    raw = local_spark.readStream.schema(ddl).parquet(str(tmp_path))
+    df = JobQuery(job_cls, state_partitions=2, topics=Topics("o", "c", "d", TICKS)).build(raw, tmp_path / "ckpt")
+    plan = df._jdf.queryExecution().analyzed().toString()
+    op = re.search(r"(?:FlatMapGroupsInPandasWithState|TransformWithStateInPySpark) \w+\(([^)]*)\)", plan)
+    assert op is not None, plan
+    assert [a.split("#")[0] for a in op.group(1).split(", ")] == columns
