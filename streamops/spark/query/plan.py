@@ -33,6 +33,7 @@ import pyarrow as pa
 from streamops.app.shape import input_scans
 from streamops.arrow import DLQ_COLUMNS, parsed_arrow_schema
 from streamops.job import Job
+from streamops.spark.query.named import named_processor
 from streamops.spark.query.observed import (
     OBSERVED_HOT_KEYS,
     OBSERVED_INPUT,
@@ -48,7 +49,6 @@ from streamops.spark.query.worker import (
     UPDATE_OUT_DDL,
     UPDATE_PARSED_DDL,
     UPDATE_STATE_DDL,
-    named_processor,
     parse_aggregate,
     parse_update,
     seed_state,

@@ -10,7 +10,7 @@ import pytest
 from jobs.recent_pages import TTL_MS, RecentPages, generate
 from streamops import named_state as ns
 from streamops.job import Job, JobDeclarationError, validate_job
-from streamops.spark.query.worker import NamedStore
+from streamops.spark.query.named import NamedStore
 from streamops.state.lint import sample_records
 from streamops.state.oracle import fold_input
 from tests.fixtures.named_jobs import BlobRecentPages
