@@ -12,7 +12,8 @@ pandas, Spark's classes and the stream-time and named-state helpers load where u
 Update jobs' rows (DDL for the plan, Arrow for the functions): parsed (key, lane, and the rest of
 the row pickled in one ``row`` column: ``ROW_FIELDS``), rejected records in ``REJECT_LANE`` keyed
 by source partition and never given state, clock and tick lanes for stream time; out (kind, key,
-value, DLQ columns), which ``records`` encodes. One column, not one per field: PySpark hands the
+value; a DLQ row's fields packed in its value, ``records.pack_dlq``), which ``records`` encodes.
+One column, not one per field: PySpark hands the
 per-group function each group as a pandas frame built column by column, and with ten columns that
 conversion was most of the state stage's time (docs/benchmarks.md, "Update jobs' rows in one
 column").
