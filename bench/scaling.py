@@ -30,6 +30,8 @@ executors together: a second executor can only use what the rest leaves.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import itertools
 import json
 import os
 import statistics
@@ -153,13 +155,11 @@ def cpu_at(samples: list[CpuSample], at: float) -> CpuSample:
         raise ValueError("no CPU samples")
     if at <= samples[0].at:
         return samples[0]
-    for a, b in zip(samples, samples[1:]):
+    for a, b in itertools.pairwise(samples):
         if a.at <= at <= b.at:
             f = 0.0 if b.at == a.at else (at - a.at) / (b.at - a.at)
-            mix = lambda x, y: x + f * (y - x)  # noqa: E731
-            return CpuSample(at, mix(a.driver_py, b.driver_py), mix(a.driver_jvm, b.driver_jvm),
-                             mix(a.executors, b.executors), mix(a.executors_py, b.executors_py),
-                             mix(a.broker, b.broker))
+            return CpuSample(at, *(x + f * (y - x) for x, y in zip(dataclasses.astuple(a)[1:],
+                                                                   dataclasses.astuple(b)[1:])))
     return samples[-1]
 
 
