@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from streamops.job import Job
-from streamops.spark.query.worker import _TIMED_COLUMNS, _frame, _group_columns, timed_key, update_key
+from streamops.spark.query.worker import ROW_FIELDS, _frame, _group_columns, timed_key, update_key
 
 
 class NamedStore:
@@ -121,13 +121,13 @@ def named_processor(job_cls: type[Job], *, seed: bool = False):
                 yield _frame([])
                 return
             if timed:
-                out = timed_key(job_cls, k, lane, _group_columns(rows, _TIMED_COLUMNS), store)
+                out = timed_key(job_cls, k, lane, _group_columns(rows), store)
             else:
                 out = update_key(job_cls, k, lane, _group_columns(rows), store)
             yield _frame(out)
 
         def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator:
-            empty = {n: [] for n in _TIMED_COLUMNS}
+            empty = {n: [] for n in ROW_FIELDS}
             yield _frame(timed_key(job_cls, key[0], int(key[1]), empty, self._store(timerValues)))
 
         def close(self) -> None:

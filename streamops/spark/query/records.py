@@ -24,6 +24,7 @@ from streamops.app.topics import (
     H_SOURCE_TOPIC,
     H_TRUNCATED,
 )
+from streamops.arrow import DLQ_COLUMNS
 from streamops.job import Job, JsonSerde
 
 if TYPE_CHECKING:
@@ -79,8 +80,8 @@ def dlq_entry(headers: list | None) -> tuple[tuple[str, int, int], str]:
     return (h[H_SOURCE_TOPIC], int(h[H_SOURCE_PARTITION]), int(h[H_SOURCE_OFFSET])), h[H_REASON]
 
 
-#: what an update job's ``dlq`` out row's value holds (``pack_dlq``), in this order
-DLQ_FIELDS = ("reason", "raw_key", "raw_value", "src_topic", "src_partition", "src_offset")
+#: what an update job's ``dlq`` out row's value holds (``pack_dlq``), in this order: the DLQ columns
+DLQ_FIELDS = tuple(name for name, _type in DLQ_COLUMNS)
 
 
 def pack_dlq(reason: str, raw_key: bytes | None, raw_value: bytes | None, src_topic: str, src_partition: int,

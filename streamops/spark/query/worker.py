@@ -29,7 +29,7 @@ from typing import Any
 import pyarrow as pa
 
 from streamops.job import Job, Record, Reject, key_or_reject
-from streamops.spark.query.records import OUTPUT_JSON, pack_dlq
+from streamops.spark.query.records import DLQ_FIELDS, OUTPUT_JSON, pack_dlq
 
 #: the lane of rejected records in an update job's grouping key (events: 0)
 REJECT_LANE = 1
@@ -51,7 +51,7 @@ TIMED_DDL = ", wm_ms long"
 #: what a parsed row's ``row`` column holds, in this order: the event (None when rejected), the DLQ
 #: columns, and for stream time the event's time and its partition's stream time before it
 #: (``NO_TIME``: none yet)
-ROW_FIELDS = ("ev", "reason", "raw_key", "raw_value", "src_topic", "src_partition", "src_offset", "ts", "st")
+ROW_FIELDS = ("ev", *DLQ_FIELDS, "ts", "st")
 NO_TIME = -1
 
 
@@ -312,7 +312,7 @@ def update_timed(job_cls: type[Job]):
 
     def run(group: tuple, frames: Iterator, state) -> Iterator:
         key, lane = group
-        yield _frame(timed_key(job_cls, key, lane, _group_columns(frames, _TIMED_COLUMNS), BlobStore(job_cls, state)))
+        yield _frame(timed_key(job_cls, key, lane, _group_columns(frames), BlobStore(job_cls, state)))
 
     return run
 
@@ -352,17 +352,13 @@ def timed_key(job_cls: type[Job], key: str, lane: int, c: dict[str, list], store
     return rows
 
 
-_GROUP_COLUMNS = ROW_FIELDS[:7]
-_TIMED_COLUMNS = ROW_FIELDS
-
-
-def _group_columns(frames: Iterator, names: tuple[str, ...] = _GROUP_COLUMNS) -> dict[str, list]:
+def _group_columns(frames: Iterator) -> dict[str, list]:
     """One group's frames (``UPDATE_PARSED_DDL``) as Python lists per field of ``ROW_FIELDS``
     (events unpickled), frames concatenated."""
     loads = pickle.loads
     rows = [loads(blob) for pdf in frames for blob in pdf["row"].tolist()]
     fields = list(zip(*rows)) if rows else [() for _ in ROW_FIELDS]
-    return {n: list(fields[i]) for i, n in enumerate(ROW_FIELDS) if n in names}
+    return {n: list(fields[i]) for i, n in enumerate(ROW_FIELDS)}
 
 
 def seed_timed_state(job_cls: type[Job]):
