@@ -13,14 +13,15 @@ from streamops.exceptions import ConfigError, UsageError
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]+)\s*$")
 _UNITS = {"ms": 0.001, "millisecond": 0.001, "milliseconds": 0.001, "s": 1.0, "second": 1.0,
-          "seconds": 1.0, "m": 60.0, "min": 60.0, "minute": 60.0, "minutes": 60.0}
+          "seconds": 1.0, "m": 60.0, "min": 60.0, "minute": 60.0, "minutes": 60.0, "h": 3600.0,
+          "hour": 3600.0, "hours": 3600.0}
 
 
 def duration_seconds(text: str) -> float:
     """'2 seconds' / '500 ms' / '1 minute' -> seconds (the forms Spark's trigger accepts)."""
     m = _DURATION.match(text)
     if not m or m.group(2) not in _UNITS:
-        raise ValueError(f"not a duration: {text!r} (use e.g. '2 seconds', '500 ms', '1 minute')")
+        raise ValueError(f"not a duration: {text!r} (use e.g. '2 seconds', '500 ms', '1 minute', '2 hours')")
     return float(m.group(1)) * _UNITS[m.group(2)]
 
 
@@ -201,6 +202,10 @@ class AppSpec(BaseModel):
     trigger_interval: str = "500 milliseconds"
     max_offsets_per_trigger: int | None = Field(None, ge=1)
     starting_offsets: Literal["earliest", "latest"] = "earliest"
+    #: jobs with stream time: per input topic, how long a partition of it may show no record before
+    #: it stops holding the watermark back (until it shows one again); off for a topic not named.
+    #: Results then depend on when records arrive, not only on the input (docs/writing-a-job.md, "Idle inputs")
+    idle_timeouts: dict[str, str] = Field(default_factory=dict)
     parallelism: Parallelism = Parallelism()
     checkpoint_root: Path | None = None
     spark_master: str | None = None  # None: the platform's standalone master; "local[N]" or a URL
@@ -306,6 +311,22 @@ class AppSpec(BaseModel):
     def _valid_interval(cls, v: str) -> str:
         duration_seconds(v)
         return v
+
+    @model_validator(mode="after")
+    def _idle_inputs(self) -> AppSpec:
+        """An idleness timeout names one of the app's inputs and is a duration above zero."""
+        for topic, text in self.idle_timeouts.items():
+            if topic not in self.input_topics:
+                raise ValueError(f"idle_timeouts names {topic!r}, which is not one of input_topics "
+                                 f"({', '.join(self.input_topics)})")
+            if duration_seconds(text) <= 0:
+                raise ValueError(f"idle_timeouts[{topic}] must be above zero, got {text!r}")
+        return self
+
+    @property
+    def idle_timeout_ms(self) -> dict[str, int]:
+        """``idle_timeouts`` in milliseconds, by input topic."""
+        return {t: round(duration_seconds(v) * 1000) for t, v in self.idle_timeouts.items()}
 
     @property
     def trigger_seconds(self) -> float:

@@ -179,3 +179,79 @@ def watermark(clocks: Mapping[Partition, int | None], partitions: Iterable[Parti
             return None
         low = st if low is None else min(low, st)
     return low
+
+
+# -- idle inputs ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class StreamTimeStep:
+    """Stream time after a batch, with idleness (``step_clocks``)."""
+
+    clocks: dict[Partition, int]
+    watermark: int | None
+    #: released partitions and since when (epoch ms)
+    idle: dict[Partition, int]
+    #: each partition's end offset and when it last moved (epoch ms)
+    moved: dict[Partition, tuple[int, int]]
+    #: every raise a released partition's records were judged against: (offset, stream time)
+    raises: dict[Partition, list[tuple[int, int]]]
+
+
+def step_clocks(before: Mapping[Partition, int], after: Mapping[Partition, int], partitions: Iterable[Partition],
+                ends: Mapping[Partition, int], *, idle: Mapping[Partition, int] | None = None,
+                moved: Mapping[Partition, tuple[int, int]] | None = None,
+                raises: Mapping[Partition, list[tuple[int, int]]] | None = None,
+                timeouts_ms: Mapping[str, int] | None = None, now_ms: int = 0) -> StreamTimeStep:
+    """The driver's step after a batch: ``before`` the stream times the batch's records were judged
+    against, ``after`` with the batch's events folded in, ``ends`` each partition's end offset.
+
+    Idleness (Flink's ``withIdleness``, Kafka Streams' ``max.task.idle.ms``): a partition of a topic
+    in ``timeouts_ms`` whose end offset has not moved for that long is *released*: its stream time is
+    raised to the watermark of the partitions still active, so it stops holding the watermark back,
+    and every partition's stream time stays at or above the watermark (the rule that lets a timer
+    fire by the watermark without changing any result). Once it shows records again it is active
+    again; its records were judged against the raised stream time, which is kept as a *raise*
+    (offset of its first new record, stream time): ``check``'s fold replays the raises, so it stays
+    exact, but the result now depends on when records arrived, not only on the input."""
+    parts = list(partitions)
+    clocks = dict(after)
+    idle_now = dict(idle or {})
+    moved_now = dict(moved or {})
+    raised = {p: list(r) for p, r in (raises or {}).items()}
+    timeouts = timeouts_ms or {}
+    for p in parts:
+        end = ends.get(p)
+        last = moved_now.get(p)
+        if end is None or (p[0] not in timeouts and p not in idle_now) or (last is not None and last[0] == end):
+            continue  # watched: the partitions of a topic with a timeout, and those still released
+        if p in idle_now:  # showed records again: judged against the raised stream time
+            del idle_now[p]
+            if before.get(p) is not None and last is not None:
+                raised.setdefault(p, []).append((last[0], int(before[p])))
+        moved_now[p] = (end, now_ms)
+    for p in parts:
+        timeout = timeouts.get(p[0])
+        last = moved_now.get(p)
+        if timeout is not None and p not in idle_now and last is not None and now_ms - last[1] >= timeout:
+            idle_now[p] = now_ms
+    active = [p for p in parts if p not in idle_now]
+    low = watermark(clocks, active) if active else None
+    if low is not None:
+        for p in idle_now:
+            st = clocks.get(p)
+            clocks[p] = low if st is None else max(st, low)
+    return StreamTimeStep(clocks, watermark(clocks, parts), idle_now, moved_now, raised)
+
+
+def apply_raises(clocks: dict[Partition, int], partition: Partition, offset: int,
+                 raises: Mapping[Partition, list[tuple[int, int]]], done: dict[Partition, int]) -> None:
+    """Before ``partition``'s record at ``offset`` (in offset order): its stream time raised by every
+    raise at or below that offset not yet applied (``done`` counts them per partition)."""
+    todo = raises.get(partition)
+    if not todo:
+        return
+    i = done.get(partition, 0)
+    while i < len(todo) and todo[i][0] <= offset:
+        st = clocks.get(partition)
+        clocks[partition] = todo[i][1] if st is None else max(st, todo[i][1])
+        i += 1
+    done[partition] = i

@@ -9,8 +9,9 @@ offset JSON per source), ``commits/<N>`` (written after batch N's sink succeeded
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from streamops.host.files import write_json
 
@@ -136,8 +137,16 @@ CLOCKS = "clocks"
 @dataclass(frozen=True)
 class Clocks:
     batch_id: int
-    partitions: dict[tuple[str, int], int]  # partitions that have shown an event
+    partitions: dict[tuple[str, int], int]  # partitions that have shown an event (or were released)
     watermark: int | None
+    #: idleness (``stream_time.step_clocks``): partitions released from holding the watermark, and
+    #: since when (epoch ms); their stream time above is raised to the watermark of the others
+    idle: dict[tuple[str, int], int] = field(default_factory=dict)
+    #: each input partition's end offset and when (epoch ms) it last moved: how long it has been quiet
+    moved: dict[tuple[str, int], tuple[int, int]] = field(default_factory=dict)
+    #: every raise a released partition's records were judged against, as (offset, stream time):
+    #: from that offset on, the partition's stream time is at least that. ``check``'s fold replays them
+    raises: dict[tuple[str, int], list[tuple[int, int]]] = field(default_factory=dict)
 
 
 #: clocks files kept behind the newest, as Spark keeps its offsets and commits logs
@@ -156,17 +165,53 @@ def read_clocks(checkpoint: Path, upto_batch: int) -> Clocks | None:
         path = checkpoint / CLOCKS / str(ids[-1])
     raw = json.loads(path.read_text())
     parts = {(t, int(p)): int(st) for t, ps in raw["partitions"].items() for p, st in ps.items() if st is not None}
-    return Clocks(int(raw["batch_id"]), parts, raw["watermark"])
+    return Clocks(int(raw["batch_id"]), parts, raw["watermark"],
+                  idle={(t, int(p)): int(v) for t, ps in raw.get("idle", {}).items() for p, v in ps.items()},
+                  moved={(t, int(p)): (int(v[0]), int(v[1])) for t, ps in raw.get("moved", {}).items()
+                         for p, v in ps.items()},
+                  raises={(t, int(p)): [(int(o), int(x)) for o, x in v] for t, ps in raw.get("raises", {}).items()
+                          for p, v in ps.items()})
+
+
+def _by_topic(items: dict[tuple[str, int], Any]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for (t, p), v in sorted(items.items()):
+        out.setdefault(t, {})[str(p)] = v
+    return out
 
 
 def write_clocks(checkpoint: Path, clocks: Clocks, all_partitions: list[tuple[str, int]]) -> None:
     out: dict[str, dict[str, int | None]] = {}
     for t, p in sorted(set(all_partitions) | set(clocks.partitions)):
         out.setdefault(t, {})[str(p)] = clocks.partitions.get((t, p))
+    idleness = {name: _by_topic({tp: list(v) if isinstance(v, tuple) else v for tp, v in items.items()})
+                for name, items in (("idle", clocks.idle), ("moved", clocks.moved),
+                                    ("raises", {tp: [list(r) for r in rs] for tp, rs in clocks.raises.items()}))
+                if items}
     write_json(checkpoint / CLOCKS / str(clocks.batch_id),
-               {"batch_id": clocks.batch_id, "partitions": out, "watermark": clocks.watermark})
+               {"batch_id": clocks.batch_id, "partitions": out, "watermark": clocks.watermark, **idleness})
     old = checkpoint / CLOCKS / str(clocks.batch_id - CLOCKS_RETAINED)
     old.unlink(missing_ok=True)  # one out per one in: the folder stays CLOCKS_RETAINED files long
+
+
+def clocks_marker(clocks: Clocks, spark_watermark: int | None) -> dict:
+    """What a job's stream time is after a batch, for its marker: the partitions' clocks, the
+    idleness, and Spark's watermark in that batch (rebuild-state seeds a checkpoint with them,
+    ``marker_clocks``)."""
+    idleness = {"idle": [[t, p, ms] for (t, p), ms in sorted(clocks.idle.items())],
+                "moved": [[t, p, *v] for (t, p), v in sorted(clocks.moved.items())],
+                "raises": [[t, p, [list(r) for r in rs]] for (t, p), rs in sorted(clocks.raises.items())]}
+    return {"clocks": [[t, p, st] for (t, p), st in sorted(clocks.partitions.items())],
+            "watermark": clocks.watermark, "spark_watermark": spark_watermark,
+            **{k: v for k, v in idleness.items() if v}}
+
+
+def marker_clocks(timed: dict, batch_id: int = 0) -> Clocks:
+    """``clocks_marker``'s clocks back, as batch ``batch_id``'s."""
+    return Clocks(batch_id, {(t, int(p)): int(st) for t, p, st in timed["clocks"]}, timed["watermark"],
+                  idle={(t, int(p)): int(ms) for t, p, ms in timed.get("idle", [])},
+                  moved={(t, int(p)): (int(o), int(ms)) for t, p, o, ms in timed.get("moved", [])},
+                  raises={(t, int(p)): [(int(o), int(x)) for o, x in rs] for t, p, rs in timed.get("raises", [])})
 
 
 def rebase_state_metadata(checkpoint: Path, to: Path | None = None) -> int:

@@ -413,6 +413,5 @@ def _seed(spark: Any, query: JobQuery, table: Any, tmp: Path, plan: RebuildPlan,
     seed.point_offsets(tmp / "checkpoint", start, plan.query_sources,
                        watermark_ms=timed["spark_watermark"] if timed else None)
     if timed:  # the partitions' stream times as of the changelog's batch
-        layout.write_clocks(tmp / "checkpoint", layout.Clocks(
-            0, {(t, int(p)): int(st) for t, p, st in timed["clocks"]}, timed["watermark"]),
-            [(o["topic"], o["partition"]) for o in plan.offsets])
+        layout.write_clocks(tmp / "checkpoint", layout.marker_clocks(timed),
+                            [(o["topic"], o["partition"]) for o in plan.offsets])

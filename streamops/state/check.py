@@ -220,10 +220,14 @@ def _fold(job_cls: type, sc: _Scope) -> tuple[Any, int]:
                 counted["n"] += 1
                 yield m
 
-    # a job with stream time: as of the batch's watermark (Spark learns it a batch or two late)
+    # a job with stream time: as of the batch's watermark (Spark learns it a batch or two late), with
+    # the raised stream times its idle inputs' records were judged against (``stream_time.step_clocks``)
+    timed = job_cls.has_time()
+    clocks = layout.read_clocks(sc.ckpt, sc.batch) if timed and sc.batch is not None else None
     folded = fold_input(job_cls, (record_of(m) for m in messages()),
                         partitions=[(t, p) for t, ps in input_partitions.items() for p in ps],
-                        watermark=layout.batch_watermark(sc.ckpt, sc.batch) if job_cls.has_time() else DERIVED)
+                        watermark=layout.batch_watermark(sc.ckpt, sc.batch) if timed else DERIVED,
+                        raises=clocks.raises if clocks is not None else None)
     return folded, counted["n"]
 
 

@@ -13,7 +13,7 @@ same state as expiring after every batch.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,19 +47,23 @@ def normalized(job_cls: type[Job], state: Any) -> Any:
     return serde.loads(serde.dumps(state))
 
 
+#: idle partitions' raised stream times: (offset, stream time) in offset order, per partition
+Raises = Mapping[Partition, list[tuple[int, int]]]
+
 #: ``fold_input``'s default watermark: the one the input gives (``stream_time.watermark``)
 DERIVED = "derived"
 
 
 def fold_input(job_cls: type[Job], records: Iterable[Record], partitions: Iterable[Partition] | None = None,
-               watermark: int | None | str = DERIVED) -> Expected:
+               watermark: int | None | str = DERIVED, raises: Raises | None = None) -> Expected:
     """Jobs with stream time: ``partitions`` are every input partition (the watermark waits for
     each; default: those the records come from); ``watermark`` overrides the one they give (the
-    app's as of a batch: Spark learns it a batch or two late, ``check`` compares with that batch)."""
+    app's as of a batch: Spark learns it a batch or two late, ``check`` compares with that batch);
+    ``raises``: the app's idle partitions' raised stream times (``stream_time.step_clocks``)."""
     job = job_cls()
     out = Expected()
     if job_cls.has_time():
-        finals = fold_timed(job, records, out, partitions, watermark)
+        finals = fold_timed(job, records, out, partitions, watermark, raises)
     elif job_cls.is_aggregate():
         fields = job_cls.aggregate or {}
         acc: dict[str, dict] = {}
@@ -82,22 +86,28 @@ def fold_input(job_cls: type[Job], records: Iterable[Record], partitions: Iterab
 
 
 def fold_timed(job: Job, records: Iterable[Record], out: Expected, partitions: Iterable[Partition] | None,
-               watermark: int | None | str = DERIVED) -> dict[str, Any]:
+               watermark: int | None | str = DERIVED, raises: Raises | None = None) -> dict[str, Any]:
     """A job with stream time: each key's events (``timed_items``) then the final watermark, through
     ``stream_time.run_key``."""
-    items, wm = timed_items(job, records, out, partitions, watermark)
+    items, wm = timed_items(job, records, out, partitions, watermark, raises)
     return {k: stream_time.run_key(job, k, None, evs, wm, out.rejected) for k, evs in items.items()}
 
 
 def timed_items(job: Job, records: Iterable[Record], out: Expected, partitions: Iterable[Partition] | None,
-                watermark: int | None | str = DERIVED) -> tuple[dict[str, list[Timed]], int | None]:
+                watermark: int | None | str = DERIVED, raises: Raises | None = None
+                ) -> tuple[dict[str, list[Timed]], int | None]:
     """Each key's events with their times (sorted as ``events_by_key``): each partition's records in
-    offset order give its stream time at each event; and the watermark after all of them."""
+    offset order give its stream time at each event (raised where ``raises`` say); and the watermark
+    after all of them."""
     ordered = sorted(records, key=lambda r: (r.topic, r.partition, r.offset))
     clocks: dict[Partition, int] = {}
     items: dict[str, list[Timed]] = {}
+    raises = raises or {}
+    applied: dict[Partition, int] = {}
     for r in ordered:
         out.records += 1
+        if raises:
+            stream_time.apply_raises(clocks, (r.topic, r.partition), r.offset, raises, applied)
         parsed = job.parse(r)
         if isinstance(parsed, Reject):
             out.rejected[(r.topic, r.partition, r.offset)] = parsed.reason
@@ -113,6 +123,8 @@ def timed_items(job: Job, records: Iterable[Record], out: Expected, partitions: 
         _note_partition(out, k, r)
         before = stream_time.advance(clocks, (r.topic, r.partition), ts)
         items.setdefault(k, []).append(Timed((r.topic, r.partition, r.offset), parsed, ts, before))
+    for p in raises:  # raises past the last record (a partition released and still quiet)
+        stream_time.apply_raises(clocks, p, 2**63, raises, applied)
     wm = stream_time.watermark(clocks, set(clocks) if partitions is None else partitions) \
         if watermark == DERIVED else watermark
     return items, wm

@@ -45,6 +45,9 @@ def test_the_repo_spec_is_valid(tmp_path) -> None:
     ({"maintenance": {"compact_schedule": "nightly"}}, "apps.app1.maintenance.compact_schedule"),
     ({"maintenance": {"verify_every": "1h"}}, "apps.app1.maintenance.verify_every"),
     ({"colour": "blue"}, "apps.app1.colour"),
+    ({"idle_timeouts": {"prices": "1 minute"}}, "idle_timeouts names 'prices', which is not one of input_topics (in)"),
+    ({"idle_timeouts": {"in": "a while"}}, "not a duration: 'a while'"),
+    ({"idle_timeouts": {"in": "0 seconds"}}, "idle_timeouts[in] must be above zero"),
 ])
 def test_invalid_fields_are_named(tmp_path, fields, where) -> None:
     with pytest.raises(ConfigError) as err:
@@ -67,6 +70,12 @@ def test_windows_and_savepoints_parse(tmp_path) -> None:
     ))["app1"]
     assert spec.savepoints.retain_count == 3 and age_seconds(spec.savepoints.retain_age) == 2 * 86400
     assert spec.scale_windows[0].parallelism == 6
+
+
+def test_idle_timeouts_are_off_unless_named_and_read_in_milliseconds(tmp_path) -> None:
+    assert load_specs(write(tmp_path))["app1"].idle_timeout_ms == {}
+    spec = load_specs(write(tmp_path, input_topics=["in", "prices"], idle_timeouts={"prices": "2 hours"}))["app1"]
+    assert spec.idle_timeout_ms == {"prices": 7_200_000}
 
 
 def test_check_parallelism_names_the_limit_and_how_to_raise_it() -> None:

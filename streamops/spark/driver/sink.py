@@ -29,13 +29,6 @@ from streamops.spark.kafka_io import clamp_to_bound
 from streamops.spec import AppSpec
 
 
-def stream_time_marker(clocks, spark_watermark: int | None) -> dict:
-    """What a job's stream time is after a batch, for its marker: the partitions' clocks
-    (``layout.Clocks``) and Spark's watermark in that batch (rebuild-state seeds a checkpoint with both)."""
-    return {"clocks": [[t, p, st] for (t, p), st in sorted(clocks.partitions.items())],
-            "watermark": clocks.watermark, "spark_watermark": spark_watermark}
-
-
 class BatchSink:
     """``foreachBatch``'s function for one start of the app's query (see the module docstring).
 
@@ -72,10 +65,11 @@ class BatchSink:
         end = layout.batch_end_offsets(self.ckpt, batch_id)
         extra = None
         if self.advance_clocks is not None:  # stream time: the clocks for the next batch, a tick
-            step = self.advance_clocks(table, batch_id, self.ckpt, [
-                (t, int(p)) for t in self.spec.input_topics for p in end.get(t, {})])
+            parts = [(t, int(p)) for t in self.spec.input_topics for p in end.get(t, {})]
+            step = self.advance_clocks(table, batch_id, self.ckpt, parts,
+                                       ends={(t, p): int(end[t][str(p)]) for t, p in parts})
             records += step.ticks
-            extra = {"stream_time": stream_time_marker(step.clocks, layout.batch_watermark(self.ckpt, batch_id))}
+            extra = {"stream_time": layout.clocks_marker(step.clocks, layout.batch_watermark(self.ckpt, batch_id))}
         return records, end, extra
 
     def _report(self, batch_id: int, records: list, written, resized: dict | None,

@@ -23,6 +23,7 @@ stream time after each batch; the query observes its input and state partitions 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,10 +84,14 @@ class JobQuery:
         from streamops.spec import load_job
 
         return cls(load_job(spec, repo), state_partitions=spec.state_partitions,
-                   topics=Topics(spec.live_output_topic, spec.changelog_topic, spec.dlq_topic, spec.ticks_topic))
+                   topics=Topics(spec.live_output_topic, spec.changelog_topic, spec.dlq_topic, spec.ticks_topic),
+                   idle_timeouts_ms=spec.idle_timeout_ms)
 
-    def __init__(self, job_cls: type[Job], *, state_partitions: int, topics: Topics | None = None) -> None:
+    def __init__(self, job_cls: type[Job], *, state_partitions: int, topics: Topics | None = None,
+                 idle_timeouts_ms: dict[str, int] | None = None) -> None:
         self.job_cls = job_cls
+        #: per input topic: how long a partition may be quiet before it stops holding the watermark
+        self.idle_timeouts_ms = dict(idle_timeouts_ms or {})
         self.job = job_cls()
         self.state_partitions = state_partitions
         self.topics = topics
@@ -264,11 +269,14 @@ class JobQuery:
         return update_records(table, batch_id, output=t.output, changelog=t.changelog, dlq=t.dlq)
 
     def advance_clocks(self, table: pa.Table, batch_id: int, checkpoint: Path,
-                       partitions: list[tuple[str, int]]) -> ClockStep:
+                       partitions: list[tuple[str, int]], ends: dict[tuple[str, int], int] | None = None,
+                       now_ms: int | None = None) -> ClockStep:
         """Jobs with stream time, on the driver after batch ``batch_id`` ran and before it commits:
-        the batch's clock rows folded into the stream times (``layout.write_clocks``, for the next
-        batch's tasks), and a tick record when the watermark moved, so that Spark runs a batch that
-        carries it even if no input comes (then a batch with no data fires the due timers)."""
+        the batch's clock rows folded into the stream times, idle inputs released
+        (``stream_time.step_clocks``, with ``ends`` the batch's end offset per partition), all of it
+        written for the next batch's tasks (``layout.write_clocks``); and a tick record when the
+        watermark moved, so that Spark runs a batch that carries it even if no input comes (then a
+        batch with no data fires the due timers)."""
         import pyarrow.compute as pc
 
         from streamops import stream_time
@@ -276,15 +284,21 @@ class JobQuery:
         from streamops.spark.commit import OutRecord
 
         prev = layout.read_clocks(checkpoint, batch_id - 1)
-        clocks = dict(prev.partitions) if prev is not None else {}
+        before = dict(prev.partitions) if prev is not None else {}
+        clocks = dict(before)
         rows = table.filter(pc.equal(table.column("kind"), "clock")).select(["key", "value"]).to_pylist()
         for row in rows:
             topic, _, part = row["key"].rpartition("/")
             tp = (topic, int(part))
             clocks[tp] = max(clocks.get(tp, int(row["value"])), int(row["value"]))
-        wm = stream_time.watermark(clocks, partitions)
-        now = layout.Clocks(batch_id, clocks, wm)
+        step = stream_time.step_clocks(
+            before, clocks, partitions, ends or {}, idle=prev.idle if prev else None,
+            moved=prev.moved if prev else None, raises=prev.raises if prev else None,
+            timeouts_ms=self.idle_timeouts_ms, now_ms=int(time.time() * 1000) if now_ms is None else now_ms)
+        now = layout.Clocks(batch_id, step.clocks, step.watermark, idle=step.idle, moved=step.moved,
+                            raises=step.raises)
         layout.write_clocks(checkpoint, now, partitions)
+        wm = step.watermark
         moved = wm is not None and (prev is None or prev.watermark is None or wm > prev.watermark)
         if not moved or self.topics is None or self.topics.ticks is None:
             return ClockStep(now, [])
