@@ -145,8 +145,8 @@ def test_the_lines_of_streamops_status() -> None:
     wm = int(datetime(2026, 11, 28, 20, 10, tzinfo=UTC).timestamp() * 1000)
     held = WatermarkStatus(1830, wm, wm + 252_000, 252_000, Holder("prices", 2, wm, 1820, at, True), [])
     assert wm_.render(held.to_dict()) == [
-        "  watermark 2026-11-28T20:10:00Z (lags newest stream time by 4m12s), held by prices[2] since batch 1820 "
-        "(2026-11-28T20:01:13Z)"]
+        ("  watermark 2026-11-28T20:10:00Z (lags newest stream time by 4m12s), held by prices[2] since batch 1820 "
+        "(2026-11-28T20:01:13Z)")]
     waiting = WatermarkStatus(3, None, wm + 5, None, Holder("prices", 0, None, 5, None, False),
                               [IdlePartition("prices", 1, at), IdlePartition("orders", 0, at + 250)])
     assert wm_.render(waiting.to_dict()) == [
