@@ -50,6 +50,17 @@ def batch_watermark(checkpoint: Path, batch_id: int) -> int | None:
     return int(wm) if wm and int(wm) > 0 else None
 
 
+def batch_timestamp(checkpoint: Path, batch_id: int) -> int | None:
+    """When Spark planned ``batch_id`` (the offsets log's ``batchTimestampMs``, wall clock ms;
+    None: the file is gone, Spark keeps ``minBatchesToRetain`` of them, or it has no time)."""
+    try:
+        lines = (checkpoint / "offsets" / str(batch_id)).read_text().splitlines()
+    except FileNotFoundError:
+        return None
+    ts = json.loads(lines[1]).get("batchTimestampMs") if len(lines) > 1 else None
+    return int(ts) if ts else None
+
+
 def batch_end_offsets(checkpoint: Path, batch_id: int) -> dict[str, dict[str, int]]:
     """All sources' end offsets of ``batch_id`` merged, JSON-shaped ``{topic: {"partition": offset}}``."""
     out: dict[str, dict[str, int]] = {}
@@ -248,3 +259,29 @@ def rebase_state_metadata(checkpoint: Path, to: Path | None = None) -> int:
         path.with_name(f".{path.name}.crc").unlink(missing_ok=True)  # Hadoop would reject the new bytes
         rewritten += 1
     return rewritten
+
+
+@dataclass(frozen=True)
+class ClocksFile:
+    """One ``clocks/N`` whole, as status reads it (``observe.watermark``): unlike ``Clocks``, with
+    the partitions that have shown no event yet (None) and the idle ones."""
+
+    batch_id: int
+    #: every input partition: its stream time (ms), None while it has shown no event
+    partitions: dict[tuple[str, int], int | None]
+    watermark: int | None
+    #: partitions an idleness timeout released (the optional ``idle`` key), since when (wall clock
+    #: ms): their stream time is raised to the watermark, so they never hold it
+    idle: dict[tuple[str, int], int]
+
+
+def clocks_file(checkpoint: Path, batch_id: int) -> ClocksFile | None:
+    """The clocks file of exactly ``batch_id`` (None: not written, or no longer kept)."""
+    try:
+        raw = json.loads((checkpoint / CLOCKS / str(batch_id)).read_text())
+    except FileNotFoundError:
+        return None
+    parts = {(t, int(p)): (None if st is None else int(st)) for t, ps in raw["partitions"].items()
+             for p, st in ps.items()}
+    idle = {(t, int(p)): int(since) for t, ps in (raw.get("idle") or {}).items() for p, since in ps.items()}
+    return ClocksFile(int(raw["batch_id"]), parts, raw["watermark"], idle)

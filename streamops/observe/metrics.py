@@ -22,6 +22,7 @@ from streamops.settings import Settings
 if TYPE_CHECKING:
     from streamops.ledger import Ledger
     from streamops.observe.streams import ResizePause
+    from streamops.observe.watermark import WatermarkStatus
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +59,17 @@ def _gauges() -> dict[str, GaugeMetricFamily]:
         "crash": _gauge("app_crash_loop", "1 while the supervisor has given up on the app (crash loop)"),
         "dlq": _gauge("app_dlq_records_per_minute", "records sent to the DLQ per minute over the last 5 minutes",
                       ("app", "reason")),
-        "wm": _gauge("app_watermark_seconds", "jobs with stream time: the watermark as of the last batch "
-                                              "(epoch seconds)"),
+        "wm": _gauge("app_watermark_seconds", "jobs with stream time: the watermark as of the last committed "
+                                              "batch (epoch seconds)"),
+        "wm_lag": _gauge("app_watermark_lag_seconds", "jobs with stream time: how far the watermark lags the "
+                                                      "newest stream time over the input partitions"),
+        "wm_holder": _gauge("app_watermark_holder_since_seconds", "jobs with stream time: the input partition "
+                                                                  "that holds the watermark (the smallest stream "
+                                                                  "time, or one with no event yet), since when "
+                                                                  "(epoch seconds)", ("app", "topic", "partition")),
+        "wm_idle": _gauge("app_watermark_idle_since_seconds", "jobs with stream time: input partitions an "
+                                                              "idleness timeout released, since when (epoch "
+                                                              "seconds)", ("app", "topic", "partition")),
         "e2e": _gauge("app_end_to_end_latency_seconds", "the last batch: from the newest Kafka timestamp "
                                                         "among the records it read to its commit"),
         "e2e_max": _gauge("app_end_to_end_latency_max_seconds", "the last batch: from the oldest Kafka "
@@ -164,16 +174,16 @@ class PlatformCollector(Collector):
         from streamops.observe.streams import last_point
 
         last = last_point(self.settings, name)
-        _add_row(g, name, stream_row(self.settings, spec, ledger, last=last))
+        row = stream_row(self.settings, spec, ledger, last=last)
+        _add_row(g, name, row)
         if last is not None:
             _add_last_batch(g, name, last)
         pause = self._pause(name, ledger)
         if pause is not None:
             g["pause"].add_metric([name, pause.strategy], pause.seconds)
         _add_dlq_rates(g["dlq"], self.settings, name)
-        wm = _watermark(self.settings, spec)
-        if wm is not None:
-            g["wm"].add_metric([name], wm / 1000)
+        if row.watermark is not None:
+            _add_watermark(g, name, row.watermark)
 
     def _pause(self, app: str, ledger: Ledger) -> ResizePause | None:
         """The app's last resize pause (``streams.last_resize_pause``), kept once its window has
@@ -191,15 +201,17 @@ class PlatformCollector(Collector):
         return pause
 
 
-def _watermark(settings: Settings, spec: Any) -> int | None:
-    """The watermark (ms) of the app's last committed batch's clocks, for jobs with stream time."""
-    from streamops.app.checkpoint import checkpoint_dir
-    from streamops.checkpoints import layout
-
-    ckpt = checkpoint_dir(settings, spec)
-    batch = layout.last_committed_batch(ckpt)
-    clocks = layout.read_clocks(ckpt, batch) if batch is not None else None
-    return clocks.watermark if clocks is not None else None
+def _add_watermark(g: dict[str, GaugeMetricFamily], name: str, wm: WatermarkStatus) -> None:
+    """A stream-time app's watermark, its lag, its holder since when, its idle partitions
+    (``observe.watermark``): a value not known yet is left out."""
+    if wm.watermark_ms is not None:
+        g["wm"].add_metric([name], wm.watermark_ms / 1000)
+    if wm.lag_ms is not None:
+        g["wm_lag"].add_metric([name], wm.lag_ms / 1000)
+    if wm.holder is not None and wm.holder.since_ms is not None:
+        g["wm_holder"].add_metric([name, wm.holder.topic, str(wm.holder.partition)], wm.holder.since_ms / 1000)
+    for idle in wm.idle:
+        g["wm_idle"].add_metric([name, idle.topic, str(idle.partition)], idle.since_ms / 1000)
 
 
 def registry(settings: Settings, specs: Callable[[], dict[str, Any]]):

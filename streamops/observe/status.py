@@ -23,6 +23,8 @@ from streamops.host.files import read_json
 from streamops.ledger import Ledger
 from streamops.lifecycle.supervisor import heartbeat_file
 from streamops.observe.streams import BatchPoint, as_point, history
+from streamops.observe.watermark import WatermarkStatus, watermark_status
+from streamops.observe.watermark import render as render_watermark
 from streamops.settings import Settings
 from streamops.spec import AppSpec, versioned_output
 
@@ -110,6 +112,9 @@ class StreamRow:
     running_operation: dict[str, Any] | None
     #: the driver UI's Prometheus endpoint: Spark's own metrics (``spark.driver.report.prometheus_url``)
     spark_prometheus: str | None = None
+    #: jobs with stream time: the watermark, its lag behind the newest stream time, the partition
+    #: that holds it and since when, the idle partitions (``observe.watermark``; None without)
+    watermark: WatermarkStatus | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -167,7 +172,10 @@ def _batch_fields(last: BatchPoint | None, now: float) -> dict[str, Any]:
 def _row(settings: Settings, spec: AppSpec, ledger: Ledger, rows: tuple[dict | None, dict | None, dict | None],
          last: BatchPoint | None, now: float) -> StreamRow:
     """The row from the ledger ``rows`` (desired, observed, lease) and ``last`` the caller read,
-    plus what only the row shows (savepoint, verification, output version, the driver's UI)."""
+    plus what only the row shows (savepoint, verification, output version, the driver's UI, the
+    watermark)."""
+    from streamops.app.checkpoint import checkpoint_dir
+
     desired, observed, lease = rows
     d, o = desired or {}, observed or {}
     hb_age = _age(o.get("heartbeat_at"), now)
@@ -189,6 +197,7 @@ def _row(settings: Settings, spec: AppSpec, ledger: Ledger, rows: tuple[dict | N
         running_operation=({k: lease[k] for k in ("operation_id", "kind", "holder", "acquired_at")}
                            if lease else None),
         spark_prometheus=ui.get("prometheus_url"),
+        watermark=watermark_status(checkpoint_dir(settings, spec)),
     )
 
 
@@ -231,12 +240,15 @@ class AppStatus:
         return sum(sum(ps.values()) for ps in self.lag.values()) if self.lag else None
 
     def cli_dict(self) -> dict[str, Any]:
-        """``streamops status --json`` (scripts read it: keys, order and values stay as they are)."""
+        """``streamops status --json`` (scripts read it: keys, order and values stay as they are;
+        a job with stream time adds ``watermark`` at the end)."""
         if self.checkpoint is None:
             raise ValueError("the CLI's status needs app_status(..., detail=True)")
+        wm = self.row.watermark
         return {"app": self.row.app, "desired": self.desired, "observed": self.observed, "lease": self.lease,
                 "checkpoint": self.checkpoint.to_dict(), "lag": self.lag, "total_lag": self.total_lag,
-                "last_batch": self.last_batch, "operations": self.operations, "notes": list(self.notes)}
+                "last_batch": self.last_batch, "operations": self.operations, "notes": list(self.notes),
+                **({"watermark": wm.to_dict()} if wm is not None else {})}
 
 
 #: ``app_status``'s ``last`` when the caller has not read it
@@ -319,6 +331,8 @@ def render(st: dict[str, Any]) -> str:
         lines.append(f"  batch {b.get('batch_id')}: {b.get('input_rows')} rows, in {rate_in:.0f}/s, "
                      f"processed {rate_done:.0f}/s, state {b.get('state_rows')} rows / "
                      f"{b.get('state_bytes')} bytes")
+    if st.get("watermark"):
+        lines += render_watermark(st["watermark"])
     if st["lease"]:
         le = st["lease"]
         lines.append(f"  operation {le['kind']} #{le['operation_id']} running since {le['acquired_at']}, "

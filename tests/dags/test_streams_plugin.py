@@ -81,6 +81,33 @@ def test_the_view_answers_from_the_ledger_and_the_progress_files(plugin, client)
     json.dumps(streams)  # the data is JSON all the way down
 
 
+def test_the_streams_data_gives_a_stream_time_apps_watermark_and_its_holder(plugin, client) -> None:
+    """Issue 40: the row of enriched_orders (a temporal join: stream time) carries its watermark, its
+    lag, the price partition that holds it since which batch and the idle partition; orders (no
+    stream time) none."""
+    import shutil
+
+    from streamops.app.checkpoint import checkpoint_dir
+    from streamops.spec import default_spec_path, load_specs
+    from tests.unit.observe.test_watermark import T0_MS, write_batch
+
+    settings = Settings.from_env()
+    ckpt = checkpoint_dir(settings, load_specs(default_spec_path(settings.repo))["enriched_orders"])
+    try:
+        for b in range(3):  # product-prices[2] quiet from batch 1; [0] idle since T0 - 1 min
+            write_batch(ckpt, b, {("orders-placed", 0): 300_000 + b, ("product-prices", 0): 1,
+                                  ("product-prices", 2): 48_000 if b else 400_000}, {("product-prices", 0): T0_MS - 60_000})
+        rows = {r["app"]: r for r in client.get("/api/streams").json()["streams"]}
+    finally:
+        shutil.rmtree(ckpt)
+    assert rows["enriched_orders"]["watermark"] == {
+        "batch_id": 2, "watermark_ms": 48_000, "newest_ms": 300_002, "lag_ms": 252_002,
+        "holder": {"topic": "product-prices", "partition": 2, "stream_time_ms": 48_000, "since_batch": 1,
+                   "since_ms": T0_MS + 1000, "since_exact": True},
+        "idle": [{"topic": "product-prices", "partition": 0, "since_ms": T0_MS - 60_000}]}
+    assert rows["orders"]["watermark"] is None
+
+
 class _Tables(HTMLParser):
     """Each ``<table id>`` of a page with the classes of the element around it."""
 
@@ -123,7 +150,12 @@ STUB_ROW = {"app": "enriched_orders", "description": "orders joined with the pro
             "lag_seconds": 12.3, "input_rate": 5012.4, "processing_rate": 6231.9, "last_batch_id": 18342,
             "last_batch_age_s": 3.2, "last_batch_duration_ms": 1873, "state_rows": 1234567,
             "state_bytes": 987654321, "newest_savepoint": {"batch_id": 18200, "created_at": "2026-11-27T10:15:00+00:00"},
-            "last_verify": {"outcome": "succeeded"}, "output_topic": "enriched-orders-output-v2"}
+            "last_verify": {"outcome": "succeeded"}, "output_topic": "enriched-orders-output-v2",
+            "watermark": {"batch_id": 18342, "watermark_ms": 1795896600000, "newest_ms": 1795896852000,
+                          "lag_ms": 252_000, "holder": {"topic": "product-prices", "partition": 2,
+                                                       "stream_time_ms": 1795896600000, "since_batch": 1820,
+                                                       "since_ms": 1795896073000, "since_exact": True},
+                          "idle": [{"topic": "product-prices", "partition": 0, "since_ms": 1795892400000}]}}
 
 
 def test_at_1400_px_the_streams_table_scrolls_in_its_frame_and_the_page_does_not(plugin, client, chromium) -> None:
@@ -132,7 +164,7 @@ def test_at_1400_px_the_streams_table_scrolls_in_its_frame_and_the_page_does_not
     from tests.fixtures.browser import assert_the_table_scrolls_in_its_frame, table_layout
 
     base = "http://streamops.test/streamops"
-    stub = json.dumps({"streams": [STUB_ROW, {**STUB_ROW, "app": "user_activity"}],
+    stub = json.dumps({"streams": [STUB_ROW, {**STUB_ROW, "app": "user_activity", "watermark": None}],
                        "dags": {"with_app_param": []}})
 
     def serve(route) -> None:
@@ -152,3 +184,11 @@ def test_at_1400_px_the_streams_table_scrolls_in_its_frame_and_the_page_does_not
     assert layout["frame_scroll_width"] > layout["frame_width"], f"the sample table fits: no test of scrolling: {layout}"
     assert layout["last_header"] == "Output"
     assert page.locator('#streams tr[data-app="user_activity"] td').last.inner_text() == STUB_ROW["output_topic"]
+    # the watermark, its lag, its holder since which batch, the idle partitions; "–" without stream time
+    cell = page.locator('#streams tr[data-app="enriched_orders"] [data-field=watermark] div')
+    lines = cell.all_inner_texts()
+    since = page.evaluate("(ms) => new Date(ms).toLocaleString()", STUB_ROW["watermark"]["holder"]["since_ms"])
+    assert lines[1:] == ["lags 4m12s", "held by product-prices[2]", f"since batch 1820, {since}",
+                         "idle: product-prices[0]"], lines
+    assert lines[0] == page.evaluate("(ms) => new Date(ms).toLocaleString()", STUB_ROW["watermark"]["watermark_ms"])
+    assert page.locator('#streams tr[data-app="user_activity"] [data-field=watermark]').inner_text() == "–"

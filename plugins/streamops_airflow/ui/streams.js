@@ -29,7 +29,34 @@ const fmt = {
   },
   age: (s) => s == null ? "–" : s < 90 ? `${Math.round(s)} s` : s < 5400 ? `${Math.round(s / 60)} min` : `${(s / 3600).toFixed(1)} h`,
   time: (iso) => iso ? new Date(iso).toLocaleString() : "–",
+  // a duration as `streamops status` gives it (observe.watermark.span): 850ms, 42s, 4m12s, 3h05m, 2d03h
+  span: (ms) => {
+    const s = Math.floor(ms / 1000); const two = (n) => String(n).padStart(2, "0");
+    if (ms < 1000) return `${ms}ms`;
+    if (s < 60) return `${s}s`;
+    if (s < 3600) return `${Math.floor(s / 60)}m${two(s % 60)}s`;
+    if (s < 86400) return `${Math.floor(s / 3600)}h${two(Math.floor(s % 3600 / 60))}m`;
+    return `${Math.floor(s / 86400)}d${two(Math.floor(s % 86400 / 3600))}h`;
+  },
 };
+
+// A stream-time app's watermark (the row's `watermark`, observe.watermark), one line each: when it
+// stands, its lag behind the newest stream time, the partition that holds it and since when, the
+// idle partitions. "–": the app has no stream time (or no batch yet).
+function watermarkLines(w) {
+  if (!w) return ["–"];
+  const lines = [w.watermark_ms == null ? "none yet" : fmt.time(w.watermark_ms)];
+  if (w.lag_ms != null) lines.push(`lags ${fmt.span(w.lag_ms)}`);
+  const h = w.holder;
+  if (!h) lines.push("all partitions idle");
+  else {
+    lines.push(`held by ${h.topic}[${h.partition}]${h.stream_time_ms == null ? " (no event yet)" : ""}`);
+    lines.push(`since batch ${h.since_batch}${h.since_exact ? "" : " or earlier"}` +
+               (h.since_ms != null ? `, ${fmt.time(h.since_ms)}` : ""));
+  }
+  if (w.idle.length) lines.push(`idle: ${w.idle.map((i) => `${i.topic}[${i.partition}]`).join(", ")}`);
+  return lines;
+}
 
 function badge(text) { return el("span", { class: `badge ${text}`, "data-health": text }, text); }
 

@@ -126,3 +126,29 @@ def test_the_grafana_dashboard_uses_only_metrics_the_platform_exports(tmp_path) 
     dash = json.loads((Path(__file__).parents[3] / "include" / "grafana" / "streamops.json").read_text())
     used = {m for p in dash["panels"] for t in p["targets"] for m in re.findall(r"streamops_[a-z_]+", t["expr"])}
     assert used and used <= exported, sorted(used - exported)
+
+
+def test_the_watermark_its_lag_its_holder_and_the_idle_partitions(tmp_path) -> None:
+    """Issue 40: a stream-time app's watermark, how far it lags the newest stream time, the input
+    partition that holds it since when and the idle ones (``observe.watermark``); an app without
+    stream time has none of them."""
+    from streamops.app.checkpoint import checkpoint_dir
+    from tests.unit.observe.test_watermark import O0, O1, P0, P1, T0_MS, write_batch
+
+    settings = Settings(home=tmp_path)
+    Ledger.open(settings.ledger_db_url).close()
+    for b in range(4):  # product-prices[1] quiet at 2000 from batch 1; [0] idle since T0 - 1 h
+        write_batch(checkpoint_dir(settings, SPECS["a1"]), b,
+                    {O0: 9000 + b, O1: 8000 + b, P0: 100, P1: 2000 if b else 9500}, {P0: T0_MS - 3_600_000})
+    text = generate_latest(registry(settings, lambda: SPECS)).decode()
+    got = samples(text)
+    a1 = (("app", "a1"),)
+    assert got[("streamops_app_watermark_seconds", a1)] == 2.0
+    assert got[("streamops_app_watermark_lag_seconds", a1)] == 7.003  # 9003 - 2000 ms
+    held = {labels: v for (name, labels), v in got.items() if name == "streamops_app_watermark_holder_since_seconds"}
+    assert held == {(("app", "a1"), ("partition", "1"), ("topic", "product-prices")): (T0_MS + 1000) / 1000}
+    idle = {labels: v for (name, labels), v in got.items() if name == "streamops_app_watermark_idle_since_seconds"}
+    assert idle == {(("app", "a1"), ("partition", "0"), ("topic", "product-prices")): T0_MS / 1000 - 3600}
+    assert not any(name.startswith("streamops_app_watermark") and dict(labels)["app"] == "a2"
+                   for name, labels in got)  # no stream time: left out
+    assert "# TYPE streamops_app_watermark_holder_since_seconds gauge" in text

@@ -235,3 +235,60 @@ def test_the_row_needs_no_detail_and_the_cli_dict_does(tmp_path) -> None:
     assert status.row.health == "not deployed" and status.checkpoint is None
     with pytest.raises(ValueError, match="detail=True"):
         status.cli_dict()
+
+
+# -- the watermark of a job with stream time (issue 40) ---------------------------------------------
+def test_the_status_of_an_app_with_stream_time_ends_with_its_watermark(tmp_path) -> None:
+    from tests.unit.observe.test_watermark import HOLDERS, T0_MS, write_batch
+
+    settings = Settings(home=tmp_path)
+    for b, times in enumerate(HOLDERS):
+        write_batch(checkpoint_dir(settings, SPEC), b, times)
+    ledger = Ledger.open(settings.ledger_db_url)
+    try:
+        status = app_status(settings, SPEC, ledger, detail=True, kafka_lag=False)
+    finally:
+        ledger.close()
+    st = status.cli_dict()
+    assert list(st) == ["app", "desired", "observed", "lease", "checkpoint", "lag", "total_lag", "last_batch",
+                        "operations", "notes", "watermark"]  # the keys before stay where they were
+    assert st["watermark"] == {
+        "batch_id": 7, "watermark_ms": 500, "newest_ms": 9000, "lag_ms": 8500,
+        "holder": {"topic": "product-prices", "partition": 0, "stream_time_ms": 500, "since_batch": 3,
+                   "since_ms": T0_MS + 3000, "since_exact": True},
+        "idle": []}
+    assert status.row.watermark.holder.name == "product-prices[0]"  # the row the page and the metrics show
+    assert render(st).splitlines()[2] == ("  watermark 1970-01-01T00:00:00.500Z (lags newest stream time by 8s), "
+                                          "held by product-prices[0] since batch 3 (2026-11-28T20:00:03Z)")
+
+
+def test_streamops_status_shows_the_watermark_for_apps_with_stream_time_only(tmp_path, monkeypatch, capsys) -> None:
+    """The CLI itself, on the repo's apps: enriched_orders (a temporal join: stream time) with its
+    price partition 2 quiet and partition 0 released by an idleness timeout; orders (none)."""
+    from streamops.cli import main
+    from streamops.spec import default_spec_path, load_specs
+    from tests.unit.observe.test_watermark import T0_MS, write_batch
+
+    monkeypatch.setenv("STREAMOPS_HOME", str(tmp_path))
+    settings = Settings.from_env()
+    specs = load_specs(default_spec_path(settings.repo))
+    ckpt = checkpoint_dir(settings, specs["enriched_orders"])
+    wm0 = int(datetime(2026, 11, 28, 20, 10, tzinfo=UTC).timestamp() * 1000)
+    for b in range(3):
+        write_batch(ckpt, b, {("orders-placed", 0): wm0 + 252_000, ("product-prices", 0): wm0,
+                              ("product-prices", 2): wm0 + b}, {("product-prices", 0): T0_MS - 60_000})
+    assert main(["status", "enriched_orders", "--no-lag", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)["watermark"]
+    assert got == {"batch_id": 2, "watermark_ms": wm0 + 2, "newest_ms": wm0 + 252_000, "lag_ms": 251_998,
+                   "holder": {"topic": "product-prices", "partition": 2, "stream_time_ms": wm0 + 2,
+                              "since_batch": 0, "since_ms": T0_MS, "since_exact": True},
+                   "idle": [{"topic": "product-prices", "partition": 0, "since_ms": T0_MS - 60_000}]}
+    assert main(["status", "enriched_orders", "--no-lag"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2:4] == [("  watermark 2026-11-28T20:10:00.002Z (lags newest stream time by 4m11s), held by "
+                          "product-prices[2] since batch 0 (2026-11-28T20:00:00Z)"),
+                          "    idle: product-prices[0] since 2026-11-28T19:59:00Z"]
+    assert main(["status", "orders", "--no-lag", "--json"]) == 0
+    assert "watermark" not in json.loads(capsys.readouterr().out)
+    assert main(["status", "orders", "--no-lag"]) == 0
+    assert "watermark" not in capsys.readouterr().out
