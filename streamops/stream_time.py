@@ -255,3 +255,26 @@ def apply_raises(clocks: dict[Partition, int], partition: Partition, offset: int
         clocks[partition] = todo[i][1] if st is None else max(st, todo[i][1])
         i += 1
     done[partition] = i
+
+
+# -- for people ---------------------------------------------------------------------------------
+def span(ms: int) -> str:
+    """A duration the way an operator reads it: 850ms, 42s, 4m12s, 3h05m, 2d03h."""
+    s = ms // 1000
+    if ms < 1000:
+        return f"{ms}ms"
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def utc(ms: int) -> str:
+    """Epoch ms as an ISO time in UTC (to the millisecond only when it has one)."""
+    from datetime import UTC, datetime
+
+    t = datetime.fromtimestamp(ms / 1000, UTC)
+    return t.isoformat(timespec="milliseconds" if ms % 1000 else "seconds").replace("+00:00", "Z")

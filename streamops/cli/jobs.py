@@ -43,7 +43,8 @@ def cmd_lint(args: argparse.Namespace) -> int:
         spark = seed_session(settings, name="streamops-lint")
     try:
         report = lint(job_cls, records, spark=spark, state_partitions=min(spec.state_partitions, 2),
-                      progress=progress_printer(args))
+                      progress=progress_printer(args), idle_timeouts=spec.idle_timeouts,
+                      partitions=[(t, p) for t in spec.input_topics for p in range(spec.input_partitions)])
     finally:
         if spark is not None:
             spark.stop()

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from streamops.checkpoints import layout
+from streamops.stream_time import span, utc
 
 Partition = tuple[str, int]
 
@@ -124,28 +125,6 @@ def _holder(checkpoint: Path, clocks: layout.ClocksFile) -> Holder | None:
 
 
 # -- text, for ``streamops status`` --------------------------------------------------------------------
-def span(ms: int) -> str:
-    """A duration the way an operator reads it: 850ms, 42s, 4m12s, 3h05m, 2d03h."""
-    s = ms // 1000
-    if ms < 1000:
-        return f"{ms}ms"
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    if s < 86400:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
-
-
-def utc(ms: int) -> str:
-    """Epoch ms as an ISO time in UTC (to the millisecond only when it has one)."""
-    from datetime import UTC, datetime
-
-    t = datetime.fromtimestamp(ms / 1000, UTC)
-    return t.isoformat(timespec="milliseconds" if ms % 1000 else "seconds").replace("+00:00", "Z")
-
-
 def render(w: dict[str, Any]) -> list[str]:
     """``streamops status``'s lines of the watermark, from ``WatermarkStatus.to_dict``."""
     if w["watermark_ms"] is None:

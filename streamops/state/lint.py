@@ -17,7 +17,7 @@ import shutil
 import tempfile
 import traceback
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,8 +95,11 @@ def sample_records(job_cls: type[Job], topics: str | Sequence[str], partitions: 
 
 
 def lint(job_cls: type, records: list[Record], *, spark: Any = None, state_partitions: int = 2,
-         progress: Callable[[str], None] = lambda _m: None) -> LintReport:
-    """Run the checks (module docstring); ``spark=None`` skips the Spark ones (pure checks only)."""
+         progress: Callable[[str], None] = lambda _m: None, partitions: Sequence[tuple[str, int]] | None = None,
+         idle_timeouts: Mapping[str, str] | None = None) -> LintReport:
+    """Run the checks (module docstring); ``spark=None`` skips the Spark ones (pure checks only).
+    A job with stream time also gets the sample's watermark over ``partitions`` (every partition of
+    its inputs) and what ``idle_timeouts`` change (``sample_watermark``; never a failure)."""
     name = getattr(job_cls, "__name__", str(job_cls))
     report = LintReport(name, len(records), topics=dict(Counter(r.topic for r in records)))
     try:
@@ -114,6 +117,10 @@ def lint(job_cls: type, records: list[Record], *, spark: Any = None, state_parti
     if spark is not None:
         checks.append(("spark equals the python fold", lambda: _spark(job_cls, records, spark, state_partitions,
                                                                        progress)))
+    if job_cls.has_time() and partitions:
+        from streamops.state.sample_watermark import sample_watermark
+
+        checks.append(("watermark", lambda: sample_watermark(job_cls, records, partitions, idle_timeouts).describe()))
     for check, run in checks:
         progress(f"  {check} ...")
         try:

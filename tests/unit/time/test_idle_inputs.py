@@ -107,3 +107,27 @@ def test_any_input_any_cut_any_pause(name, seed, events, step, sizes, cut_seed, 
     got = run_batches(job_cls, batches, partitions, idle_timeouts_ms={paused[0]: timeout * BATCH_MS},
                       batch_ms=BATCH_MS)
     assert_as_check_folds(job_cls, records, partitions, got)
+
+
+def test_lint_names_the_partition_holding_the_watermark_and_what_an_idle_timeout_changes() -> None:
+    from streamops.state.lint import lint
+    from streamops.state.oracle import Expected, timed_items
+    from streamops.state.sample_watermark import sample_watermark
+
+    job_cls, records, partitions = _sessions(3000, seed=5, skip_partition=2)
+    held = sample_watermark(job_cls, records, partitions)
+    assert (held.watermark, held.holder, held.holder_empty) == (None, ("clicks", 2), True)
+    assert "clicks[2] shows no event" in held.describe() and "idle_timeouts: {clicks: ...}" in held.describe()
+    released = sample_watermark(job_cls, records, partitions, {"clicks": "30 seconds"})
+    # released, the watermark is the other two partitions' (the smaller of their stream times)
+    assert released.released_watermark == timed_items(job_cls(), records, Expected(), partitions[:2])[1]
+    more = fold_input(job_cls, records, partitions, watermark=released.released_watermark)
+    assert released.released_outputs == len(more.output) - len(fold_input(job_cls, records, partitions).output) > 0
+    report = lint(job_cls, records, partitions=partitions, idle_timeouts={"clicks": "30 seconds"})
+    check = next(c for c in report.checks if c.name == "watermark")
+    assert check.ok and f"{released.released_outputs} more output record(s)" in check.detail
+    # every partition shows events: the one with the oldest stream time holds it
+    job_cls, records, partitions = _sessions(600, seed=3)
+    full = sample_watermark(job_cls, records, partitions)
+    assert full.watermark == timed_items(job_cls(), records, Expected(), partitions)[1] is not None
+    assert f"held by clicks[{full.holder[1]}]" in full.describe()
