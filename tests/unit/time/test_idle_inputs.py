@@ -131,3 +131,29 @@ def test_lint_names_the_partition_holding_the_watermark_and_what_an_idle_timeout
     full = sample_watermark(job_cls, records, partitions)
     assert full.watermark == timed_items(job_cls(), records, Expected(), partitions)[1] is not None
     assert f"held by clicks[{full.holder[1]}]" in full.describe()
+
+
+def test_the_docs_idle_inputs_example_runs_and_prints_what_it_shows() -> None:
+    import contextlib
+    import io
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    from streamops.spec import AppSpec, default_spec_path, load_specs
+
+    repo = Path(__file__).resolve().parents[3]
+    doc = (repo / "docs" / "writing-a-job.md").read_text()
+    section = doc[doc.index("### Idle inputs"):doc.index("### Windows")]
+    spec_yaml, code, shown = (m.group(2) for m in re.finditer(r"```(yaml|python|text)\n(.*?)```", section, re.S))
+    # the spec snippet is a valid entry of the app it names
+    (name, fields), = yaml.safe_load(spec_yaml).items()
+    real = load_specs(default_spec_path(repo))[name]
+    assert tuple(fields["input_topics"]) == real.input_topics
+    spec = AppSpec.model_validate({**real.model_dump(), **fields})
+    assert spec.idle_timeout_ms == {"product-prices": 600_000}
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, "writing-a-job.md", "exec"), {})
+    assert out.getvalue() == shown
