@@ -83,7 +83,9 @@ _JSON = JsonSerde()
 
 class WindowedJob(Job[Any, State]):
     """Subclass: declare ``parse``, ``key``, ``timestamp``, ``windows``, ``grace_ms`` and the
-    aggregation; ``emit_on`` chooses when a window's result is written."""
+    aggregation; ``emit_on`` chooses when a window's result is written. Optional: fields of the
+    job's own beside the windows (``initial_fields``) and ``on_close``, the value of each window as
+    it closes, which may read and change them (docs/writing-a-job.md, "Fields beside the windows")."""
 
     windows: ClassVar[Windows]
     #: "close": one output record per window, once it closes; "update": rewritten after every batch
