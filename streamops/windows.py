@@ -1,5 +1,6 @@
 """Event-time windows as a job: tumbling, hopping, sliding and session windows with a grace period,
-emitted when a window closes ("suppress until the window closes") or on every update.
+emitted when a window closes ("suppress until the window closes"), on every update, or when a
+window's value differs from the one before it (emit on change).
 
 A ``WindowedJob`` declares ``parse``, ``key``, its ``windows`` and a small aggregation (``zero``,
 ``add``, ``merge`` for sessions, ``result``); the windowing is the job's ``update``, ``timers``,
@@ -18,8 +19,15 @@ A ``WindowedJob`` declares ``parse``, ``key``, its ``windows`` and a small aggre
 docs/writing-a-job.md's table says the same; tests/unit/time/test_window_docs.py checks both
 against what the code does.
 
-The state is JSON: ``{"open": [[start, end, acc], ...], "closed": [...]}``, so every operation
-(savepoints, rebuild-state, verify) carries the windows and their timers.
+The state is JSON: ``{"open": [[start, end, acc], ...], "closed": [[start, end, acc, value], ...]}``
+(sliding windows add ``"recent"``, emit on change ``"last"``) plus the job's own fields
+(``initial_fields``), so every operation (savepoints, rebuild-state, verify) carries the windows,
+their timers and what the job keeps beside them.
+
+Why emit on change compares a window with the key's previous window *as they close*: a closed
+window never changes and windows close in an order the input alone fixes, so what is written, and
+``"last"`` in the state, do not depend on the batch cut. Comparing what was written after each
+batch (open windows) would depend on it, and so would the state that remembers it.
 """
 
 from __future__ import annotations
@@ -29,7 +37,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from streamops.job import Job, JobDeclarationError
+from streamops.job import Job, JobDeclarationError, JsonSerde
 
 
 @dataclass(frozen=True)
@@ -67,17 +75,24 @@ class Session:
 
 
 Windows = Tumbling | Hopping | Sliding | Session
-State = dict[str, list]
+State = dict[str, Any]
+#: the state's own keys; the job's fields (``initial_fields``) take any other name
+WINDOW_FIELDS = ("open", "closed", "recent", "last")
+_JSON = JsonSerde()
 
 
 class WindowedJob(Job[Any, State]):
     """Subclass: declare ``parse``, ``key``, ``timestamp``, ``windows``, ``grace_ms`` and the
-    aggregation; ``emit_on`` chooses when a window's result is written."""
+    aggregation; ``emit_on`` chooses when a window's result is written. Optional: fields of the
+    job's own beside the windows (``initial_fields``) and ``on_close``, the value of each window as
+    it closes, which may read and change them (docs/writing-a-job.md, "Fields beside the windows")."""
 
     windows: ClassVar[Windows]
     #: "close": one output record per window, once it closes; "update": rewritten after every batch
-    #: that changed it (tumbling and hopping windows only: sessions merge, sliding ones are per event)
-    emit_on: ClassVar[Literal["close", "update"]] = "close"
+    #: that changed it (tumbling and hopping windows only: sessions merge, sliding ones are per event);
+    #: "change": a window's value once it closes, only when it differs from the value of the key's
+    #: window that closed before it (None values are never written)
+    emit_on: ClassVar[Literal["close", "update", "change"]] = "close"
     grace_ms: ClassVar[int | None] = 0
 
     # the aggregation ----------------------------------------------------------------------------
@@ -99,6 +114,18 @@ class WindowedJob(Job[Any, State]):
     def window_key(self, key: str, start: int, end: int) -> str:
         return f"{key}@{start}"
 
+    # beside the windows --------------------------------------------------------------------------
+    def initial_fields(self, key: str) -> dict[str, Any]:
+        """The job's own fields of a new key's state, beside its windows (JSON values; any name but
+        ``open``, ``closed``, ``recent``, ``last``). ``update``, ``on_timer`` and ``expire`` keep them."""
+        return {}
+
+    def on_close(self, key: str, state: State, start: int, end: int, acc: Any) -> Any:
+        """A window as it closes (a key's windows in the order they close): the value written for it.
+        It may change the job's own fields in ``state`` (in place), which the next window then sees.
+        Default: ``result``."""
+        return self.result(key, start, end, acc)
+
     # the job -------------------------------------------------------------------------------------
     @classmethod
     def check_declaration(cls) -> None:
@@ -112,11 +139,15 @@ class WindowedJob(Job[Any, State]):
         if isinstance(w, Hopping) and w.advance_ms > w.size_ms:
             raise JobDeclarationError(f"{name}.windows: a hop ({w.advance_ms} ms) longer than the window "
                                       f"({w.size_ms} ms) leaves events in no window")
-        if cls.emit_on not in ("close", "update"):
-            raise JobDeclarationError(f"{name}.emit_on must be 'close' or 'update', got {cls.emit_on!r}")
-        if isinstance(w, (Session, Sliding)) and cls.emit_on != "close":
+        if cls.emit_on not in ("close", "update", "change"):
+            raise JobDeclarationError(f"{name}.emit_on must be 'close', 'update' or 'change', got {cls.emit_on!r}")
+        if isinstance(w, (Session, Sliding)) and cls.emit_on == "update":
             raise JobDeclarationError(f"{name}: {type(w).__name__} windows are emitted when they close (sessions "
-                                      f"merge, sliding windows are one per event); set emit_on = 'close'")
+                                      f"merge, sliding windows are one per event); set emit_on = 'close' or "
+                                      f"'change'")
+        if cls.overrides("initial", WindowedJob):
+            raise JobDeclarationError(f"{name} defines initial: a windowed job's state holds its windows; declare "
+                                      f"the fields it keeps beside them in initial_fields(key)")
         missing = [m for m in ("timestamp", "zero", "add") if not cls.overrides(m, WindowedJob)]
         if isinstance(w, Session) and not cls.overrides("merge", WindowedJob):
             missing.append("merge")
@@ -126,8 +157,19 @@ class WindowedJob(Job[Any, State]):
                                       f"sessions)")
 
     def initial(self, key: str) -> State:
-        return {"open": [], "closed": []} if not isinstance(self.windows, Sliding) else \
-            {"open": [], "closed": [], "recent": []}
+        state: State = {"open": [], "closed": []}
+        if isinstance(self.windows, Sliding):
+            state["recent"] = []
+        if self.emit_on == "change":
+            state["last"] = None  # the value of the key's window that closed last
+        own = self.initial_fields(key)
+        if own:
+            clash = sorted(set(own) & set(WINDOW_FIELDS))
+            if clash:
+                raise JobDeclarationError(f"{type(self).__name__}.initial_fields names {clash}: "
+                                          f"{', '.join(WINDOW_FIELDS)} are the windows' own; choose other names")
+            state.update(own)
+        return state
 
     def update(self, key: str, state: State, events: Sequence[Any]) -> State:
         new = state  # changed in place (``Job.update``: the platform never uses it again)
@@ -190,15 +232,31 @@ class WindowedJob(Job[Any, State]):
     def on_timer(self, key: str, state: State, ts: int) -> State:
         last = ts - self._close_after()  # windows ending at or before it close
         done = [w for w in state["open"] if w[1] <= last]
-        new = {"open": [w for w in state["open"] if w[1] > last], "closed": [*state["closed"], *done]}
+        new = {**state, "open": [w for w in state["open"] if w[1] > last], "closed": [*state["closed"]]}
+        change = self.emit_on == "change"
+        for w in done:  # oldest first: ends are distinct, and ``open`` is sorted by start
+            value = self.on_close(key, new, *self._bounds(w), w[2])
+            if change:  # compared as the changelog reads it back
+                value = None if value is None else _JSON.loads(_JSON.dumps(value))
+                if value is not None and value != new.get("last"):
+                    new["closed"].append([w[0], w[1], w[2], value])
+                new["last"] = value
+            else:
+                new["closed"].append([w[0], w[1], w[2], value])
         if "recent" in state:  # an event at t is in no window that can still open after t + size + grace
             keep = self.windows.size_ms + (self.grace_ms or 0)  # type: ignore[union-attr]
             new["recent"] = [r for r in state["recent"] if r[0] + keep > ts]
         return new
 
     def emit(self, key: str, state: State) -> Mapping[str, Any]:
-        shown = state["closed"] if self.emit_on == "close" else [*state["closed"], *state["open"]]
-        return {self.window_key(key, *self._bounds(w)): self.result(key, *self._bounds(w), w[2]) for w in shown}
+        """The closed windows' values (``on_close``'s; ``result`` of an entry written before it was
+        kept), and with ``emit_on = "update"`` the open windows' results."""
+        out = {self.window_key(key, *self._bounds(w)): w[3] if len(w) > 3 else self.result(key, *self._bounds(w), w[2])
+               for w in state["closed"]}
+        if self.emit_on == "update":
+            out.update({self.window_key(key, *self._bounds(w)): self.result(key, *self._bounds(w), w[2])
+                        for w in state["open"]})
+        return out
 
     def _bounds(self, w: list) -> tuple[int, int]:
         """The window's [start, end) as output: sessions end after their last event, sliding
@@ -210,10 +268,12 @@ class WindowedJob(Job[Any, State]):
         return w[0], w[1]
 
     def expire(self, key: str, state: State) -> State | None:
-        """Closed windows leave once emitted; a key with nothing open (or recent) is deleted."""
-        if not state["open"] and not state.get("recent"):
+        """Closed windows leave once emitted; a key left as a new key's state (nothing open or recent,
+        its own fields and ``last`` as at first) is deleted: its next event starts from the same."""
+        kept = {**state, "closed": []}
+        if not kept["open"] and not kept.get("recent") and kept == self.initial(key):
             return None
-        return {**state, "closed": []}
+        return kept
 
 
 def _find(opened: list, start: int) -> int | None:

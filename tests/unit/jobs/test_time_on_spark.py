@@ -2,7 +2,8 @@
 into 1, 2 and 7 micro-batches over 3, 1 and 2 state partitions: output, changelog, DLQ and the
 state store equal ``check``'s fold.
 The sessions of users who went quiet close by the watermark's timers, in batches with no input
-that the ticks start; the orders joined to two topics' prices pay the price in force at their time."""
+that the ticks start; the orders joined to two topics' prices pay the price in force at their time;
+the docs' episode alerts write the fold's records."""
 
 from __future__ import annotations
 
@@ -52,6 +53,18 @@ def test_a_temporal_join_of_two_topics_on_spark_equals_the_fold_whatever_the_cut
     records = sample_records(EnrichedOrders, [ORDERS, PRICES], 3, orders_and_prices(600, seed=4, skus=15))
     expected = _spark_equals_fold(local_spark, EnrichedOrders, records, parts)
     assert len(expected.output) > 100 and "late" in expected.rejected.values()
+
+
+@pytest.mark.parametrize("parts", [1, 2, 7])
+def test_the_docs_episode_alerts_on_spark_equal_the_fold_whatever_the_cut(local_spark, parts: int) -> None:
+    """docs/writing-a-job.md's ``CardAlerts`` (sliding windows, fields of its own, emit on change)."""
+    from tests.fixtures.card_alerts import TOPIC, CardAlerts
+    from tests.fixtures.card_alerts import generate as transactions
+
+    records = sample_records(CardAlerts, TOPIC, 3, transactions(600, seed=3, cards=12))
+    expected = _spark_equals_fold(local_spark, CardAlerts, records, parts)
+    assert len(expected.output) > 20 and None not in expected.output.values()
+    assert "late" in expected.rejected.values()
 
 
 @pytest.mark.parametrize("job", ["orders", "sessions"])

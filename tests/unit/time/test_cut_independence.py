@@ -1,7 +1,8 @@
 """Property: a job with stream time gives the same output, changelog, DLQ and state whatever the
 batch cut, equal to ``check``'s fold (``stream_time``; the app's own parse, group function and
 driver step, run as Spark runs them by ``tests.fixtures.stream_sim``). For the session windows,
-the temporal join of two topics (``jobs.enriched_orders``) and an interval join."""
+the temporal join of two topics (``jobs.enriched_orders``), an interval join and the docs' episode
+alerts (sliding windows emitted on change, ``tests.fixtures.card_alerts``)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from streamops.job import Record
 from streamops.joins import IntervalJoin
 from streamops.state.lint import sample_records
 from streamops.state.oracle import fold_input, normalized
-from tests.fixtures import named_jobs
+from tests.fixtures import card_alerts, named_jobs
 from tests.fixtures.stream_sim import run_batches
 
 pytestmark = pytest.mark.unit
@@ -65,6 +66,9 @@ JOBS = {
                                                                        step_ms=kw.get("step", 500))),
     "interval_join": (Payments, ["orders", "payments"],
                       lambda n, seed, **kw: payments(n, seed, orders=kw.get("keys", 20), step_ms=kw.get("step", 30_000))),
+    "card_alerts": (card_alerts.CardAlerts, [card_alerts.TOPIC],
+                    lambda n, seed, **kw: card_alerts.generate(n, seed, cards=kw.get("keys", 20),
+                                                               step_ms=kw.get("step", 2_000))),
 }
 # the same with named state (``streamops.named_state``: stored part by part, a TTL map)
 JOBS.update({
@@ -104,6 +108,8 @@ def assert_same(job_cls, records: list[Record], partitions, batches: list[list[R
     expected = fold_input(job_cls, records, partitions)
     got = run_batches(job_cls, batches, partitions)
     assert got.output == expected.output
+    if getattr(job_cls, "emit_on", None) == "change":  # each episode written once, whatever the cut, and no None
+        assert sorted(got.written, key=repr) == sorted(expected.output.items(), key=repr)
     assert got.dlq == expected.rejected
     assert got.dlq_count == len(expected.rejected)  # each rejected record once
     assert {k: normalized(job_cls, s) for k, s in got.states.items()} == expected.states
