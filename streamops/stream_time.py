@@ -206,7 +206,8 @@ def step_clocks(before: Mapping[Partition, int], after: Mapping[Partition, int],
 
     Idleness (Flink's ``withIdleness``, Kafka Streams' ``max.task.idle.ms``): a partition of a topic
     in ``timeouts_ms`` whose end offset has not moved for that long is *released*: its stream time is
-    raised to the watermark of the partitions still active, so it stops holding the watermark back,
+    raised to the watermark of the partitions still active (of those that have shown an event, when
+    every partition is quiet), so it stops holding the watermark back,
     and every partition's stream time stays at or above the watermark (the rule that lets a timer
     fire by the watermark without changing any result). Once it shows records again it is active
     again; its records were judged against the raised stream time, which is kept as a *raise*
@@ -234,7 +235,10 @@ def step_clocks(before: Mapping[Partition, int], after: Mapping[Partition, int],
         if timeout is not None and p not in idle_now and last is not None and now_ms - last[1] >= timeout:
             idle_now[p] = now_ms
     active = [p for p in parts if p not in idle_now]
-    low = watermark(clocks, active) if active else None
+    # the partitions still active set the watermark; when every one is quiet, those that have shown
+    # an event (so the last timers of a whole input that stopped fire too)
+    shown = [clocks[p] for p in parts if clocks.get(p) is not None]
+    low = watermark(clocks, active) if active else (min(shown) if shown else None)
     if low is not None:
         for p in idle_now:
             st = clocks.get(p)
@@ -278,3 +282,11 @@ def utc(ms: int) -> str:
 
     t = datetime.fromtimestamp(ms / 1000, UTC)
     return t.isoformat(timespec="milliseconds" if ms % 1000 else "seconds").replace("+00:00", "Z")
+
+
+def release_due(moved: Mapping[Partition, tuple[int, int]], idle: Mapping[Partition, int],
+                timeouts_ms: Mapping[str, int], now_ms: int) -> list[Partition]:
+    """Partitions ``step_clocks`` would release now: watched, not released, quiet for their timeout.
+    The driver wakes its query for them when no batch runs (nothing else would)."""
+    return sorted(p for p, (_end, ms) in moved.items()
+                  if p not in idle and p[0] in timeouts_ms and now_ms - ms >= timeouts_ms[p[0]])

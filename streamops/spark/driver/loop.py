@@ -30,6 +30,7 @@ from streamops.checkpoints import layout
 from streamops.checkpoints.lineage import CheckpointMismatchError
 from streamops.kafka.config import KafkaConfig
 from streamops.settings import Settings
+from streamops.spark.driver.idle import IdleWake
 from streamops.spark.driver.live import (
     ActiveQuery,
     ExecutorScaler,
@@ -191,11 +192,16 @@ class AppDriver:
             self.control = LiveControl(self.scaler, self.dir, spec.parallelism.min,
                                        max(spec.parallelism.max, self.parallelism), self.reporter.report,
                                        warmup=self.warmup, query=self.active)
+        #: stream time with idle timeouts: a quiet input's release needs a batch (``idle.IdleWake``)
+        self.idle_wake = IdleWake(kafka, spec.ticks_topic, spec.idle_timeout_ms) \
+            if advance_clocks is not None and spec.idle_timeouts else None
         self.standby = Standby(spark, self.dir, scaler=self.scaler, settle=self.settle_executors,
                                rehearse=self.rehearse, stop=stop, modules=(*WARM_MODULES, spec.job))
 
     def close(self) -> None:
         self.reporter.close()
+        if self.idle_wake is not None:
+            self.idle_wake.close()
         self.spark.stop()
 
     # -- the run: the restart loop -------------------------------------------------------------
@@ -330,6 +336,8 @@ class AppDriver:
                 beat = time.monotonic()
                 update_heartbeat(hb, status="running")
                 self.reporter.report(status="running", executors=self._executors())
+            if self.idle_wake is not None:
+                self.idle_wake.poll(ckpt)
             if self.targets is not None and self._at_end(committer, ckpt):
                 self.stop.set()
             if self.stop.is_set():

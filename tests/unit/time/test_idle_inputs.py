@@ -157,3 +157,25 @@ def test_the_docs_idle_inputs_example_runs_and_prints_what_it_shows() -> None:
     with contextlib.redirect_stdout(out):
         exec(compile(code, "writing-a-job.md", "exec"), {})
     assert out.getvalue() == shown
+
+
+def test_a_whole_input_gone_quiet_is_released_to_the_stream_time_its_partitions_showed() -> None:
+    """Every partition quiet past its timeout: the watermark is the smallest stream time of those that
+    showed events (the last sessions close), the one that showed none is raised to it, and a batch
+    is due for the driver to wake its query only while a watched partition is not yet released."""
+    a, b, c = ("clicks", 0), ("clicks", 1), ("clicks", 2)
+    first = stream_time.step_clocks({}, {a: 5_000, b: 7_000}, [a, b, c], {a: 10, b: 4, c: 0},
+                                    timeouts_ms={"clicks": 3_000}, now_ms=1_000)
+    assert (first.watermark, first.idle) == (None, {})
+    assert stream_time.release_due(first.moved, first.idle, {"clicks": 3_000}, 3_999) == []
+    assert stream_time.release_due(first.moved, first.idle, {"clicks": 3_000}, 4_000) == [a, b, c]
+    quiet = stream_time.step_clocks(first.clocks, first.clocks, [a, b, c], {a: 10, b: 4, c: 0}, idle=first.idle,
+                                    moved=first.moved, timeouts_ms={"clicks": 3_000}, now_ms=4_000)
+    assert quiet.idle == {a: 4_000, b: 4_000, c: 4_000}
+    assert quiet.clocks == {a: 5_000, b: 7_000, c: 5_000} and quiet.watermark == 5_000
+    assert stream_time.release_due(quiet.moved, quiet.idle, {"clicks": 3_000}, 9_000) == []
+    # c shows a record: judged against 5000, which is kept as its raise from its first record on
+    back = stream_time.step_clocks(quiet.clocks, {**quiet.clocks, c: 6_000}, [a, b, c], {a: 10, b: 4, c: 1},
+                                   idle=quiet.idle, moved=quiet.moved, timeouts_ms={"clicks": 3_000}, now_ms=9_000)
+    assert back.raises == {c: [(0, 5_000)]} and c not in back.idle
+    assert back.clocks == {a: 6_000, b: 7_000, c: 6_000} and back.watermark == 6_000  # a follows the active c
