@@ -7,15 +7,21 @@ quiet close by timer, with no more input."""
 from __future__ import annotations
 
 import json
+import zlib
+from pathlib import Path
 
 import pytest
+import yaml
+from confluent_kafka import Producer
 
+from jobs import sessions
 from streamops.checkpoints import layout
-from streamops.kafka.admin import end_offsets, partitions
+from streamops.kafka.admin import TopicSpec, end_offsets, ensure_topics, partitions
 from streamops.kafka.read import latest_per_key, read_topic
 from streamops.spark.query.records import dlq_entry
 from streamops.spec import default_spec_path, get_app, load_job, load_specs
 from streamops.state.oracle import fold_input, record_of
+from tests.fixtures.apps import REPO
 
 LOCAL = "local[2]"
 
@@ -166,3 +172,76 @@ def test_a_time_app_reset_to_a_datetime_is_exact(app_factory, name: str) -> None
     views = {v["view"]: v for v in report["views"]}
     assert report["ok"] and report["input_records"] == 2000, json.dumps(views, indent=1)[:3000]
     assert views["output"]["expected"] > 20 and latest_per_key(b, f"{TIME_APPS[name]}.v2")
+
+
+def _repo_with(tmp_path, app: str, **fields) -> Path:
+    """A repo like this one whose spec gives ``app`` ``fields`` (the rest linked, not copied)."""
+    real = default_spec_path(REPO).parents[1]
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for entry in real.iterdir():
+        if entry.name != "include":
+            (repo / entry.name).symlink_to(entry)
+    (repo / "include").mkdir()
+    for entry in (real / "include").iterdir():
+        if entry.name != "streams.yaml":
+            (repo / "include" / entry.name).symlink_to(entry)
+    doc = yaml.safe_load(default_spec_path(real).read_text())
+    doc["apps"][app].update(fields)
+    default_spec_path(repo).write_text(yaml.safe_dump(doc))
+    return repo
+
+
+@pytest.mark.timeout(900)
+def test_a_quiet_partition_stops_holding_the_watermark_after_its_idle_timeout(app_factory, tmp_path) -> None:
+    """sessions with ``idle_timeouts: {clicks: 3 seconds}``, its clicks in two of three partitions:
+    once the third has been quiet 3 s the watermark is the others' and the quiet users' sessions
+    close; clicks it shows later are judged against the raised stream time (behind it by more than
+    the grace: late), and ``check`` is exact with the raise."""
+    app = app_factory("app-idle", master=LOCAL, app="sessions")
+    app.settings = app.settings.model_copy(update={"repo": _repo_with(tmp_path, "sessions",
+                                                                      idle_timeouts={"clicks": "3 seconds"})})
+    spec = get_app(load_specs(default_spec_path(app.settings.repo)), "sessions")
+    job_cls = load_job(spec, app.settings.repo)
+    assert spec.idle_timeout_ms == {"clicks": 3000}
+    ensure_topics(app.kafka, [TopicSpec(name="clicks", partitions=3)])
+    items = list(sessions.generate(3000, seed=4, users=60))
+    producer = Producer({"bootstrap.servers": app.settings.kafka_bootstrap})
+    for key, value in items:  # partitions 0 and 1 only: 2 stays quiet
+        producer.produce("clicks", key=key, value=value, partition=zlib.crc32(key) % 2)
+    producer.flush(30)
+
+    app.start("--trigger-interval", "500 milliseconds")
+    parts = [("clicks", p) for p in range(3)]
+    records = [record_of(m) for m in read_topic(app.settings.kafka_bootstrap, "clicks")]
+    held = fold_input(job_cls, records, parts)  # without idleness: no watermark, nothing closed by it
+    assert held.output == fold_input(job_cls, records, parts, watermark=None).output
+
+    def released() -> layout.Clocks | None:
+        batch = app.committed_batch()
+        clocks = layout.read_clocks(app.checkpoint, batch) if batch >= 0 else None
+        return clocks if clocks is not None and ("clicks", 2) in clocks.idle and clocks.watermark is not None \
+            and layout.batch_watermark(app.checkpoint, batch) == clocks.watermark else None
+
+    app.wait_for(released, timeout=300, what="partition 2 released and Spark's watermark at the others'")
+    clocks = released()
+    assert clocks.watermark == min(clocks.partitions[("clicks", 0)], clocks.partitions[("clicks", 1)])
+    views = _exact(app)
+    assert len(latest_per_key(app.settings.kafka_bootstrap, spec.live_output_topic)) > len(held.output)
+
+    # partition 2 shows clicks: one far behind the raised stream time (late), one at it
+    wm = clocks.watermark
+    late = json.dumps({"user": "zz-late", "page": "/x", "ts": wm - 2 * 3600_000}).encode()
+    ontime = json.dumps({"user": "zz-now", "page": "/x", "ts": wm}).encode()
+    for key, value in ((b"zz-late", late), (b"zz-now", ontime)):
+        producer.produce("clicks", key=key, value=value, partition=2)
+    producer.flush(30)
+    app.wait_for(lambda: (c := layout.read_clocks(app.checkpoint, max(app.committed_batch(), 0))) is not None
+                 and c.raises.get(("clicks", 2)), timeout=120, what="partition 2's raise recorded")
+    assert app.stop() == 0
+    clocks = layout.read_clocks(app.checkpoint, app.committed_batch())
+    assert clocks.raises[("clicks", 2)][0][0] == 0  # from its first record on
+    views = _exact(app)
+    assert views["dlq"]["expected"] == views["dlq"]["actual"]
+    reasons = {m.value(): dlq_entry(m.headers())[1] for m in read_topic(app.settings.kafka_bootstrap, spec.dlq_topic)}
+    assert reasons.get(late) == "late" and ontime not in reasons
