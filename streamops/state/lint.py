@@ -8,7 +8,8 @@ result depends on order gets each key's records from one partition (Spark keeps 
 within a partition, so ``check``'s fold and the app would disagree otherwise); then, in a
 local Spark, the job's own query over the sample in several micro-batches equals the plain-Python
 fold (output, changelog, DLQ and state store), and a checkpoint seeded from the changelog's states
-reads back the same states (what rebuild-state and compaction do).
+reads back the same states (what rebuild-state and compaction do). A sample that makes more than
+``LATE_SHARE`` of its records late gets a warning while ``ok`` stays true (``streamops.state.sample``).
 """
 
 from __future__ import annotations
@@ -17,24 +18,17 @@ import shutil
 import tempfile
 import traceback
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from streamops.job import (
-    Generated,
-    Job,
-    JobDeclarationError,
-    JsonSerde,
-    Record,
-    Reject,
-    key_or_reject,
-    topic_records,
-    validate_job,
-)
+from streamops.job import Job, JobDeclarationError, JsonSerde, Record, Reject, key_or_reject, validate_job
 from streamops.named_state import decode_changelog
 from streamops.state.oracle import Expected, events_by_key, fold_input, fold_key, normalized
+from streamops.state.sample import LATE_SHARE, lateness, sample_records
+
+__all__ = ["LATE_SHARE", "LintCheck", "LintReport", "LintWarning", "lint", "render", "sample_records"]
 
 SAMPLES = 3
 _JSON = JsonSerde()
@@ -48,11 +42,21 @@ class LintCheck:
 
 
 @dataclass
+class LintWarning:
+    """Something about the sample the report shows while ``ok`` stays true (``counts``: its numbers)."""
+
+    name: str
+    detail: str
+    counts: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
 class LintReport:
     job: str
     records: int
     checks: list[LintCheck] = field(default_factory=list)
     topics: dict[str, int] = field(default_factory=dict)  # sample records per input topic
+    warnings: list[LintWarning] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -60,38 +64,19 @@ class LintReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"job": self.job, "ok": self.ok, "records": self.records, "topics": self.topics,
-                "checks": [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in self.checks]}
+                "checks": [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in self.checks],
+                "warnings": [{"name": w.name, "detail": w.detail, **w.counts} for w in self.warnings]}
 
 
 def render(report: LintReport) -> str:
     per_topic = ": " + ", ".join(f"{t} {n}" for t, n in report.topics.items()) if len(report.topics) > 1 else ""
-    lines = [f"lint {report.job}: {'OK' if report.ok else 'FAILED'} ({report.records} sample records{per_topic})"]
+    warned = f", {len(report.warnings)} warning{'s' if len(report.warnings) > 1 else ''}" if report.warnings else ""
+    head = f"lint {report.job}: {'OK' if report.ok else 'FAILED'}{warned} ({report.records} sample records{per_topic})"
+    lines = [head]
     for c in report.checks:
         lines.append(f"  {'ok  ' if c.ok else 'FAIL'} {c.name}" + (f": {c.detail}" if c.detail else ""))
+    lines += [f"  WARN {w.name}: {w.detail}" for w in report.warnings]
     return "\n".join(lines)
-
-
-def sample_records(job_cls: type[Job], topics: str | Sequence[str], partitions: int,
-                   values: Iterable[Generated]) -> list[Record]:
-    """Sample records (``generate``'s shapes: ``(key, value)`` for the first of ``topics``, or
-    ``(topic, key, value)``) as input records, placed as ``streamops produce`` places them: a key by
-    Kafka's default partitioner (murmur2), keyless records round-robin per topic."""
-    from streamops.kafka.produce import default_partition
-
-    names = [topics] if isinstance(topics, str) else list(topics)
-    nxt: dict[tuple[str, int], int] = {}
-    keyless: Counter[str] = Counter()
-    out = []
-    for topic, key, value in topic_records(values, names):
-        if key is None:
-            p = keyless[topic] % partitions
-            keyless[topic] += 1
-        else:
-            p = default_partition(key, partitions)
-        offset = nxt.get((topic, p), 0)
-        out.append(Record(topic, p, offset, key, value))
-        nxt[(topic, p)] = offset + 1
-    return out
 
 
 def lint(job_cls: type, records: list[Record], *, spark: Any = None, state_partitions: int = 2,
@@ -124,7 +109,24 @@ def lint(job_cls: type, records: list[Record], *, spark: Any = None, state_parti
             where = traceback.extract_tb(exc.__traceback__)[-1]
             report.checks.append(LintCheck(check, False, f"{type(exc).__name__}: {exc} "
                                                          f"({Path(where.filename).name}:{where.lineno})"))
+    report.warnings += _late_warning(job_cls, records)
     return report
+
+
+#: the name of the warning that the sample makes more than ``LATE_SHARE`` of its records late
+LATE_RECORDS = "late records"
+
+
+def _late_warning(job_cls: type[Job], records: list[Record]) -> list[LintWarning]:
+    """A warning when the sample makes many records late (none when the job raises: a check says so)."""
+    try:
+        late = lateness(job_cls, records)
+    except Exception:  # noqa: BLE001 - the job's own code raised: a check already reports it
+        return []
+    if not late.warns():
+        return []
+    return [LintWarning(LATE_RECORDS, late.detail(), {"late": late.late, "records": late.records,
+                                                      "share": round(late.share, 4), "limit": LATE_SHARE})]
 
 
 class _Failed(Exception):
