@@ -82,7 +82,7 @@ def session():
 def measure(spark, job_cls, records, batches: int, partitions: int) -> dict:
     from streamops.named_state import decode_changelog
     from streamops.spark.query.plan import JobQuery, Topics
-    from streamops.state.lint import TICKS, _compare, _run_stream
+    from streamops.state.lint_spark import TICKS, compare, run_stream
     from streamops.state.oracle import fold_input
 
     root = Path(tempfile.mkdtemp(prefix="bench-named-"))
@@ -100,13 +100,13 @@ def measure(spark, job_cls, records, batches: int, partitions: int) -> dict:
     jq.JobQuery.records = counting
     try:
         t0 = time.perf_counter()
-        got, n = _run_stream(spark, query, records, root, batches)
+        got, n = run_stream(spark, query, records, root, batches)
         seconds = time.perf_counter() - t0
     finally:
         jq.JobQuery.records = records_fn
     try:
         expected = fold_input(job_cls, records)
-        diffs = _compare(job_cls, expected, got)
+        diffs = compare(job_cls, expected, got)
         assert not diffs, diffs
         store = sum(f.stat().st_size for f in (root / "checkpoint" / "state").rglob("*.changelog"))
         final = sum(len(k) + len(v) for k, v in got["changelog"].items() if v is not None)

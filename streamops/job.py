@@ -54,7 +54,7 @@ from __future__ import annotations
 import inspect
 import json
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar
 
@@ -338,10 +338,12 @@ def key_or_reject(job: Job, event: Any) -> str | Reject:
     return key
 
 
-def topic_records(items: Iterable[Generated], topics: Sequence[str], *, source: str = "generate()"
-                  ) -> Iterator[tuple[str, bytes | None, bytes]]:
+def topic_records(items: Iterable[Generated], topics: Sequence[str], *, source: str = "generate()",
+                  unread: Callable[[str], str] | None = None) -> Iterator[tuple[str, bytes | None, bytes]]:
     """``generate``'s records as ``(topic, key, value)``: a pair goes to ``topics[0]``; a triple
-    must name one of ``topics`` (else ``JobDeclarationError``, naming the record)."""
+    must name one of ``topics`` (else ``JobDeclarationError``, naming the record and, by default,
+    ``topics`` as the app's input topics; ``unread(topic)`` words the rest of it when ``topics`` are
+    not an app's, e.g. the ones a test gave ``streamops.testing.sample_records``)."""
     default, known = topics[0], set(topics)
     for i, item in enumerate(items):
         if isinstance(item, tuple) and len(item) == 2:
@@ -349,8 +351,9 @@ def topic_records(items: Iterable[Generated], topics: Sequence[str], *, source: 
         elif isinstance(item, tuple) and len(item) == 3 and item[0] in known:
             yield item
         elif isinstance(item, tuple) and len(item) == 3:
-            raise JobDeclarationError(f"{source} record {i} is for topic {item[0]!r}, which the app does not read "
-                                      f"(its input topics: {', '.join(topics)})")
+            rest = (unread(item[0]) if unread is not None else
+                    f"which the app does not read (its input topics: {', '.join(topics)})")
+            raise JobDeclarationError(f"{source} record {i} is for topic {item[0]!r}, {rest}")
         else:
             raise JobDeclarationError(f"{source} record {i} must be (key, value) or (topic, key, value), "
                                       f"got {type(item).__name__}{f' of {len(item)}' if isinstance(item, tuple) else ''}")

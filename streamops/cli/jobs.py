@@ -11,30 +11,29 @@ from streamops.exceptions import UsageError
 
 
 def cmd_lint(args: argparse.Namespace) -> int:
-    from streamops.cli.produce import Target, file_sources, keyed_lines
     from streamops.job import JobDeclarationError, find_job
     from streamops.spec import default_spec_path, get_app, import_job, load_specs
-    from streamops.state.lint import LintCheck, LintReport, lint, render, sample_records
+    from streamops.state.lint import LintCheck, LintReport, lint, render
+    from streamops.state.sample import file_records, sample_records
 
     settings = settings_from(args)
     spec = get_app(load_specs(default_spec_path(settings.repo)), args.app)
-    files = file_sources(args.from_file, Target(spec, tuple(spec.input_topics), False)) if args.from_file else None
     try:
         job_cls = find_job(import_job(spec, settings.repo))
     except JobDeclarationError as exc:
         report = LintReport(spec.job, 0, [LintCheck("declaration", False, str(exc))])
         return emit_report(args, report, render(report))
-    if files is not None:  # keyed by the job's key, as `produce --from-file` keys them
-        values = [(t, k, v) for t, lines in files.items() for k, v in keyed_lines(job_cls, t, lines)]
-    elif job_cls.can_generate():
-        values = list(job_cls().generate(args.events, args.seed))
-    else:
+    if args.from_file:  # plain lines keyed by the job's key, as `produce --from-file` keys them; record lines as given
+        records = file_records(job_cls, spec.name, spec.input_topics, spec.input_partitions, args.from_file)
+    elif not job_cls.can_generate():
         raise UsageError(f"{spec.name}'s job declares no generate(): give a sample with --from-file F.jsonl")
-    try:
-        records = sample_records(job_cls, spec.input_topics, spec.input_partitions, values)
-    except JobDeclarationError as exc:
-        report = LintReport(job_cls.__name__, 0, [LintCheck("generate", False, str(exc))])
-        return emit_report(args, report, render(report))
+    else:
+        try:
+            records = sample_records(job_cls, spec.input_topics, spec.input_partitions,
+                                     list(job_cls().generate(args.events, args.seed)))
+        except JobDeclarationError as exc:
+            report = LintReport(job_cls.__name__, 0, [LintCheck("generate", False, str(exc))])
+            return emit_report(args, report, render(report))
     spark = None
     if not args.no_spark:
         from streamops.state.seed import seed_session
@@ -84,9 +83,12 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--events", type=int, default=2000, help="sample size from the job's generate() (default 2000)")
     p.add_argument("--seed", type=int, default=0, help="generator seed (default 0)")
     p.add_argument("--from-file", metavar="[TOPIC=]F.jsonl", action="append",
-                   help="the sample from a file instead, one value per line, each keyed by the job's key() so "
-                        "one key stays in one partition, as order-dependent jobs (screen) need of their real "
-                        "input too; TOPIC= once per topic for an app with several input topics")
+                   help="the sample from a file instead (repeatable). A plain line is a value, keyed by the job's "
+                        "key() so one key stays in one partition, as order-dependent jobs (screen) need of their "
+                        "real input too; TOPIC= for an app with several input topics. A line "
+                        '{"topic", "partition", "key", "timestamp", "value"} (all but value optional) is a record '
+                        "as given: its partition kept (else placed by its key), its timestamp the Kafka timestamp. "
+                        "Each partition's records are read in file order (docs/writing-a-job.md, section 3)")
     p.add_argument("--no-spark", action="store_true", help="only the checks without Spark (seconds, not a minute)")
     p.set_defaults(func=cmd_lint)
     p = sub.add_parser("new-app", parents=[common], help="scaffold a job file, its spec entry and a unit test",

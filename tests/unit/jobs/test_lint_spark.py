@@ -50,7 +50,7 @@ def test_the_stream_input_parts_are_read_in_order(tmp_path) -> None:
 
     import pyarrow.parquet as pq
 
-    from streamops.state.lint import write_stream_input
+    from streamops.state.lint_spark import write_stream_input
 
     records = sample_records(PageStats, "in", 4, PageStats().generate(30, 3))
     paths = write_stream_input(records, tmp_path / "input", 3)

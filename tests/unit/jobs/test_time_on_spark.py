@@ -17,7 +17,8 @@ from jobs.enriched_orders import ORDERS, PRICES, EnrichedOrders
 from jobs.enriched_orders import generate as orders_and_prices
 from jobs.sessions import Sessions, generate
 from streamops.spark.query.plan import JobQuery, Topics
-from streamops.state.lint import TICKS, _compare, _run_stream, sample_records
+from streamops.state.lint import sample_records
+from streamops.state.lint_spark import TICKS, compare, run_stream
 from streamops.state.oracle import fold_input
 from streamops.state.store import read_states
 
@@ -31,9 +32,9 @@ def _spark_equals_fold(spark, job_cls, records, parts: int):
                      topics=Topics("out", "changelog", "dlq", TICKS))
     root = Path(tempfile.mkdtemp(prefix="streamops-time-"))
     try:
-        got, batches = _run_stream(spark, query, records, root, parts)
+        got, batches = run_stream(spark, query, records, root, parts)
         assert batches > parts  # ticks started batches with no input
-        assert _compare(job_cls, expected, got) == []
+        assert compare(job_cls, expected, got) == []
         assert read_states(spark, job_cls, str(root / "checkpoint"), batches - 1) == expected.states
     finally:
         shutil.rmtree(root, ignore_errors=True)
