@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from streamops.job import Job, JobDeclarationError, JsonSerde, Record, Reject, key_or_reject, validate_job
+from streamops.state.lint_spark import SparkCheckFailed, spark_check
 from streamops.state.oracle import Expected, events_by_key, fold_input, fold_key, normalized
 from streamops.state.sample import LATE_SHARE, lateness, sample_records
 
@@ -97,8 +98,6 @@ def lint(job_cls: type, records: list[Record], *, spark: Any = None, state_parti
         (ONE_PARTITION, lambda: _one_partition(job_cls, records)),
     ]
     if spark is not None:
-        from streamops.state.lint_spark import spark_check
-
         checks.append(("spark equals the python fold", lambda: spark_check(job_cls, records, spark, state_partitions,
                                                                            progress)))
     if job_cls.has_time() and partitions:
@@ -109,7 +108,7 @@ def lint(job_cls: type, records: list[Record], *, spark: Any = None, state_parti
         progress(f"  {check} ...")
         try:
             report.checks.append(LintCheck(check, True, run()))
-        except Failed as exc:
+        except (Failed, SparkCheckFailed) as exc:
             report.checks.append(LintCheck(check, False, str(exc)))
         except Exception as exc:  # noqa: BLE001 - the job's own code raised: that is the finding
             where = traceback.extract_tb(exc.__traceback__)[-1]

@@ -13,10 +13,13 @@ from typing import Any
 
 from streamops.job import Job, JsonSerde, Record
 from streamops.named_state import decode_changelog
-from streamops.state.lint import Failed
 from streamops.state.oracle import Expected, fold_input
 
 _JSON = JsonSerde()
+
+
+class SparkCheckFailed(Exception):
+    """Spark's run of the job differs from the fold (the detail names what)."""
 
 
 def spark_check(job_cls: type[Job], records: list[Record], spark: Any, state_partitions: int,
@@ -35,14 +38,14 @@ def spark_check(job_cls: type[Job], records: list[Record], spark: Any, state_par
         if states != expected.states:
             diffs.append(_diff("state store", expected.states, states))
         if diffs:
-            raise Failed("; ".join(diffs))
+            raise SparkCheckFailed("; ".join(diffs))
         progress("  seeding a checkpoint from the states ...")
         seed.write_seed_input(query.seed_table(expected.states), root / "seed-input", seed.seed_columns(query))
         seed.seed_checkpoint(spark, query, root / "seed-input", root / "seeded", state_partitions=state_partitions,
                              timeout=300)
         seeded = read_states(spark, job_cls, str(root / "seeded"), 0)
         if seeded != expected.states:
-            raise Failed("a checkpoint seeded from the states " + _diff("reads back", expected.states, seeded))
+            raise SparkCheckFailed("a checkpoint seeded from the states " + _diff("reads back", expected.states, seeded))
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return (f"{batches} micro-batches: {len(expected.states)} states, {len(expected.output)} output keys, "

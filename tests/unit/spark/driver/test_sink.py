@@ -38,10 +38,10 @@ class Steps:
         return [SimpleNamespace(topic="out", headers=None),
                 SimpleNamespace(topic=SPEC.dlq_topic, headers=[(H_REASON, b"bad-json")])]
 
-    def advance_clocks(self, table, batch_id, ckpt, parts):
-        self.calls.append(("advance_clocks", batch_id, parts))
+    def advance_clocks(self, table, batch_id, ckpt, parts, ends=None):
+        self.calls.append(("advance_clocks", batch_id, parts, ends))
         return SimpleNamespace(ticks=[SimpleNamespace(topic=SPEC.ticks_topic, headers=None)],
-                               clocks=SimpleNamespace(partitions={("in", 0): 5}, watermark=7))
+                               clocks=layout.Clocks(batch_id, {("in", 0): 5}, 7))
 
     def commit(self, batch_id, records, input_end=None, marker_extra=None):
         self.calls.append(("commit", batch_id, [r.topic for r in records], input_end, marker_extra))
@@ -71,7 +71,8 @@ def test_a_batch_commits_before_anything_reports_it(tmp_path: Path, monkeypatch:
     sink(SimpleNamespace(toArrow=steps.toArrow), 4)
     marker = {"stream_time": {"clocks": [["in", 0, 5]], "watermark": 7, "spark_watermark": 3000}}
     assert steps.calls == [
-        ("toArrow",), ("boundary",), ("to_records", "table", 4), ("advance_clocks", 4, [("in", 0), ("in", 1)]),
+        ("toArrow",), ("boundary",), ("to_records", "table", 4), ("advance_clocks", 4, [("in", 0), ("in", 1)],
+                                                                  {("in", 0): 10, ("in", 1): 40}),  # before the clamp
         # a bounded run's input end is clamped to its bound
         ("commit", 4, ["out", SPEC.dlq_topic, SPEC.ticks_topic], {"in": {"0": 8, "1": 40}}, marker),
         ("executors", 4),
