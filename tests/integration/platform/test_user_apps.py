@@ -56,35 +56,56 @@ def _spec_readers() -> list[str]:
                   if READS_SPEC.search(p.read_text()))
 
 
+def _suffix(apps: dict, names: list[str]) -> str:
+    """A suffix that gives each of ``names`` a name no app of the checkout has (a fork may have
+    added apps of these names already: its tests must pass too)."""
+    n, suffix = 1, ""
+    while any(f"{name}{suffix}" in apps for name in names):
+        n += 1
+        suffix = str(n)
+    return suffix
+
+
 def test_the_spec_walking_tests_pass_with_a_users_minimal_app_added(tmp_path: Path) -> None:
     fork = _fork(tmp_path / "fork")
     # the fork's own code and tests; this run's pytest options (its report file) stay out of it
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "STREAMOPS_"))}
     env.update(PYTHONPATH=str(fork), STREAMOPS_REPO=str(fork))
-    made = subprocess.run([*CLI, "new-app", "orders_total"], cwd=fork, env=env, capture_output=True, text=True,
+    spec_path = fork / "include" / "streams.yaml"
+    before = yaml.safe_load(spec_path.read_text())["apps"]
+    assert set(EXAMPLE_APPS) <= set(before)
+    sfx = _suffix(before, ["orders_total", *USER_APPS])
+    minimal = f"orders_total{sfx}"
+    made = subprocess.run([*CLI, "new-app", minimal], cwd=fork, env=env, capture_output=True, text=True,
                           timeout=120, check=False)
     assert made.returncode == 0, made.stderr[-2000:]
-    spec_path = fork / "include" / "streams.yaml"
     apps = yaml.safe_load(spec_path.read_text())["apps"]
-    assert set(apps) == {*EXAMPLE_APPS, "orders_total"}
-    assert set(apps["orders_total"]) == {"job", "input_topics", "output_topic"}  # the defaults do the rest
+    assert set(apps) == {*before, minimal}
+    assert set(apps[minimal]) == {"job", "input_topics", "output_topic"}  # the defaults do the rest
     text = spec_path.read_text()
-    for name, (example, renames, entry) in USER_APPS.items():
+    added = [minimal]
+    for base, (example, renames, entry) in USER_APPS.items():
+        name = f"{base}{sfx}"
         code = (REPO / example).read_text()
         for old, new in renames.items():
-            code = code.replace(f'"{old}"', f'"{new}"')
+            code = code.replace(f'"{old}"', f'"{new}{sfx}"')
         (fork / "jobs" / f"{name}.py").write_text(code)
-        text += f"\n  {name}:\n" + "".join(f"    {k}: {json.dumps(v)}\n" for k, v in {"job": f"jobs.{name}", **entry}.items())
+        topics = {t: f"{t}{sfx}" for t in [*entry["input_topics"], entry["output_topic"]]}
+        fields = {**entry, "input_topics": [topics[t] for t in entry["input_topics"]],
+                  "output_topic": topics[entry["output_topic"]],
+                  "idle_timeouts": {topics[t]: v for t, v in entry["idle_timeouts"].items()}}
+        text += f"\n  {name}:\n" + "".join(f"    {k}: {json.dumps(v)}\n" for k, v in {"job": f"jobs.{name}", **fields}.items())
+        added.append(name)
     spec_path.write_text(text)
-    assert set(yaml.safe_load(spec_path.read_text())["apps"]) == {*EXAMPLE_APPS, "orders_total", *USER_APPS}
-    for name in ("orders_total", *USER_APPS):
+    assert set(yaml.safe_load(spec_path.read_text())["apps"]) == {*before, *added}
+    for name in added:
         lint = subprocess.run([*CLI, "app", "lint", name, "--no-spark", "--events", "1500", "--json"], cwd=fork, env=env,
                               capture_output=True, text=True, timeout=300, check=False)
         assert lint.returncode == 0 and json.loads(lint.stdout)["ok"], lint.stdout[-2000:] + lint.stderr[-2000:]
 
     readers = sorted({*_spec_readers(), *SPEC_WALKERS})  # the DAGs' tests read it through the DAG files
     ran = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-p", "no:randomly",
-                          *readers, "tests/unit/jobs/test_orders_total.py"],
+                          *readers, f"tests/unit/jobs/test_{minimal}.py"],
                          cwd=fork, env=env, capture_output=True, text=True, timeout=900, check=False)
     assert ran.returncode == 0, ran.stdout[-4000:] + ran.stderr[-2000:]
     assert " passed" in ran.stdout and " failed" not in ran.stdout and " skipped" not in ran.stdout, ran.stdout[-2000:]
