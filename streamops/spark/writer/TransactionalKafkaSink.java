@@ -52,8 +52,9 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * one executor. So producers live in a static cache keyed by transactional id, checked out by one
  * task at a time.
  *
- * <p>Exactly once per (batch, partition): each partition's transaction also commits an offset for the
- * partition's own consumer group on the marker topic whose metadata is the batch id. A task reads
+ * <p>Exactly once per (batch, partition): each partition's transaction also commits the batch id as the
+ * offset of the partition's own consumer group on the marker topic (no metadata: confluent-kafka's
+ * Python client cannot read it back). A task reads
  * it (read_committed: the fetch waits for a pending transaction) after initTransactions, which fences
  * any earlier attempt and settles its transaction, and writes nothing for a batch already committed.
  */
@@ -238,7 +239,7 @@ public class TransactionalKafkaSink implements TableProvider {
       Map<TopicPartition, OffsetAndMetadata> got =
           c.committed(Collections.singleton(marker), Duration.ofMillis(o.timeoutMs));
       OffsetAndMetadata m = got.get(marker);
-      return m == null ? -1L : Long.parseLong(m.metadata());
+      return m == null ? -1L : m.offset();
     }
   }
 
@@ -308,7 +309,7 @@ public class TransactionalKafkaSink implements TableProvider {
       }
       try {
         Map<TopicPartition, OffsetAndMetadata> offsets =
-            Collections.singletonMap(marker, new OffsetAndMetadata(o.batchId, Long.toString(o.batchId)));
+            Collections.singletonMap(marker, new OffsetAndMetadata(o.batchId));
         held.producer.sendOffsetsToTransaction(offsets, new ConsumerGroupMetadata(group));
         held.producer.commitTransaction();
       } catch (KafkaException e) {
