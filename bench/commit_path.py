@@ -38,11 +38,13 @@ def main() -> None:
     from pyspark.sql import functions as F
 
     from streamops.host import jars
-    from streamops.kafka.admin import TopicSpec, end_offsets, ensure_topics
+    from streamops.kafka.admin import TopicSpec, ensure_topics
     from streamops.kafka.config import KafkaConfig
+    from streamops.kafka.read import read_topic
     from streamops.platform import manager
     from streamops.spark.kafka_writer import write_transactional, writer_jar
 
+    n = args.records
     with tempfile.TemporaryDirectory() as tmp:
         settings = isolated_settings(Path(tmp) / "home")
         manager.up(settings, only=["kafka"])
@@ -97,11 +99,13 @@ def main() -> None:
                                             marker_group_prefix="bench-exec", batch_id=run)
                     times[side].append(time.perf_counter() - t0)
                     print(f"run {run + 1} {side}: {times[side][-1]:.2f} s", flush=True)
-            written = {t: sum(end_offsets(kafka, t).values()) for t in ("driver-out", "exec-out")}
+            producer.flush(30)
             spark.stop()
+            # what a read_committed reader sees: every run's records once, on both sides
+            written = {t: sum(1 for _ in read_topic(kafka, t)) for t in ("driver-out", "exec-out")}
+            assert written == {"driver-out": n * args.runs, "exec-out": n * args.runs}, written
         finally:
             manager.down(settings)
-    n = args.records
     rows = []
     base_med = summary(times["driver"])[1]
     for side, label in (("driver", "driver: toArrow + one transactional producer in Python"),
@@ -109,7 +113,7 @@ def main() -> None:
         lo, med, hi = summary(times[side])
         rows.append([label, f"{lo:.2f}", f"{med:.2f}", f"{hi:.2f}", f"{n / med:,.0f}", f"{med / base_med:.2f}"])
     print(f"\n{n:,} records in {args.partitions} partitions, master {args.master}, {args.runs} runs per side, "
-          f"alternating; records written (incl. markers/control): {written}\n")
+          f"alternating; records read back read_committed: {written}\n")
     print(table(["path", "s/batch min", "median", "max", "records/s (median)", "ratio to driver"], rows))
 
 
