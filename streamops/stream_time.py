@@ -229,10 +229,8 @@ def step_clocks(before: Mapping[Partition, int], after: Mapping[Partition, int],
             if before.get(p) is not None and last is not None:
                 raised.setdefault(p, []).append((last[0], int(before[p])))
         moved_now[p] = (end, now_ms)
-    for p in parts:
-        timeout = timeouts.get(p[0])
-        last = moved_now.get(p)
-        if timeout is not None and p not in idle_now and last is not None and now_ms - last[1] >= timeout:
+    for p in release_due(moved_now, idle_now, timeouts, now_ms):
+        if p in parts:
             idle_now[p] = now_ms
     active = [p for p in parts if p not in idle_now]
     # the partitions still active set the watermark; when every one is quiet, those that have shown

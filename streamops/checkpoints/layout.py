@@ -175,13 +175,16 @@ def read_clocks(checkpoint: Path, upto_batch: int) -> Clocks | None:
             return None
         path = checkpoint / CLOCKS / str(ids[-1])
     raw = json.loads(path.read_text())
-    parts = {(t, int(p)): int(st) for t, ps in raw["partitions"].items() for p, st in ps.items() if st is not None}
+    parts = {tp: int(st) for tp, st in _per_partition(raw["partitions"]).items() if st is not None}
     return Clocks(int(raw["batch_id"]), parts, raw["watermark"],
-                  idle={(t, int(p)): int(v) for t, ps in raw.get("idle", {}).items() for p, v in ps.items()},
-                  moved={(t, int(p)): (int(v[0]), int(v[1])) for t, ps in raw.get("moved", {}).items()
-                         for p, v in ps.items()},
-                  raises={(t, int(p)): [(int(o), int(x)) for o, x in v] for t, ps in raw.get("raises", {}).items()
-                          for p, v in ps.items()})
+                  idle={tp: int(v) for tp, v in _per_partition(raw.get("idle")).items()},
+                  moved={tp: (int(v[0]), int(v[1])) for tp, v in _per_partition(raw.get("moved")).items()},
+                  raises={tp: [(int(o), int(x)) for o, x in v] for tp, v in _per_partition(raw.get("raises")).items()})
+
+
+def _per_partition(by_topic: dict[str, dict[str, Any]] | None) -> dict[tuple[str, int], Any]:
+    """A clocks file's ``{topic: {"partition": value}}`` by (topic, partition) (``_by_topic`` back)."""
+    return {(t, int(p)): v for t, ps in (by_topic or {}).items() for p, v in ps.items()}
 
 
 def _by_topic(items: dict[tuple[str, int], Any]) -> dict[str, dict[str, Any]]:
@@ -281,7 +284,6 @@ def clocks_file(checkpoint: Path, batch_id: int) -> ClocksFile | None:
         raw = json.loads((checkpoint / CLOCKS / str(batch_id)).read_text())
     except FileNotFoundError:
         return None
-    parts = {(t, int(p)): (None if st is None else int(st)) for t, ps in raw["partitions"].items()
-             for p, st in ps.items()}
-    idle = {(t, int(p)): int(since) for t, ps in (raw.get("idle") or {}).items() for p, since in ps.items()}
+    parts = {tp: (None if st is None else int(st)) for tp, st in _per_partition(raw["partitions"]).items()}
+    idle = {tp: int(since) for tp, since in _per_partition(raw.get("idle")).items()}
     return ClocksFile(int(raw["batch_id"]), parts, raw["watermark"], idle)
