@@ -206,6 +206,10 @@ class AppSpec(BaseModel):
     #: it stops holding the watermark back (until it shows one again); off for a topic not named.
     #: Results then depend on when records arrive, not only on the input (docs/writing-a-job.md, "Idle inputs")
     idle_timeouts: dict[str, str] = Field(default_factory=dict)
+    #: where a batch's records are made and committed: ``driver`` (collected, encoded and written in
+    #: one transaction by the driver) or ``executors`` (by the tasks that make them, a transaction per
+    #: partition; the driver commits the batch's marker). Either may be chosen at any restart
+    commit_on: Literal["driver", "executors"] = "driver"
     parallelism: Parallelism = Parallelism()
     checkpoint_root: Path | None = None
     spark_master: str | None = None  # None: the platform's standalone master; "local[N]" or a URL

@@ -71,6 +71,8 @@ class CommitterWedged(StreamopsError):
 
 
 Offsets = dict[str, dict[str, int]]
+#: a task marker is ``epoch << EPOCH_SHIFT | batch_id`` (``BatchCommitter.task_marker``): 2**40 batches per epoch
+EPOCH_SHIFT = 40
 
 
 def merge_max(a: Offsets, b: Offsets) -> Offsets:
@@ -131,6 +133,9 @@ class BatchCommitter:
         self.last_committed: int = int(marker.get("batch_id", -1))
         self.emitted_until: Offsets = marker.get("emitted_until") or {}
         self.dropped = 0  # records not written again after a rewind (already emitted)
+        #: bumped by each rewind: the tasks' per-partition markers (``task_marker``) of batches
+        #: before it are below every batch after it, so a rewound batch is written again
+        self.writer_epoch: int = int(marker.get("writer_epoch", 0))
         self.kafka = kafka
         self.origins: identity.Origins = marker.get("input_origin") or {}
         #: {topic: {partition: ms}}: when a recreated input partition was noticed
@@ -152,17 +157,29 @@ class BatchCommitter:
                             self.app, topic, p, self.last_committed, was)
         self.origins = {**self.origins, **current}
 
+    def emitted_before(self, input_end: Offsets | None) -> Offsets:
+        """What was emitted before this batch (``already_emitted``'s bound), once input partitions
+        seen for the first time have their origin (a recreated one forgets what it emitted)."""
+        if input_end and set(input_end) - set(self.origins):
+            self._notice_recreated(set(input_end) - set(self.origins))  # topics seen first: their origin
+        return self.emitted_until
+
+    def task_marker(self, batch_id: int) -> int:
+        """The per-partition marker of ``batch_id`` when the tasks write its records
+        (``spark.kafka_writer``): the batch id in this rewind epoch (``writer_epoch``)."""
+        return (self.writer_epoch << EPOCH_SHIFT) | batch_id
+
     def commit(self, batch_id: int, records: Iterable[OutRecord], input_end: Offsets | None = None,
-               marker_extra: dict | None = None) -> int | None:
+               marker_extra: dict | None = None, written: int = 0) -> int | None:
         """Write ``records`` + marker atomically; None if ``batch_id`` was already committed.
 
         ``input_end``: the batch's input end offsets, kept in the marker as ``emitted_until``;
-        ``marker_extra``: more of what the batch's state depends on (``stream_time``: a job's clocks)."""
+        ``marker_extra``: more of what the batch's state depends on (``stream_time``: a job's clocks);
+        ``written``: records of the batch its tasks committed before (counted in the marker)."""
         if batch_id <= self.last_committed:
             return None
-        if input_end and set(input_end) - set(self.origins):
-            self._notice_recreated(set(input_end) - set(self.origins))  # topics seen first: their origin
-        n = 0
+        self.emitted_before(input_end)
+        n = written
         emitted = merge_max(self.emitted_until, input_end or {})
         self.producer.begin_transaction()
         try:
@@ -176,7 +193,8 @@ class BatchCommitter:
             # starts a checkpoint rebuilt from the changelog there
             marker = {"batch_id": batch_id, "records": n, "committed_at_ms": int(time.time() * 1000),
                       "emitted_until": emitted, "input_end": input_end or {},
-                      "checkpoint_id": self.checkpoint_id(), **self._identity(), **(marker_extra or {})}
+                      "checkpoint_id": self.checkpoint_id(), "writer_epoch": self.writer_epoch, **self._identity(),
+                      **(marker_extra or {})}
             self._produce(self.commits_topic, self.app.encode(), json.dumps(marker).encode(), [])
             if input_end:
                 self._send_offsets([TopicPartition(t, int(p), int(o)) for t, ps in input_end.items()
@@ -234,7 +252,7 @@ class BatchCommitter:
         at that batch); fences any running instance. What was emitted before stays recorded."""
         marker = {"batch_id": batch_id, "records": 0, "committed_at_ms": int(time.time() * 1000),
                   "emitted_until": self.emitted_until, "rewind": True, "rewound_from": self.last_committed,
-                  "checkpoint_id": self.checkpoint_id(), **self._identity()}
+                  "checkpoint_id": self.checkpoint_id(), "writer_epoch": self.writer_epoch + 1, **self._identity()}
         self.producer.begin_transaction()
         try:
             self._produce(self.commits_topic, self.app.encode(), json.dumps(marker).encode(), [])
@@ -243,6 +261,7 @@ class BatchCommitter:
             self.producer.abort_transaction(self.timeout)
             raise
         self.last_committed = batch_id
+        self.writer_epoch += 1
         return marker
 
     def _produce(self, topic: str, key: bytes | None, value: bytes | None, headers: list[Header]) -> None:

@@ -37,7 +37,7 @@ def session_conf(spec: AppSpec, settings: Settings, *, parallelism: int | None =
         target, cores = cores, max(cores, spec.parallelism.max)
         # new executors are warmed up before the query uses them; the first ones are only the target's
         extra = {**plugin_conf(), **start_at(target)}
-    return {
+    conf = {
         # executors import the job's module (``jobs.*``) from the checkout
         "spark.executorEnv.PYTHONPATH": str(settings.repo),
         "spark.task.maxFailures": "4",
@@ -70,6 +70,11 @@ def session_conf(spec: AppSpec, settings: Settings, *, parallelism: int | None =
         **checkpoint_files_conf(),  # checkpoint files written without a shell command per file
         **extra,
     }
+    if spec.commit_on == "executors":  # the tasks' transactional writer, beside the connector's Kafka client
+        from streamops.spark.driver.task_commit import writer_conf
+
+        conf = writer_conf(conf)
+    return conf
 
 
 def start_at(executors: int) -> dict[str, str]:

@@ -88,6 +88,7 @@ def run_app(
     to_records: Callable,
     options: RunOptions | None = None,
     advance_clocks: Callable | None = None,
+    encode_spec: Callable | None = None,
 ) -> int:
     """Run the app's query until stopped (SIGTERM/SIGINT: graceful, at a batch boundary).
 
@@ -96,7 +97,8 @@ def run_app(
     out) is restarted from its checkpoint with exponential backoff; the transactional committer
     makes the replayed batch exactly-once. ``max_restarts`` failures in a row without a committed
     batch in between end the run with the last error. ``kafka``: every Kafka client's configuration
-    (the app's: its spec's overrides over the platform's defaults).
+    (the app's: its spec's overrides over the platform's defaults). ``encode_spec(partitions)``:
+    what the tasks need to make the records (``JobQuery.encode_spec``; ``commit_on: executors``).
     """
     from streamops.host.locks import LockHeld
     from streamops.spark.session import build_session
@@ -118,7 +120,7 @@ def run_app(
                           extra=opts.extra_conf)
     spark.sparkContext.setLogLevel("WARN")
     driver = AppDriver(spark, spec, settings, kafka, build=build, to_records=to_records, options=opts, stop=stop,
-                       targets=targets, advance_clocks=advance_clocks)
+                       targets=targets, advance_clocks=advance_clocks, encode_spec=encode_spec)
     try:
         if is_standby:
             if not driver.stand_by():
@@ -166,9 +168,10 @@ class AppDriver:
 
     def __init__(self, spark, spec: AppSpec, settings: Settings, kafka: KafkaConfig, *, build: Callable,
                  to_records: Callable, options: RunOptions, stop: threading.Event, targets: dict | None = None,
-                 advance_clocks: Callable | None = None) -> None:
+                 advance_clocks: Callable | None = None, encode_spec: Callable | None = None) -> None:
         self.spark, self.spec, self.settings, self.kafka = spark, spec, settings, kafka
         self.build, self.to_records, self.advance_clocks = build, to_records, advance_clocks
+        self.encode_spec = encode_spec
         self.options, self.stop, self.targets = options, stop, targets
         self.dir = AppDir.of(settings, spec.name)
         self.facts = BatchFacts()  # what each batch's progress line adds (executors, DLQ reasons)
@@ -256,7 +259,7 @@ class AppDriver:
         sink = BatchSink(self.spark, self.spec, ckpt, committer, to_records=self.to_records,
                          advance_clocks=self.advance_clocks, control=self.control, stop_at=self.options.stop_at,
                          heartbeat=self.heartbeat, reporter=self.reporter, facts=self.facts,
-                         executors=self._executors, started=time.time())
+                         executors=self._executors, started=time.time(), tasks=self._task_commit())
         query = self._start_query(ckpt, sink)
         self.active.attach(query)
         try:
@@ -270,6 +273,20 @@ class AppDriver:
             if query.isActive:
                 query.stop()
             committer.close()
+
+    def _task_commit(self):
+        """``commit_on: executors``: the tasks' half of each batch's commit (``task_commit``); else None."""
+        if self.spec.commit_on != "executors":
+            return None
+        if self.encode_spec is None:
+            raise ValueError(f"{self.spec.name}: commit_on: executors, but the driver was given no encoder")
+        from streamops.kafka.admin import partitions
+        from streamops.spark.driver.task_commit import TaskCommit
+
+        spec = self.spec
+        sinks = (spec.live_output_topic, spec.changelog_topic, spec.dlq_topic)
+        counts = {t: len(partitions(self.kafka, t)) for t in sinks}
+        return TaskCommit(self.spark, self.kafka, spec.name, spec.commits_topic, self.encode_spec(counts))
 
     def _open_committer(self, ckpt: Path):
         """The batch committer, which fences any predecessor (a crashed driver's open transaction

@@ -45,7 +45,8 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger("streamops.runtime").error("refused to start (%s): %s", type(exc).__name__, exc)
         return exc.exit_code
     return loop.run_app(spec, settings, kafka, build=query.build, to_records=query.records, options=options,
-                        advance_clocks=query.advance_clocks if query.timed else None)
+                        advance_clocks=query.advance_clocks if query.timed else None,
+                        encode_spec=query.encode_spec)
 
 
 def add_run_arguments(ap) -> None:
@@ -54,6 +55,8 @@ def add_run_arguments(ap) -> None:
     ap.add_argument("--parallelism", type=int)
     ap.add_argument("--max-offsets-per-trigger", type=int, help="override the spec's rate limit")
     ap.add_argument("--trigger-interval", help="override the spec's trigger interval, e.g. '1 second'")
+    ap.add_argument("--commit-on", choices=("driver", "executors"),
+                    help="override the spec's commit_on: where a batch's records are made and committed")
     ap.add_argument("--exit-at-end", action="store_true",
                     help="stop once the input present at start is committed (benchmarks, tests)")
     ap.add_argument("--reprocess", metavar="FILE",
@@ -66,7 +69,8 @@ def run_setup(settings: Settings, app: str, args) -> tuple[AppSpec, loop.RunOpti
     from streamops.app.outputs import load_live_spec, reprocess_spec
 
     spec = load_live_spec(settings, app)
-    overrides = {"max_offsets_per_trigger": args.max_offsets_per_trigger, "trigger_interval": args.trigger_interval}
+    overrides = {"max_offsets_per_trigger": args.max_offsets_per_trigger, "trigger_interval": args.trigger_interval,
+                 "commit_on": getattr(args, "commit_on", None)}
     spec = spec.model_validate({**spec.model_dump(), **{k: v for k, v in overrides.items() if v is not None}})
     options = loop.RunOptions(master=args.master, parallelism=args.parallelism, exit_at_end=args.exit_at_end)
     if args.reprocess:

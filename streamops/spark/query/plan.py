@@ -44,6 +44,7 @@ from streamops.spark.query.observed import (
     state_partition_records,
 )
 from streamops.spark.query.records import aggregate_records, batch_headers, update_records
+from streamops.spark.query.task_records import EncodeSpec
 from streamops.spark.query.worker import (
     REJECT_LANE,
     TIMED_DDL,
@@ -259,6 +260,14 @@ class JobQuery:
             outputMode="update", timeoutConf="EventTimeTimeout")
 
     # -- the records --------------------------------------------------------------------------------
+    def encode_spec(self, partitions: Mapping[str, int]) -> EncodeSpec:
+        """What the tasks need to make the records themselves (``commit_on: executors``);
+        ``partitions``: the output, changelog and DLQ topics' partition counts."""
+        t = self.topics
+        if t is None:
+            raise ValueError("JobQuery built without topics cannot encode records")
+        return EncodeSpec(self.job_cls, t.output, t.changelog, t.dlq, dict(partitions))
+
     def records(self, table: pa.Table, batch_id: int) -> list:
         """A batch's output rows as the records the committer writes (``records``)."""
         t = self.topics
@@ -268,11 +277,12 @@ class JobQuery:
             return aggregate_records(self.job, table, batch_id, output=t.output, changelog=t.changelog, dlq=t.dlq)
         return update_records(table, batch_id, output=t.output, changelog=t.changelog, dlq=t.dlq)
 
-    def advance_clocks(self, table: pa.Table, batch_id: int, checkpoint: Path,
+    def advance_clocks(self, table: pa.Table | Mapping[str, int], batch_id: int, checkpoint: Path,
                        partitions: list[tuple[str, int]], ends: dict[tuple[str, int], int] | None = None,
                        now_ms: int | None = None) -> ClockStep:
         """Jobs with stream time, on the driver after batch ``batch_id`` ran and before it commits:
-        the batch's clock rows folded into the stream times, idle inputs released
+        the batch's clock rows (in its output ``table``, or as {"topic/partition": largest event
+        time} where the tasks summed them up) folded into the stream times, idle inputs released
         (``stream_time.step_clocks``, with ``ends`` the batch's end offset per partition), all of it
         written for the next batch's tasks (``layout.write_clocks``); and a tick record when the
         watermark moved, so that Spark runs a batch that carries it even if no input comes (then a
@@ -286,7 +296,10 @@ class JobQuery:
         prev = layout.read_clocks(checkpoint, batch_id - 1)
         before = dict(prev.partitions) if prev is not None else {}
         clocks = dict(before)
-        rows = table.filter(pc.equal(table.column("kind"), "clock")).select(["key", "value"]).to_pylist()
+        if isinstance(table, Mapping):
+            rows = [{"key": k, "value": v} for k, v in table.items()]
+        else:
+            rows = table.filter(pc.equal(table.column("kind"), "clock")).select(["key", "value"]).to_pylist()
         for row in rows:
             topic, _, part = row["key"].rpartition("/")
             tp = (topic, int(part))

@@ -43,8 +43,9 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 /**
  * A batch write of Kafka records in one Kafka transaction per task (issue 39, item 3): called from
  * foreachBatch as {@code df.write.format("io.streamops.spark.TransactionalKafkaSink")
- * .option("batch.id", N)...mode("append").save()} with rows (topic string, key binary, value binary,
- * headers array<struct<key string, value binary>>).
+ * .option("batch.id", N)...mode("append").save()} with rows (topic string, [partition int,] key binary,
+ * value binary, headers array<struct<key string, value binary>>); a null or absent partition is the
+ * producer's choice.
  *
  * <p>Why in the JVM: a task's transactional producer must outlive the task, and the next batch's task
  * of the same partition must find it; Python workers are handed out with no tie to a partition, an
@@ -123,6 +124,7 @@ public class TransactionalKafkaSink implements TableProvider {
     long batchId;
     long timeoutMs;
     int topic = -1;
+    int partition = -1;
     int key = -1;
     int value = -1;
     int headers = -1;
@@ -143,6 +145,7 @@ public class TransactionalKafkaSink implements TableProvider {
       for (int i = 0; i < names.length; i++) {
         switch (names[i]) {
           case "topic": o.topic = i; break;
+          case "partition": o.partition = i; break;
           case "key": o.key = i; break;
           case "value": o.value = i; break;
           case "headers": o.headers = i; break;
@@ -297,7 +300,9 @@ public class TransactionalKafkaSink implements TableProvider {
           headers.add(new RecordHeader(h.getUTF8String(0).toString(), h.isNullAt(1) ? null : h.getBinary(1)));
         }
       }
-      held.producer.send(new ProducerRecord<>(topic, null, key, value, headers));
+      // a given partition is the one the driver's producer would pick (librdkafka's partitioner)
+      Integer part = o.partition >= 0 && !row.isNullAt(o.partition) ? row.getInt(o.partition) : null;
+      held.producer.send(new ProducerRecord<>(topic, part, key, value, headers));
       records++;
     }
 
