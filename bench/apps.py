@@ -2,7 +2,7 @@
 driver of another revision (``--baseline-rev``), all measured in the same run.
 
     .venv/bin/python bench/apps.py [--runs 3] [--events user_activity=1000000,page_stats=200000,...] \
-        [--baseline-rev 86a6d76] [--batch 250000] [--master local[2]]
+        [--baseline-rev 86a6d76] [--batch 250000] [--master local[2]] [--commit-on driver,executors]
 
 The default baseline, 86a6d76, is the last revision before issue 23: the same job API on the
 streamops Python Kafka data source (confluent-kafka in Spark's Python workers), where this
@@ -20,6 +20,8 @@ For each run and app: a fresh broker (temporary state dir, free ports; stopped i
 - ``baseline``: the driver of ``--baseline-rev`` (a git worktree of that commit, run with this
   venv; ``python -m streamops.spark.driver`` there, ``streamops.spark.app`` before the driver
   package, or its own ``jobs/APP.py`` before the job API) on a fresh broker with the same records.
+With ``--commit-on driver,executors`` this revision runs once per value (the spec's ``commit_on``),
+and with ``--baseline-rev ''`` the last column is the ratio to the first of them.
 The order of the sides alternates between runs.
 """
 
@@ -72,11 +74,13 @@ def _ms(iso: str) -> float:
 
 
 def run_driver(settings: Settings, app: str, events: int, batch: int, master: str,
-               checkout: Path | None = None) -> dict:
-    """The app's driver to the end of its input; ``checkout``: another revision's tree (the baseline)."""
+               checkout: Path | None = None, commit_on: str | None = None) -> dict:
+    """The app's driver to the end of its input; ``checkout``: another revision's tree (the baseline);
+    ``commit_on``: where this revision's driver commits (the spec's ``commit_on``)."""
     env = {**os.environ, **settings.env(), "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": settings.host}
     if checkout is None:
-        argv = [sys.executable, "-m", "streamops.spark.driver", "--app", app]
+        argv = [sys.executable, "-m", "streamops.spark.driver", "--app", app,
+                *(["--commit-on", commit_on] if commit_on else [])]
     else:
         # a revision on Spark's connector (issue 23 on) finds its jars in this checkout's .jars/
         env.update({"PYTHONPATH": str(checkout), "STREAMOPS_REPO": str(checkout),
@@ -131,7 +135,10 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=250_000,
                     help="records per micro-batch (at most a fifth of an app's records: several batches)")
     ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--commit-on", default="",
+                    help="this revision once per value, e.g. driver,executors (the spec's commit_on; default: the spec's)")
     args = ap.parse_args()
+    modes = [m for m in args.commit_on.split(",") if m] or [""]
     events = {k: int(v) for k, v in (kv.split("=") for kv in args.events.split(","))}
 
     results: dict[str, dict[str, list[float]]] = {a: {} for a in events}
@@ -142,7 +149,7 @@ def main() -> None:
                 for app, n in events.items():
                     # an app the baseline revision does not have is measured without it
                     known = checkout is not None and (checkout / "jobs" / f"{app}.py").exists()
-                    sides = ["api", "fold"] + (["baseline"] if known else [])
+                    sides = [f"api:{m}" for m in modes] + ["fold"] + (["baseline"] if known else [])
                     if run % 2:
                         sides.reverse()
                     for side in sides:
@@ -156,9 +163,11 @@ def main() -> None:
                                 print(f"run {run + 1} {app} python fold: {r['rate']:,.0f} rec/s ({r['keys']} keys)",
                                       flush=True)
                             else:
+                                mode = side.partition(":")[2] or None
                                 r = run_driver(settings, app, n, min(args.batch, n // 5), args.master,
-                                               checkout if side == "baseline" else None)
-                                name = "spark, this revision" if side == "api" else f"spark, {args.baseline_rev}"
+                                               checkout if side == "baseline" else None, commit_on=mode)
+                                name = f"spark, {args.baseline_rev}" if side == "baseline" else \
+                                    "spark, this revision" + (f", commit on {mode}" if mode else "")
                                 results[app].setdefault(name, []).append(r["steady"])
                                 print(f"run {run + 1} {app} {name}: steady {r['steady']:,.0f} rec/s, all {r['all']:,.0f}, "
                                       f"wall {r['wall']:,.0f} ({r['batches']} batches)", flush=True)
@@ -169,18 +178,20 @@ def main() -> None:
             if checkout is not None:
                 subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(checkout)], check=False)
 
+    ref = args.baseline_rev or (f"commit on {modes[0]}" if modes[0] else "baseline")
     print(f"\nsteady records/s (batches 2..n), {args.runs} runs, {args.batch:,} per batch, master {args.master}\n")
     rows = []
     for app, sides in results.items():
         fold = sides.get("python fold")
-        base = sides.get(f"spark, {args.baseline_rev}")
+        base = sides.get(f"spark, {args.baseline_rev}") if args.baseline_rev else \
+            sides.get(f"spark, this revision, commit on {modes[0]}")
         for name, values in sides.items():
             lo, med, hi = summary(values)
             rows.append([app, f"{events[app]:,}", name, f"{lo:,.0f}", f"{med:,.0f}", f"{hi:,.0f}",
                          f"{med / statistics.median(fold):.2f}" if fold else "-",
                          f"{med / statistics.median(base):.2f}" if base else "-"])
     print(table(["app", "records", "side", "min", "median", "max", "ratio to the plain fold (median)",
-                 f"ratio to {args.baseline_rev or 'baseline'} (median)"], rows))
+                 f"ratio to {ref} (median)"], rows))
 
 
 if __name__ == "__main__":

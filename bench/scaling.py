@@ -2,7 +2,7 @@
 and the driver's CPU per batch and per million records (issue 39, item 6).
 
     .venv/bin/python bench/scaling.py [--parallelism 1,2] [--runs 2] [--events 300000] \
-        [--batch 50000] [--users 10000] [--partitions 6] [--app user_activity]
+        [--batch 50000] [--users 10000] [--partitions 6] [--app user_activity] [--commit-on driver,executors]
 
 For each run and parallelism (alternating the order per run), a fresh platform in a temporary
 state dir on free ports (the broker, a Spark standalone master and its 2 workers; stopped in
@@ -23,7 +23,8 @@ driver's processes (its Python process and its JVM) and of the executors (the wo
   JVM (planning, the offsets and commit logs, the tasks' results); ``executor CPU`` per million
   records (all executors: their JVMs and their Python workers), and the broker's per million records.
 
-Ratios are to parallelism 1's median. This machine has 2 cores for the broker, the driver and the
+With ``--commit-on driver,executors`` this tree runs once per value (the spec's ``commit_on``) at each
+parallelism. Ratios are to the first side's median (the first revision at parallelism 1). This machine has 2 cores for the broker, the driver and the
 executors together: a second executor can only use what the rest leaves.
 """
 
@@ -228,8 +229,9 @@ def produce_input(settings: Settings, spec, events: int, partitions: int, seed: 
 
 
 def run_side(home: Path, spec, parallelism: int, events: int, batch: int, partitions: int, seed: int,
-             checkout: Path | None = None) -> Side:
-    """One side on a fresh platform; ``checkout``: another revision's tree, run with this venv (the baseline)."""
+             checkout: Path | None = None, commit_on: str | None = None) -> Side:
+    """One side on a fresh platform; ``checkout``: another revision's tree, run with this venv (the
+    baseline); ``commit_on``: where this tree's driver commits (the spec's ``commit_on``)."""
     settings = isolated_settings(home)
     try:
         manager.up(settings, only=["kafka", "spark"])
@@ -242,7 +244,8 @@ def run_side(home: Path, spec, parallelism: int, events: int, batch: int, partit
             proc = subprocess.Popen(
                 [sys.executable, "-m", "streamops.spark.driver", "--app", spec.name, "--master",
                  settings.spark_master_url, "--parallelism", str(parallelism), "--exit-at-end",
-                 "--max-offsets-per-trigger", str(batch), "--trigger-interval", "0 seconds"],
+                 "--max-offsets-per-trigger", str(batch), "--trigger-interval", "0 seconds",
+                 *(["--commit-on", commit_on] if commit_on else [])],
                 env=env, stdout=out, stderr=subprocess.STDOUT, cwd=checkout or settings.state_dir)
             sampler = CpuSampler(proc.pid)
             sampler.start()
@@ -301,15 +304,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--partitions", type=int, default=6)
     ap.add_argument("--baseline-rev", default="", help="also run each parallelism with this revision (a git "
                     "worktree, this venv) on the same records, alternating with this tree")
+    ap.add_argument("--commit-on", default="", help="this tree once per value, e.g. driver,executors (the spec's "
+                    "commit_on; default: the spec's)")
     args = ap.parse_args(argv)
     from streamops.spec import default_spec_path, get_app, load_specs
 
     spec = get_app(load_specs(default_spec_path(REPO)), args.app)
     levels = [int(p) for p in args.parallelism.split(",") if p]
-    revs = ["this tree", *([args.baseline_rev] if args.baseline_rev else [])]
+    modes = {f"this tree, commit on {m}" if m else "this tree": m or None
+             for m in (args.commit_on.split(",") if args.commit_on else [""])}
+    revs = [*modes, *([args.baseline_rev] if args.baseline_rev else [])]
     sides: dict[tuple[str, int], list[Side]] = {(r, p): [] for p in levels for r in revs}
     with tempfile.TemporaryDirectory(prefix="streamops-bench-scaling-") as tmp:
-        checkouts: dict[str, Path | None] = {"this tree": None}
+        checkouts: dict[str, Path | None] = dict.fromkeys(modes)
         if args.baseline_rev:
             checkouts[args.baseline_rev] = Path(tmp) / "baseline"
             subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "-q", str(checkouts[args.baseline_rev]),
@@ -320,7 +327,8 @@ def main(argv: list[str] | None = None) -> int:
                 order = [(r, p) for p in levels for r in revs]
                 for rev, p in (order if run % 2 == 0 else list(reversed(order))):
                     s = run_side(Path(tmp) / f"run-{run}-p{p}-{len(sides[(rev, p)])}-{revs.index(rev)}", spec, p,
-                                 args.events, args.batch, args.partitions, seed=run, checkout=checkouts[rev])
+                                 args.events, args.batch, args.partitions, seed=run, checkout=checkouts[rev],
+                                 commit_on=modes.get(rev))
                     sides[(rev, p)].append(s)
                     print(f"run {run + 1} {rev} parallelism {p}: {s.steady_rate:,.0f} rec/s steady ({s.rate:,.0f} all), "
                           f"{s.steady_batches} steady batches, driver CPU {s.per_batch(s.driver_py_cpu):.3f} s (Python) + "

@@ -10,7 +10,7 @@ import time
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from streamops.app.topics import transactional_id
+from streamops.app.topics import task_transactional_id, transactional_id
 from streamops.exceptions import StreamopsError
 from streamops.kafka.admin import watermark_offsets
 from streamops.kafka.config import KafkaConfig
@@ -98,14 +98,17 @@ def settled_end(committed: Consumer, uncommitted: Consumer, tp: TopicPartition, 
         time.sleep(0.02)
 
 
-def abort_open_transaction(kafka: KafkaConfig, app: str, *, timeout: float = 60.0) -> None:
-    """Abort a transaction a dead driver of ``app`` left open, as a starting driver does.
+def abort_open_transaction(kafka: KafkaConfig, app: str, *, tasks: int = 0, timeout: float = 60.0) -> None:
+    """Abort a transaction a dead driver of ``app`` left open, as a starting driver does; ``tasks``:
+    also those of its tasks' writers (``commit_on: executors``: ``streamops-APP-p0`` ... ``-p{tasks-1}``),
+    as their next tasks would.
 
     Until then it holds back every committed record after it from read_committed readers (what an
     operation saves, what it checks). Only while no driver of ``app`` runs: it fences the one that does.
     """
-    producer = Producer({"bootstrap.servers": kafka.bootstrap, **kafka.librdkafka(),
-                         "transactional.id": transactional_id(app),
-                         "enable.idempotence": True})
-    producer.init_transactions(timeout)
-    producer.flush(timeout)
+    ids = [transactional_id(app), *(task_transactional_id(app, p) for p in range(tasks))]
+    for tid in ids:
+        producer = Producer({"bootstrap.servers": kafka.bootstrap, **kafka.librdkafka(),
+                             "transactional.id": tid, "enable.idempotence": True})
+        producer.init_transactions(timeout)
+        producer.flush(timeout)

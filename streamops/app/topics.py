@@ -41,6 +41,23 @@ def transactional_id(app: str) -> str:
     return f"streamops-{app}"
 
 
+def task_transactional_id(app: str, partition: int) -> str:
+    """With ``commit_on: executors``: the transactional id of the writer of partition ``partition``
+    of ``app``'s batches (``spark.kafka_writer``: the prefix ``transactional_id(app)``, then ``-pN``)."""
+    return f"{transactional_id(app)}-p{partition}"
+
+
+def task_group_prefix(app: str) -> str:
+    """The name of ``app``'s task marker groups without their ``-pN`` (``spark.kafka_writer``)."""
+    return f"_streamops-{app}-task"
+
+
+def task_group(app: str, partition: int) -> str:
+    """The consumer group whose offset on the commits topic is partition ``partition``'s task marker:
+    the last batch that partition's writer committed (``commit.BatchCommitter.task_marker``)."""
+    return f"{task_group_prefix(app)}-p{partition}"
+
+
 def app_topic_specs(spec: AppSpec, *, ticks: bool = False) -> dict[str, TopicSpec]:
     """The topics an app reads and writes, as they are created when missing, by role (``ticks``:
     a job with stream time's, which its driver writes and reads back)."""

@@ -95,7 +95,9 @@ class Replacement:
         the default; tests without a broker pass their own)."""
         self.ctx, self.rec, self.op = ctx, rec, rec.op
         self.settings, self.spec, self.ledger, self.kafka = ctx.settings, ctx.spec, ctx.ledger, ctx.kafka
-        self.abort_open = abort_open or abort_open_transaction
+        # with commit_on: executors, its tasks' writers too (one per state partition)
+        tasks = ctx.spec.state_partitions if ctx.spec.commit_on == "executors" else 0
+        self.abort_open = abort_open or (lambda kafka, app: abort_open_transaction(kafka, app, tasks=tasks))
         self.running, self.who, self.timeout, self.progress = running, who, timeout, progress
         self.checkpoint = checkpoint_dir(ctx.settings, ctx.spec)
         self.aside = aside_path(ctx.settings, ctx.spec, rec.id)

@@ -57,6 +57,17 @@ def writer_jar() -> Path | None:
     return WRITER_JAR
 
 
+def writer_conf(conf: dict[str, str]) -> dict[str, str]:
+    """``conf`` (the session's) with the executors' transactional writer's jar on ``spark.jars``,
+    beside the connector's Kafka client (one class loader for both)."""
+    jar = writer_jar()
+    if jar is None:
+        raise RuntimeError("commit_on: executors needs the transactional writer's jar, and there is no javac "
+                           "to build it; install a JDK, or set commit_on: driver")
+    jars = [j for j in conf.get("spark.jars", "").split(",") if j]
+    return {**conf, "spark.jars": ",".join([*jars, str(jar)])}
+
+
 def write_transactional(df: Any, *, kafka: KafkaConfig, transactional_prefix: str, marker_topic: str,
                         marker_group_prefix: str, batch_id: int, timeout_s: float = 60.0) -> None:
     """Write ``df``'s rows (topic, key, value[, headers]) as Kafka records, each of its partitions in

@@ -71,7 +71,7 @@ def session_conf(spec: AppSpec, settings: Settings, *, parallelism: int | None =
         **extra,
     }
     if spec.commit_on == "executors":  # the tasks' transactional writer, beside the connector's Kafka client
-        from streamops.spark.driver.task_commit import writer_conf
+        from streamops.spark.kafka_writer import writer_conf
 
         conf = writer_conf(conf)
     return conf

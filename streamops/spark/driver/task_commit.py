@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from streamops.app.topics import transactional_id
+from streamops.app.topics import task_group_prefix, transactional_id
 from streamops.kafka.config import KafkaConfig
 from streamops.spark.query.task_records import (
     RECORD_DDL,
@@ -28,29 +28,6 @@ from streamops.spark.query.task_records import (
     encode_batches,
     totals_param,
 )
-
-
-def task_group_prefix(app: str) -> str:
-    """The name of ``app``'s task marker groups without their ``-pN`` (``TransactionalKafkaSink``)."""
-    return f"_streamops-{app}-task"
-
-
-def task_group(app: str, partition: int) -> str:
-    """The consumer group whose offset on the commits topic is partition ``partition``'s task marker."""
-    return f"{task_group_prefix(app)}-p{partition}"
-
-
-def writer_conf(conf: dict[str, str]) -> dict[str, str]:
-    """``conf`` (the session's) with the executors' transactional writer's jar on ``spark.jars``,
-    beside the connector's Kafka client (one class loader for both)."""
-    from streamops.spark.kafka_writer import writer_jar
-
-    jar = writer_jar()
-    if jar is None:
-        raise RuntimeError("commit_on: executors needs the transactional writer's jar, and there is no javac "
-                           "to build it; install a JDK, or set commit_on: driver")
-    jars = [j for j in conf.get("spark.jars", "").split(",") if j]
-    return {**conf, "spark.jars": ",".join([*jars, str(jar)])}
 
 
 class TaskCommit:

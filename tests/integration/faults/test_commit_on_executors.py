@@ -16,11 +16,11 @@ from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from streamops.app.marker import last_marker
+from streamops.app.topics import task_group
 from streamops.checkpoints import layout
 from streamops.kafka.admin import partitions
 from streamops.kafka.read import read_topic
 from streamops.spark.commit import EPOCH_SHIFT
-from streamops.spark.driver.task_commit import task_group
 from streamops.spark.query.records import dlq_entry
 from streamops.spec import default_spec_path, get_app, load_specs
 

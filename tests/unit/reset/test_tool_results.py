@@ -60,7 +60,7 @@ def ctx(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     (ckpt / "commits" / "13").write_text("v1\n{}")
     (ckpt / "offsets" / "13").write_text('v1\n{"batchWatermarkMs":0}\n{"in":{"0":500,"1":300}}')
     monkeypatch.setattr(tool, "_watermarks", lambda _k, _s: {("in", 0): (0, 800), ("in", 1): (100, 600)})
-    monkeypatch.setattr(replace, "abort_open_transaction", lambda _k, _a: None)
+    monkeypatch.setattr(replace, "abort_open_transaction", lambda _k, _a, **_kw: None)
     monkeypatch.setattr(replace, "rewind_marker", lambda _s, _sp, _k, batch: {"batch_id": batch})
     monkeypatch.setattr(replace.Replacement, "_marker", lambda _self: None)
     saved = {"changelog": {"topic": "c", "keys": 5}}

@@ -39,6 +39,7 @@ class Steps:
                 SimpleNamespace(topic=SPEC.dlq_topic, headers=[(H_REASON, b"bad-json")])]
 
     def advance_clocks(self, table, batch_id, ckpt, parts, ends=None):
+        assert table in ("table", {"in/0": 5})  # the collected batch, or the tasks' clock rows
         self.calls.append(("advance_clocks", batch_id, parts, ends))
         return SimpleNamespace(ticks=[SimpleNamespace(topic=SPEC.ticks_topic, headers=None)],
                                clocks=layout.Clocks(batch_id, {("in", 0): 5}, 7))
@@ -92,3 +93,50 @@ def test_a_replayed_batch_has_no_commit_time_of_its_own(tmp_path: Path, monkeypa
     assert json.loads(steps.hb.read_text())["replayed"] is True
     assert facts(0) == {"executors": 2, "dlq": {"bad-json": 1}}
     assert facts(1) == {"executors": 2}  # a batch the sink never saw: the last count
+
+
+def test_with_commit_on_executors_the_tasks_write_and_the_driver_commits_the_marker_alone(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The batch's records never reach the driver: its tasks write them under the batch's task
+    marker (with what was emitted before a rewind), and the driver's transaction holds the tick, the
+    marker (counting the tasks' records) and the input end; the clocks come from the tasks' totals."""
+    from streamops.spark.query.task_records import BatchTotals
+
+    monkeypatch.setattr(layout, "batch_end_offsets", lambda ckpt, b: {"in": {"0": 10, "1": 40}})
+    monkeypatch.setattr(layout, "batch_watermark", lambda ckpt, b: 3000)
+    steps, facts = Steps(tmp_path / "driver.json"), BatchFacts()
+
+    def emitted_before(end):
+        steps.calls.append(("emitted_before", end))
+        return {"in": {"0": 4}}
+
+    def write(df, batch_id, *, marker, emitted_until):
+        steps.calls.append(("tasks.write", df, batch_id, marker, emitted_until))
+        return BatchTotals(records=41, dropped=2, dlq={"bad-json": 3}, clocks={"in/0": 5})
+
+    def commit(batch_id, records, input_end=None, marker_extra=None, written=0):
+        steps.calls.append(("commit", batch_id, [r.topic for r in records], input_end, marker_extra, written))
+        return 44
+
+    committer = SimpleNamespace(commit=commit, emitted_before=emitted_before, task_marker=lambda b: (1 << 40) | b,
+                                dropped=0)
+    spark = SimpleNamespace(sparkContext=SimpleNamespace(uiWebUrl="http://h:4040", applicationId="app-1"))
+    sink = BatchSink(spark, SPEC, tmp_path / "ckpt", committer, to_records=steps.to_records,
+                     control=SimpleNamespace(boundary=steps.boundary), heartbeat=steps.hb,
+                     reporter=SimpleNamespace(report=steps.report), facts=facts, executors=steps.executors,
+                     started=1.0, advance_clocks=steps.advance_clocks, stop_at=None,
+                     tasks=SimpleNamespace(write=write))
+    sink("the batch", 4)
+    marker = {"stream_time": {"clocks": [["in", 0, 5]], "watermark": 7, "spark_watermark": 3000}}
+    assert steps.calls == [
+        ("emitted_before", {"in": {"0": 10, "1": 40}}),
+        ("tasks.write", "the batch", 4, (1 << 40) | 4, {"in": {"0": 4}}),
+        ("boundary",),
+        ("advance_clocks", 4, [("in", 0), ("in", 1)], {("in", 0): 10, ("in", 1): 40}),
+        ("commit", 4, [SPEC.ticks_topic], {"in": {"0": 10, "1": 40}}, marker, 41),
+        ("executors", 4),
+        ("report", {"status": "running", "last_batch": 4, "executors": 2, "error": None})]
+    assert committer.dropped == 2
+    hb = json.loads(steps.hb.read_text())
+    assert hb["records"] == 42 and hb["replayed"] is False
+    assert facts(4)["dlq"] == {"bad-json": 3}
