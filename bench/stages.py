@@ -432,7 +432,8 @@ class RunData:
     sinks: dict[int, SinkTimers]
 
 
-def run_driver(settings, app: str, batch: int, master: str, log_dir: Path, checkout: Path | None = None) -> RunData:
+def run_driver(settings, app: str, batch: int, master: str, log_dir: Path, checkout: Path | None = None,
+               commit_on: str | None = None) -> RunData:
     """The app's driver to the end of its input with the event log on; its heartbeat polled meanwhile.
     ``checkout``: another revision's tree (``--baseline-rev``), whose code the driver and its Python
     workers then run, with this venv and this checkout's jars."""
@@ -448,7 +449,7 @@ def run_driver(settings, app: str, batch: int, master: str, log_dir: Path, check
     with open(out_path, "wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", driver_module(checkout), "--app", app, "--master", master,
                                  "--exit-at-end", "--max-offsets-per-trigger", str(batch),
-                                 "--trigger-interval", "0 seconds"],
+                                 "--trigger-interval", "0 seconds", *(["--commit-on", commit_on] if commit_on else [])],
                                 env=env, stdout=out, stderr=subprocess.STDOUT, cwd=checkout or settings.state_dir)
         last = None
         while proc.poll() is None:
@@ -552,6 +553,7 @@ def main() -> None:
     ap.add_argument("--from-logs", type=Path, help="report a --keep folder again (runs nothing)")
     ap.add_argument("--baseline-rev", default="", help="also run this revision (a git worktree, this venv) on the "
                     "same records, alternating with this tree, and print the ratios")
+    ap.add_argument("--commit-on", default="", help="this tree's driver commits there (the spec's commit_on)")
     args = ap.parse_args()
     if args.from_logs:
         for app_dir in sorted(p for p in args.from_logs.iterdir() if p.is_dir()):
@@ -579,7 +581,7 @@ def main() -> None:
                             manager.up(settings, only=["kafka"])
                             produce_input(settings, app, events[app], seed=run)
                             data = run_driver(settings, app, batch, args.master, Path(tmp) / f"{app}-{label}-eventlog",
-                                              tree)
+                                              tree, commit_on=args.commit_on or None)
                             if args.keep:
                                 keep(data, args.keep / app / label)
                             runs[side].append(profile(data))

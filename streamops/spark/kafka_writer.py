@@ -59,11 +59,11 @@ def writer_jar() -> Path | None:
 
 def writer_conf(conf: dict[str, str]) -> dict[str, str]:
     """``conf`` (the session's) with the executors' transactional writer's jar on ``spark.jars``,
-    beside the connector's Kafka client (one class loader for both)."""
+    beside the connector's Kafka client (one class loader for both); unchanged without the jar
+    (no ``javac``: the driver commits, ``driver.loop``)."""
     jar = writer_jar()
     if jar is None:
-        raise RuntimeError("commit_on: executors needs the transactional writer's jar, and there is no javac "
-                           "to build it; install a JDK, or set commit_on: driver")
+        return conf
     jars = [j for j in conf.get("spark.jars", "").split(",") if j]
     return {**conf, "spark.jars": ",".join([*jars, str(jar)])}
 

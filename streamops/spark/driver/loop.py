@@ -282,8 +282,13 @@ class AppDriver:
             raise ValueError(f"{self.spec.name}: commit_on: executors, but the driver was given no encoder")
         from streamops.kafka.admin import partitions
         from streamops.spark.driver.task_commit import TaskCommit
+        from streamops.spark.kafka_writer import writer_jar
 
         spec = self.spec
+        if writer_jar() is None:  # a JRE without javac (the Docker image): the same guarantee, from the driver
+            log.warning("%s: commit_on is executors, but there is no javac to build the executors' writer; "
+                        "the driver commits each batch's records", spec.name)
+            return None
         sinks = (spec.live_output_topic, spec.changelog_topic, spec.dlq_topic)
         counts = {t: len(partitions(self.kafka, t)) for t in sinks}
         return TaskCommit(self.spark, self.kafka, spec.name, spec.commits_topic, self.encode_spec(counts))

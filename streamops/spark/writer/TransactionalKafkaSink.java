@@ -39,6 +39,8 @@ import org.apache.spark.sql.connector.write.WriteBuilder;
 import org.apache.spark.sql.connector.write.WriterCommitMessage;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * A batch write of Kafka records in one Kafka transaction per task (issue 39, item 3): called from
@@ -60,6 +62,7 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * any earlier attempt and settles its transaction, and writes nothing for a batch already committed.
  */
 public class TransactionalKafkaSink implements TableProvider {
+  private static final Logger LOG = LoggerFactory.getLogger(TransactionalKafkaSink.class);
 
   @Override
   public StructType inferSchema(CaseInsensitiveStringMap options) {
@@ -263,25 +266,66 @@ public class TransactionalKafkaSink implements TableProvider {
       this.txId = o.transactionalIdPrefix + "-p" + partition;
       this.group = o.markerGroupPrefix + "-p" + partition;
       this.marker = new TopicPartition(o.markerTopic, 0);
-      Held h = PRODUCERS.remove(txId);
-      if (h == null) {
-        Properties p = new Properties();
-        p.putAll(o.kafka);
-        p.put("transactional.id", txId);
-        p.put("enable.idempotence", "true");
-        p.put("key.serializer", ByteArraySerializer.class.getName());
-        p.put("value.serializer", ByteArraySerializer.class.getName());
-        KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p);
-        // fences an earlier holder of txId and settles its transaction, so the marker read next is the truth
+      Held cached = PRODUCERS.remove(txId);
+      held = cached != null ? cached : fresh("this executor had none for it");
+      skip = o.batchId <= held.lastCommitted;  // only this producer's own commits raised it: true
+      if (skip) {
+        return;
+      }
+      try {
+        begin();
+      } catch (KafkaException e) {
+        if (cached == null) {
+          drop();
+          throw e;
+        }
+        // The cached producer was fenced: the partition ran on another executor since, whose new
+        // producer fenced this one and may have committed batches. Found here, before any row is
+        // consumed, instead of at the commit, where it failed the task and its retry recomputed the
+        // partition (and reloaded its state): a new producer fences that one, and its marker is the truth.
+        drop();
+        held = fresh("the one this executor had was fenced: " + e.getClass().getSimpleName());
+        skip = o.batchId <= held.lastCommitted;
+        if (!skip) {
+          try {
+            begin();
+          } catch (KafkaException again) {
+            drop();
+            throw again;
+          }
+        }
+      }
+    }
+
+    /** A new producer for txId: initTransactions fences an earlier holder and settles its
+     * transaction, so the marker read next is the truth. */
+    private Held fresh(String why) {
+      Properties p = new Properties();
+      p.putAll(o.kafka);
+      p.put("transactional.id", txId);
+      p.put("enable.idempotence", "true");
+      p.put("key.serializer", ByteArraySerializer.class.getName());
+      p.put("value.serializer", ByteArraySerializer.class.getName());
+      KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p);
+      try {
         producer.initTransactions();
-        h = new Held(producer, lastCommitted(o, group, marker));
+        Held h = new Held(producer, lastCommitted(o, group, marker));
+        LOG.info("{}: a new transactional producer ({}); its last committed batch {}", txId, why, h.lastCommitted);
+        return h;
+      } catch (RuntimeException e) {
+        producer.close(Duration.ZERO);
+        throw e;
       }
-      held = h;
-      skip = o.batchId <= h.lastCommitted;
-      if (!skip) {
-        held.producer.beginTransaction();
-        open = true;
-      }
+    }
+
+    /** The partition's transaction begun, with the batch as its marker group's offset: the first call
+     * that reaches the broker (the group coordinator), so a fenced producer fails here. */
+    private void begin() {
+      held.producer.beginTransaction();
+      open = true;
+      Map<TopicPartition, OffsetAndMetadata> offsets =
+          Collections.singletonMap(marker, new OffsetAndMetadata(o.batchId));
+      held.producer.sendOffsetsToTransaction(offsets, new ConsumerGroupMetadata(group));
     }
 
     @Override
@@ -313,10 +357,7 @@ public class TransactionalKafkaSink implements TableProvider {
         return new Committed(partition, 0, true);
       }
       try {
-        Map<TopicPartition, OffsetAndMetadata> offsets =
-            Collections.singletonMap(marker, new OffsetAndMetadata(o.batchId));
-        held.producer.sendOffsetsToTransaction(offsets, new ConsumerGroupMetadata(group));
-        held.producer.commitTransaction();
+        held.producer.commitTransaction();  // with the marker sent at the start (begin)
       } catch (KafkaException e) {
         drop();
         throw e;
@@ -366,6 +407,7 @@ public class TransactionalKafkaSink implements TableProvider {
         held.producer.close(Duration.ZERO);
         held = null;
       }
+      open = false;
     }
   }
 }

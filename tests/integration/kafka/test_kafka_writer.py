@@ -66,12 +66,29 @@ SCRIPT = textwrap.dedent('''
     zombie = Producer({"bootstrap.servers": bootstrap, "transactional.id": "w-tx-p0"})
     zombie.init_transactions(30); zombie.begin_transaction()
     zombie.produce("w-out", key=b"zombie", value=b"zombie", partition=0); zombie.flush(30)
-    batch(2); out["after_2"] = values(); out["markers_2"] = markers()
+    def failed_tasks(group):
+        tracker = spark.sparkContext.statusTracker()
+        return sum(tracker.getStageInfo(st).numFailedTasks for j in tracker.getJobIdsForGroup(group)
+                   for st in tracker.getJobInfo(j).stageIds)
+
+    spark.sparkContext.setJobGroup("b2", "batch 2")
+    batch(2); out["after_2"] = values(); out["markers_2"] = markers(); out["failed_2"] = failed_tasks("b2")
     try:
         zombie.commit_transaction(30); out["zombie"] = "committed"
     except Exception as exc:
         out["zombie"] = type(exc).__name__ + ": " + str(exc)[:200]
     out["final"] = values()
+    # partition 1 runs elsewhere meanwhile (another executor): its producer there fences this
+    # executor's and commits batch 3; here, batch 3's task of partition 1 finds its cached producer
+    # fenced before it reads a row, and a new one reads the marker: it writes nothing, and no task fails
+    other = Producer({"bootstrap.servers": bootstrap, "transactional.id": "w-tx-p1"})
+    other.init_transactions(30); other.begin_transaction()
+    other.produce("w-out", key=b"moved", value=b"moved-3", partition=1)
+    group = Consumer({"bootstrap.servers": bootstrap, "group.id": "w-marker-p1"}).consumer_group_metadata()
+    other.send_offsets_to_transaction([TopicPartition("w-commits", 0, 3)], group, 30)
+    other.commit_transaction(30)
+    spark.sparkContext.setJobGroup("b3", "batch 3")
+    batch(3); out["after_3"] = values(); out["markers_3"] = markers(); out["failed_3"] = failed_tasks("b3")
     print(json.dumps(out))
     spark.stop()
 ''')
@@ -91,3 +108,8 @@ def test_each_partition_commits_once_per_batch_and_a_zombie_is_fenced(kafka: str
     assert out["after_2"] == sorted(batch[0] + batch[1] + batch[2])  # the retried task fenced the zombie
     assert out["markers_2"] == {str(p): 2 for p in range(3)}
     assert out["zombie"] != "committed" and out["final"] == out["after_2"]  # its record never shows
+    # the fenced producer was found before the commit: a new one, not a failed (and recomputed) task
+    assert out["failed_2"] == 0
+    new = [v for v in out["after_3"] if v not in out["after_2"]]
+    assert "moved-3" in new and len([v for v in new if v.startswith("b3-")]) == 200  # partition 1's 100 skipped
+    assert out["markers_3"] == {str(p): 3 for p in range(3)} and out["failed_3"] == 0
