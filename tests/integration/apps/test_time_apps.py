@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import json
 import zlib
-from pathlib import Path
 
 import pytest
-import yaml
 from confluent_kafka import Producer
 
 from jobs import sessions
@@ -21,7 +19,7 @@ from streamops.kafka.read import latest_per_key, read_topic
 from streamops.spark.query.records import dlq_entry
 from streamops.spec import default_spec_path, get_app, load_job, load_specs
 from streamops.state.oracle import fold_input, record_of
-from tests.fixtures.apps import REPO
+from tests.fixtures.apps import repo_with
 
 LOCAL = "local[2]"
 
@@ -174,24 +172,6 @@ def test_a_time_app_reset_to_a_datetime_is_exact(app_factory, name: str) -> None
     assert views["output"]["expected"] > 20 and latest_per_key(b, f"{TIME_APPS[name]}.v2")
 
 
-def _repo_with(tmp_path, app: str, **fields) -> Path:
-    """A repo like this one whose spec gives ``app`` ``fields`` (the rest linked, not copied)."""
-    real = default_spec_path(REPO).parents[1]
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    for entry in real.iterdir():
-        if entry.name != "include":
-            (repo / entry.name).symlink_to(entry)
-    (repo / "include").mkdir()
-    for entry in (real / "include").iterdir():
-        if entry.name != "streams.yaml":
-            (repo / "include" / entry.name).symlink_to(entry)
-    doc = yaml.safe_load(default_spec_path(real).read_text())
-    doc["apps"][app].update(fields)
-    default_spec_path(repo).write_text(yaml.safe_dump(doc))
-    return repo
-
-
 @pytest.mark.timeout(900)
 def test_a_quiet_partition_stops_holding_the_watermark_after_its_idle_timeout(app_factory, tmp_path) -> None:
     """sessions with ``idle_timeouts: {clicks: 3 seconds}``, its clicks in two of three partitions:
@@ -199,7 +179,7 @@ def test_a_quiet_partition_stops_holding_the_watermark_after_its_idle_timeout(ap
     close; clicks it shows later are judged against the raised stream time (behind it by more than
     the grace: late), and ``check`` is exact with the raise."""
     app = app_factory("app-idle", master=LOCAL, app="sessions")
-    app.settings = app.settings.model_copy(update={"repo": _repo_with(tmp_path, "sessions",
+    app.settings = app.settings.model_copy(update={"repo": repo_with(tmp_path, "sessions",
                                                                       idle_timeouts={"clicks": "3 seconds"})})
     spec = get_app(load_specs(default_spec_path(app.settings.repo)), "sessions")
     job_cls = load_job(spec, app.settings.repo)

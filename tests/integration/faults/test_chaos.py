@@ -14,6 +14,7 @@ import pytest
 
 from bench.chaos import run_chaos
 from streamops.platform import manager
+from tests.fixtures.apps import repo_with
 
 #: part of `make test`; `make chaos` runs it alone
 pytestmark = pytest.mark.chaos
@@ -36,11 +37,19 @@ def _check(app) -> dict:
                      open_transaction_wait_s=5).to_dict()
 
 
-def test_a_short_seeded_chaos_run_leaves_the_app_exact(app_factory) -> None:
-    app = app_factory("ua-chaos", master=LOCAL)
+@pytest.mark.parametrize(("commit_on", "seed"), [("driver", 7), ("executors", 7)])
+def test_a_short_seeded_chaos_run_leaves_the_app_exact(app_factory, tmp_path, commit_on: str, seed: int) -> None:
+    """``commit_on: executors``: the batch's tasks commit their partitions and the driver the marker;
+    a driver killed between the two, a broker killed after a commit and the rewinds of the operations
+    leave it exact too."""
+    app = app_factory(f"ua-chaos-{commit_on}", master=LOCAL)
+    if commit_on != "driver":
+        app.settings = app.settings.model_copy(update={"repo": repo_with(tmp_path, "user_activity",
+                                                                         commit_on=commit_on)})
     manager.up(app.settings, only=["supervisor"])
     try:
-        report = run_chaos(app.settings, minutes=1.75, seed=7, rate=100, cluster=False, check=lambda: _check(app))
+        report = run_chaos(app.settings, minutes=1.75, seed=seed, rate=100, cluster=False,
+                           check=lambda: _check(app))
     finally:
         manager.down(app.settings, only=["supervisor"])
     tables = report.tables()
