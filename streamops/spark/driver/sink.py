@@ -73,15 +73,15 @@ class BatchSink:
     def _on_executors(self, df, batch_id: int) -> None:
         """The batch's records made and committed by its tasks, then the driver's marker (module docstring)."""
         t0 = time.monotonic()
-        end = layout.batch_end_offsets(self.ckpt, batch_id)
-        if self.stop_at is not None:  # a bounded read consumed nothing past its bound
-            end = clamp_to_bound(end, self.stop_at)
+        planned = layout.batch_end_offsets(self.ckpt, batch_id)  # the clocks step takes it as planned
+        # a bounded read consumed nothing past its bound
+        end = clamp_to_bound(planned, self.stop_at) if self.stop_at is not None else planned
         emitted = self.committer.emitted_before(end)
         totals = self.tasks.write(df, batch_id, marker=self.committer.task_marker(batch_id), emitted_until=emitted)
         failpoints.hit("sink.tasks_committed")  # the tasks' records committed, the batch's marker not yet
         t1 = time.monotonic()
         resized = control_step(self.control.boundary) if self.control is not None else None
-        ticks, extra = self._clocks(totals.clocks, batch_id, end)
+        ticks, extra = self._clocks(totals.clocks, batch_id, planned)
         t2 = time.monotonic()
         written = self.committer.commit(batch_id, ticks, input_end=end, marker_extra=extra, written=totals.records)
         failpoints.hit("sink.committed")  # committed in Kafka, not yet in Spark's commit log

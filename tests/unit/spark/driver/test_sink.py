@@ -124,16 +124,16 @@ def test_with_commit_on_executors_the_tasks_write_and_the_driver_commits_the_mar
     sink = BatchSink(spark, SPEC, tmp_path / "ckpt", committer, to_records=steps.to_records,
                      control=SimpleNamespace(boundary=steps.boundary), heartbeat=steps.hb,
                      reporter=SimpleNamespace(report=steps.report), facts=facts, executors=steps.executors,
-                     started=1.0, advance_clocks=steps.advance_clocks, stop_at=None,
+                     started=1.0, advance_clocks=steps.advance_clocks, stop_at={"in": {"0": 8, "1": 50}},
                      tasks=SimpleNamespace(write=write))
     sink("the batch", 4)
     marker = {"stream_time": {"clocks": [["in", 0, 5]], "watermark": 7, "spark_watermark": 3000}}
     assert steps.calls == [
-        ("emitted_before", {"in": {"0": 10, "1": 40}}),
+        ("emitted_before", {"in": {"0": 8, "1": 40}}),  # a bounded run's input end is clamped to its bound
         ("tasks.write", "the batch", 4, (1 << 40) | 4, {"in": {"0": 4}}),
         ("boundary",),
-        ("advance_clocks", 4, [("in", 0), ("in", 1)], {("in", 0): 10, ("in", 1): 40}),
-        ("commit", 4, [SPEC.ticks_topic], {"in": {"0": 10, "1": 40}}, marker, 41),
+        ("advance_clocks", 4, [("in", 0), ("in", 1)], {("in", 0): 10, ("in", 1): 40}),  # before the clamp
+        ("commit", 4, [SPEC.ticks_topic], {"in": {"0": 8, "1": 40}}, marker, 41),
         ("executors", 4),
         ("report", {"status": "running", "last_batch": 4, "executors": 2, "error": None})]
     assert committer.dropped == 2
