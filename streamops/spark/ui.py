@@ -7,13 +7,27 @@ executors, and by the benchmarks to report it.
 from __future__ import annotations
 
 import json
+import time
+import urllib.error
 import urllib.request
 from typing import Any
 
 
-def _get(ui_url: str, path: str, timeout: float = 10.0) -> Any:
-    with urllib.request.urlopen(f"{ui_url.rstrip('/')}/api/v1/{path.lstrip('/')}", timeout=timeout) as r:
-        return json.loads(r.read())
+def _get(ui_url: str, path: str, timeout: float = 30.0, attempts: int = 3) -> Any:
+    """One REST read, tried ``attempts`` times: a driver busy with a batch (its UI thread starved
+    on a loaded machine) can miss one read's timeout and answer the next."""
+    url = f"{ui_url.rstrip('/')}/api/v1/{path.lstrip('/')}"
+    for attempt in range(attempts):
+        try:
+            with urllib.request.urlopen(url, timeout=timeout) as r:
+                return json.loads(r.read())
+        except urllib.error.HTTPError:
+            raise  # an answer: not a slow driver
+        except OSError:  # a timeout, a refused connection
+            if attempt == attempts - 1:
+                raise
+            time.sleep(1.0)
+    raise AssertionError("unreachable")
 
 
 def executors(ui_url: str, app_id: str) -> dict[str, dict[str, Any]]:

@@ -287,23 +287,18 @@ class JobQuery:
         written for the next batch's tasks (``layout.write_clocks``); and a tick record when the
         watermark moved, so that Spark runs a batch that carries it even if no input comes (then a
         batch with no data fires the due timers)."""
-        import pyarrow.compute as pc
-
         from streamops import stream_time
         from streamops.checkpoints import layout
         from streamops.spark.commit import OutRecord
+        from streamops.spark.query.records import clock_rows
 
         prev = layout.read_clocks(checkpoint, batch_id - 1)
         before = dict(prev.partitions) if prev is not None else {}
         clocks = dict(before)
-        if isinstance(table, Mapping):
-            rows = [{"key": k, "value": v} for k, v in table.items()]
-        else:
-            rows = table.filter(pc.equal(table.column("kind"), "clock")).select(["key", "value"]).to_pylist()
-        for row in rows:
-            topic, _, part = row["key"].rpartition("/")
+        for key, ts in (table if isinstance(table, Mapping) else clock_rows(table)).items():
+            topic, _, part = key.rpartition("/")
             tp = (topic, int(part))
-            clocks[tp] = max(clocks.get(tp, int(row["value"])), int(row["value"]))
+            clocks[tp] = max(clocks.get(tp, int(ts)), int(ts))
         step = stream_time.step_clocks(
             before, clocks, partitions, ends or {}, idle=prev.idle if prev else None,
             moved=prev.moved if prev else None, raises=prev.raises if prev else None,

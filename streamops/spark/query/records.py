@@ -120,6 +120,20 @@ def update_records(table: pa.Table, batch_id: int, *, output: str, changelog: st
     return out
 
 
+def clock_rows(table: pa.Table) -> dict[str, int]:
+    """A stream-time batch's clock rows (``worker.timed_key``'s: key "topic/partition", value its
+    largest event time) as {"topic/partition": largest event time}."""
+    import pyarrow.compute as pc
+
+    out: dict[str, int] = {}
+    if table.num_rows == 0:
+        return out
+    for row in table.filter(pc.equal(table.column("kind"), "clock")).select(["key", "value"]).to_pylist():
+        ts = int(row["value"])
+        out[row["key"]] = max(ts, out.get(row["key"], ts))
+    return out
+
+
 def aggregate_records(job: Job, table: pa.Table, batch_id: int, *, output: str, changelog: str,
                       dlq: str) -> list[OutRecord]:
     """An aggregate job's batch, column by column: at 50k keys a batch, a dict per row and a JSON

@@ -97,7 +97,7 @@ def encode_batches(spec: EncodeSpec, batch_id: int, emitted_until: Mapping[str, 
     """``mapInArrow``'s function: the query's output rows -> ``RECORD_SCHEMA`` rows (module
     docstring); ``totals``: the accumulator the task's ``BatchTotals`` go to."""
     from streamops.spark.commit import already_emitted
-    from streamops.spark.query.records import aggregate_records, update_records
+    from streamops.spark.query.records import aggregate_records, clock_rows, update_records
 
     aggregate = spec.job_cls.is_aggregate()
     emitted = {t: dict(ps) for t, ps in emitted_until.items()}
@@ -112,7 +112,8 @@ def encode_batches(spec: EncodeSpec, batch_id: int, emitted_until: Mapping[str, 
                                             dlq=spec.dlq)
             else:
                 records = update_records(table, batch_id, output=spec.output, changelog=spec.changelog, dlq=spec.dlq)
-                _clocks(table, mine.clocks)
+                for key, ts in clock_rows(table).items():
+                    mine.clocks[key] = max(ts, mine.clocks.get(key, ts))
             kept = []
             for r in records:
                 if r.topic == spec.dlq:
@@ -128,19 +129,6 @@ def encode_batches(spec: EncodeSpec, batch_id: int, emitted_until: Mapping[str, 
         totals.add({batch_id: mine})
 
     return run
-
-
-def _clocks(table: pa.Table, into: dict[str, int]) -> None:
-    """A stream-time job's clock rows (``worker.timed_key``: key "topic/partition", value the
-    largest event time) folded into ``into``."""
-    import pyarrow.compute as pc
-
-    if table.num_rows == 0:
-        return
-    rows = table.filter(pc.equal(table.column("kind"), "clock")).select(["key", "value"]).to_pylist()
-    for row in rows:
-        ts = int(row["value"])
-        into[row["key"]] = max(ts, into.get(row["key"], ts))
 
 
 def record_batch(records: list, partitions: Mapping[str, int]) -> pa.RecordBatch:

@@ -1,0 +1,76 @@
+"""The Spark UI reader waits out a driver too busy to answer one read (test_resize read a busy
+driver's executors and failed on a single 10 s timeout)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from streamops.spark import ui
+
+
+class _SlowFirst(BaseHTTPRequestHandler):
+    calls: list[str] = []
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        self.calls.append(self.path)
+        if len(self.calls) == 1:
+            time.sleep(1.5)  # past the reader's timeout: the first read gives up
+        body = json.dumps([{"id": "driver"}, {"id": "1", "isActive": True}, {"id": "2", "isActive": False}]).encode()
+        status = 404 if "missing" in self.path else 200
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture
+def server():
+    _SlowFirst.calls = []
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _SlowFirst)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    yield f"http://127.0.0.1:{srv.server_address[1]}", _SlowFirst.calls
+    srv.shutdown()
+    srv.server_close()
+
+
+def test_a_read_that_times_out_is_tried_again(server, monkeypatch) -> None:
+    url, calls = server
+    monkeypatch.setattr(ui, "_get", _short(ui._get))
+    assert set(ui.executors(url, "app-1")) == {"1"}
+    assert calls == ["/api/v1/applications/app-1/executors"] * 2
+
+
+def test_an_http_error_is_an_answer_not_retried(server) -> None:
+    url, calls = server
+    calls.append("warm")  # no slow first call
+    with pytest.raises(ui.urllib.error.HTTPError):
+        ui._get(url, "missing", timeout=5)
+    assert calls == ["warm", "/api/v1/missing"]
+
+
+def test_a_driver_that_never_answers_fails_after_the_attempts(monkeypatch) -> None:
+    import socket
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(8)  # accepts, never answers
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(TimeoutError):
+            ui._get(f"http://127.0.0.1:{sock.getsockname()[1]}", "x", timeout=0.3, attempts=2)
+        assert time.monotonic() - t0 >= 0.6
+    finally:
+        sock.close()
+
+
+def _short(get):
+    return lambda url, path, **kw: get(url, path, timeout=0.5, attempts=3)
