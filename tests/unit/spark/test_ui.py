@@ -16,7 +16,7 @@ from streamops.spark import ui
 class _SlowFirst(BaseHTTPRequestHandler):
     calls: list[str] = []
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+    def do_GET(self) -> None:  # http.server calls it by this name
         self.calls.append(self.path)
         if len(self.calls) == 1:
             time.sleep(1.5)  # past the reader's timeout: the first read gives up
