@@ -30,13 +30,14 @@ JSON = JsonSerde()
 #: app -> (events per produce, a DLQ reason its sample must contain besides the parse ones)
 APPS = {"page_stats": (5000, "late"), "orders": (5000, "late"), "sessions": (5000, "late"),
         "enriched_orders": (5000, "late"), "recent_pages": (5000, "late")}
-#: extended (``make test-all``): enriched_orders is a stream-time app as sessions is; its join (two
-#: inputs, a table side) is under test_time_apps' reset to a datetime in ``make test``
-EXTENDED = {"enriched_orders"}
+#: extended (``make test-all``): sessions and enriched_orders are stream-time apps as recent_pages
+#: is (its TTL runs on stream time, with named state); in ``make test`` their timers, resize, reset
+#: to a datetime, join and a kill -9 of sessions are test_time_apps'
+EXTENDED = {"sessions", "enriched_orders"}
 #: the apps whose reset (recompute, undo) runs here: a reset is the same steps whatever the job
 #: (test_reset and test_crash_safety run them on user_activity), and what the job adds, its
-#: recompute from the earliest offsets, is the reprocess below; sessions and enriched_orders are
-#: reset to a datetime in test_time_apps
+#: recompute from the earliest offsets, is the reprocess below; enriched_orders is reset to a
+#: datetime in test_time_apps
 RESET_HERE = {"recent_pages"}
 
 

@@ -105,6 +105,10 @@ def test_user_activity_committed_by_its_tasks_is_exact_after_a_failure_between_c
     assert len(dlq) == len(set(dlq)) == views["dlq"]["expected"]
 
 
+# extended (``make test-all``): the tasks' clock rows are summed by the accumulator under
+# test_task_records and test_sink in ``make test``, and the tasks' commit through a failure and
+# a reset by the test above
+@pytest.mark.extended
 def test_a_stream_time_job_committed_by_its_tasks_is_exact_through_a_kill(
         app_factory) -> None:
     app = app_factory("sessions-tasks", master=LOCAL, app="sessions")
