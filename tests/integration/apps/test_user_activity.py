@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from jobs.demo.generator import generate_records
 from streamops.checkpoints import layout
 from streamops.platform import manager
@@ -91,6 +93,9 @@ def test_graceful_stop_then_kill_9_mid_batch_then_restart_exact(app_factory) -> 
     _assert_exact(app.check(), 60_000)
 
 
+# extended (``make test-all``): test_chaos kills the broker (-9) under a running app and checks it
+# exact, test_broker's broker killed with SIGKILL loses no acknowledged write
+@pytest.mark.extended
 def test_broker_restart_while_running_exact(app_factory) -> None:
     app = app_factory("ua-broker", master=LOCAL)
     app.produce(20_000, seed=5)
