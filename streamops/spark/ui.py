@@ -17,17 +17,19 @@ def _get(ui_url: str, path: str, timeout: float = 30.0, attempts: int = 3) -> An
     """One REST read, tried ``attempts`` times: a driver busy with a batch (its UI thread starved
     on a loaded machine) can miss one read's timeout and answer the next."""
     url = f"{ui_url.rstrip('/')}/api/v1/{path.lstrip('/')}"
-    for attempt in range(attempts):
+    for _ in range(attempts - 1):
         try:
-            with urllib.request.urlopen(url, timeout=timeout) as r:
-                return json.loads(r.read())
+            return _read(url, timeout)
         except urllib.error.HTTPError:
             raise  # an answer: not a slow driver
         except OSError:  # a timeout, a refused connection
-            if attempt == attempts - 1:
-                raise
             time.sleep(1.0)
-    raise AssertionError("unreachable")
+    return _read(url, timeout)
+
+
+def _read(url: str, timeout: float) -> Any:
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return json.loads(r.read())
 
 
 def executors(ui_url: str, app_id: str) -> dict[str, dict[str, Any]]:

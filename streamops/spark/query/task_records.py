@@ -112,8 +112,7 @@ def encode_batches(spec: EncodeSpec, batch_id: int, emitted_until: Mapping[str, 
                                             dlq=spec.dlq)
             else:
                 records = update_records(table, batch_id, output=spec.output, changelog=spec.changelog, dlq=spec.dlq)
-                for key, ts in clock_rows(table).items():
-                    mine.clocks[key] = max(ts, mine.clocks.get(key, ts))
+                mine.merge(BatchTotals(clocks=clock_rows(table)))
             kept = []
             for r in records:
                 if r.topic == spec.dlq:

@@ -57,7 +57,7 @@ def test_an_http_error_is_an_answer_not_retried(server) -> None:
     assert calls == ["warm", "/api/v1/missing"]
 
 
-def test_a_driver_that_never_answers_fails_after_the_attempts(monkeypatch) -> None:
+def test_a_driver_that_never_answers_fails_after_the_attempts() -> None:
     import socket
 
     sock = socket.socket()
