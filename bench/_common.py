@@ -10,11 +10,11 @@ from streamops.settings import Settings, default_repo
 
 
 def isolated_settings(home: Path) -> Settings:
-    p = free_ports(10)
+    p = free_ports(9)
     return Settings(repo=default_repo(), home=home, kafka_port=p[0], spark_master_port=p[1],
-                    spark_ui_port=p[2], spark_rest_port=p[3], spark_worker_ui_port=p[4],
-                    airflow_port=p[5], airflow_worker_log_port=p[6], airflow_trigger_log_port=p[7],
-                    kafka_controller_port=p[8], metrics_port=p[9])
+                    spark_ui_port=p[2], spark_worker_ui_port=p[3],
+                    airflow_port=p[4], airflow_worker_log_port=p[5], airflow_trigger_log_port=p[6],
+                    kafka_controller_port=p[7], metrics_port=p[8])
 
 
 def summary(values: list[float]) -> tuple[float, float, float]:

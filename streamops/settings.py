@@ -25,7 +25,6 @@ ENV_VARS: dict[str, str] = {
     "kafka_heap": "STREAMOPS_KAFKA_HEAP",
     "spark_master_port": "STREAMOPS_SPARK_MASTER_PORT",
     "spark_ui_port": "STREAMOPS_SPARK_UI_PORT",
-    "spark_rest_port": "STREAMOPS_SPARK_REST_PORT",
     "spark_worker_ui_port": "STREAMOPS_SPARK_WORKER_UI_PORT",
     "spark_workers": "STREAMOPS_SPARK_WORKERS",
     "spark_worker_cores": "STREAMOPS_SPARK_WORKER_CORES",
@@ -39,6 +38,7 @@ ENV_VARS: dict[str, str] = {
     "ledger_url": "STREAMOPS_LEDGER_URL",
     "kafka_security": "STREAMOPS_KAFKA_SECURITY",
     "kafka_client_properties": "STREAMOPS_KAFKA_CLIENT_PROPERTIES",
+    "spark_client_properties": "STREAMOPS_SPARK_CLIENT_PROPERTIES",
 }
 
 Port = int
@@ -67,7 +67,6 @@ class Settings(BaseModel):
     kafka_heap: str = Field("512m", pattern=r"^\d+[mMgG]$")
     spark_master_port: Port = Field(7077, ge=1, le=65535)
     spark_ui_port: Port = Field(8090, ge=1, le=65535)
-    spark_rest_port: Port = Field(6066, ge=1, le=65535)
     spark_worker_ui_port: Port = Field(8091, ge=1, le=65535)
     spark_workers: int = Field(2, ge=1, le=8)
     spark_worker_cores: int = Field(2, ge=1, le=64)
@@ -87,8 +86,11 @@ class Settings(BaseModel):
     kafka_security: Literal["plaintext", "sasl_ssl"] | None = None
     #: a Java client properties file: every Kafka client's defaults (``streamops.kafka.security``)
     kafka_client_properties: Path | None = None
+    #: a Spark properties file every driver on ``spark_master`` loads: that cluster's
+    #: ``spark.authenticate`` and secret (``streamops.spark.security``); None: the embedded cluster's own
+    spark_client_properties: Path | None = None
 
-    @field_validator("repo", "home", "kafka_client_properties")
+    @field_validator("repo", "home", "kafka_client_properties", "spark_client_properties")
     @classmethod
     def _absolute(cls, v: Path | None) -> Path | None:
         return None if v is None else Path(v).expanduser().resolve()
@@ -156,7 +158,6 @@ class Settings(BaseModel):
             "kafka_controller_port": self.kafka_controller_port,
             "spark_master_port": self.spark_master_port,
             "spark_ui_port": self.spark_ui_port,
-            "spark_rest_port": self.spark_rest_port,
             "airflow_port": self.airflow_port,
             "airflow_worker_log_port": self.airflow_worker_log_port,
             "airflow_trigger_log_port": self.airflow_trigger_log_port,

@@ -34,3 +34,15 @@ def read_json(path: Path) -> Any:
         return json.loads(path.read_text())
     except (FileNotFoundError, ValueError):
         return None
+
+
+def write_private(path: Path, text: str) -> None:
+    """``text`` as ``path``, whole and readable only by this user (mode 0600 from the first byte):
+    for files that hold a secret. Its folder, when made here, is the user's alone too."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.chmod(tmp, 0o600)  # an existing temp file keeps its mode under O_CREAT
+    tmp.replace(path)

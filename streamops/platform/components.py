@@ -44,21 +44,23 @@ def spark_properties(settings: Settings) -> Path:
 
 
 def write_spark_properties(settings: Settings) -> Path:
+    """The master's and workers' properties: Spark's RPC authentication on (the cluster's secret,
+    so the file is mode 0600), no REST submission server (it would take jobs without the secret)."""
+    from streamops.platform import spark_auth
+    from streamops.host.files import write_private
+
     path = spark_properties(settings)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(
-        "\n".join(
-            [
-                "spark.master.rest.enabled true",
-                f"spark.master.rest.port {settings.spark_rest_port}",
-                f"spark.master.rest.host {settings.host}",
-                "spark.worker.cleanup.enabled true",
-                "spark.worker.cleanup.appDataTtl 86400",
-                "spark.ui.reverseProxy false",
-                "",
-            ]
-        )
-    )
+    auth = spark_auth.ensure(settings)
+    write_private(path, "\n".join(
+        [
+            *(f"{key} {value}" for key, value in auth.items()),
+            "spark.master.rest.enabled false",
+            "spark.worker.cleanup.enabled true",
+            "spark.worker.cleanup.appDataTtl 86400",
+            "spark.ui.reverseProxy false",
+            "",
+        ]
+    ))
     return path
 
 
@@ -84,8 +86,7 @@ def _spark(settings: Settings) -> list[Component]:
         (spark_class, "org.apache.spark.deploy.master.Master", "--host", settings.host,
          "--port", str(settings.spark_master_port), "--webui-port", str(settings.spark_ui_port),
          "--properties-file", props),
-        ports=((settings.spark_master_port, env["spark_master_port"]), (settings.spark_ui_port, env["spark_ui_port"]),
-               (settings.spark_rest_port, env["spark_rest_port"])),
+        ports=((settings.spark_master_port, env["spark_master_port"]), (settings.spark_ui_port, env["spark_ui_port"])),
         start_timeout=90)
     workers = [Component(
         f"spark-worker-{i}", "spark",

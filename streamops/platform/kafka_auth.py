@@ -21,6 +21,7 @@ from pathlib import Path
 
 from streamops.kafka.security import embedded_client_properties, embedded_security, embedded_security_dir
 from streamops.platform.exceptions import KafkaStorageError, PlatformError
+from streamops.host.files import write_private
 from streamops.settings import ENV_VARS, Settings
 
 MECHANISM = "SCRAM-SHA-512"
@@ -52,21 +53,12 @@ def secured(settings: Settings) -> bool:
     return settings.bootstrap_servers is None and embedded_security(settings) == "sasl_ssl"
 
 
-def _write_private(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.chmod(tmp, 0o600)
-    tmp.replace(path)
-
-
 def password(settings: Settings, user: str) -> str:
     """The user's password, generated (random, mode 0600) on first use."""
     path = password_file(settings, user)
     if not path.is_file():
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        _write_private(path, secrets.token_urlsafe(24) + "\n")
+        write_private(path, secrets.token_urlsafe(24) + "\n")
     return path.read_text().strip()
 
 
@@ -112,7 +104,7 @@ def ensure_certificates(settings: Settings) -> None:
     os.chmod(folder / "broker.key", 0o600)
     _openssl(["x509", "-req", "-in", "broker.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-out", "broker.pem",
               "-days", "825", "-sha256", "-set_serial", str(secrets.randbits(63)), "-extfile", "broker.ext"], folder)
-    _write_private(keystore_file(settings), (folder / "broker.key").read_text() + (folder / "broker.pem").read_text()
+    write_private(keystore_file(settings), (folder / "broker.key").read_text() + (folder / "broker.pem").read_text()
                    + ca_file(settings).read_text())
     for name in ("broker.csr", "broker.ext"):
         (folder / name).unlink(missing_ok=True)
@@ -144,7 +136,7 @@ def prepare(settings: Settings) -> str:
     ensure_certificates(settings)
     for user in (CLIENT_USER, BROKER_USER):
         password(settings, user)
-    _write_private(embedded_client_properties(settings), client_properties_text(settings))
+    write_private(embedded_client_properties(settings), client_properties_text(settings))
     return "sasl_ssl"
 
 

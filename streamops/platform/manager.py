@@ -171,10 +171,11 @@ def up(
     """
     java_bin, _major = find_java()
     secrets = ensure_secrets(settings)
-    compmod.write_spark_properties(settings)
     comps = select(settings, only)
     env = compmod.base_env(settings, java_home_of(java_bin), secrets)
     to_start = [c for c in comps if _record(settings, c) is None]
+    if any(c.group == "spark" for c in to_start):  # not under a running master: it keeps what it read
+        compmod.write_spark_properties(settings)
     _check_ports(settings, to_start)
     _prepare(settings, comps, to_start, env, progress)
     kafka = _kafka(settings, comps)  # after _prepare: a secured broker's client properties come with it

@@ -108,6 +108,9 @@ def build_session(spec: AppSpec, settings: Settings, *, master: str | None = Non
     from streamops.app.control import supports_live
 
     master = master or spec.spark_master or settings.spark_master_url
+    from streamops.spark.security import use_for_driver
+
+    use_for_driver(settings, master)  # the cluster's secret, from a file: not on the JVM's command line
     builder = SparkSession.builder.appName(f"streamops:{spec.name}").master(master)
     conf = session_conf(spec, settings, parallelism=parallelism, live=supports_live(master))
     for key, value in {**conf, **(extra or {})}.items():

@@ -44,7 +44,8 @@ SECRET_ENV = {
     "AIRFLOW_API_SECRET_KEY": "AIRFLOW__API__SECRET_KEY",
     "AIRFLOW_FERNET_KEY": "AIRFLOW__CORE__FERNET_KEY",
 }
-SECRET_VARS = ("POSTGRES_PASSWORD", *SECRET_ENV)
+SECRET_VARS = ("POSTGRES_PASSWORD", "SPARK_AUTH_SECRET", *SECRET_ENV)
+SPARK_SERVICES = ("spark-master", "spark-worker-1", "spark-worker-2")
 
 TIMEOUT_S = 10
 
@@ -143,6 +144,18 @@ def test_compose_config_renders_with_secrets_from_env_file(tmp_path, secret_valu
         assert kafka_conn["conn_type"] == "kafka" and kafka_conn["extra"]["bootstrap.servers"] == "kafka:9092"
         assert kafka_conn["extra"]["isolation.level"] == "read_committed"
         assert kafka_conn["extra"]["group.protocol"] == "consumer"  # see components.kafka_connection
+        # the drivers started here prove the Spark cluster's secret (streamops.spark.security)
+        assert env["_SPARK_AUTH_SECRET"] == secret_values["SPARK_AUTH_SECRET"], svc
+
+    for svc in SPARK_SERVICES:  # Spark's RPC authentication on, with the one secret, on every daemon
+        env = environment(services[svc])
+        opts = env["SPARK_MASTER_OPTS" if svc == "spark-master" else "SPARK_WORKER_OPTS"]
+        assert "-Dspark.authenticate=true" in opts.split(), (svc, opts)
+        assert env["_SPARK_AUTH_SECRET"] == secret_values["SPARK_AUTH_SECRET"], svc
+    # no REST submission server (it takes jobs without the secret), and its port is nowhere
+    assert "-Dspark.master.rest.enabled=false" in environment(services["spark-master"])["SPARK_MASTER_OPTS"].split()
+    assert not [svc for svc, spec in services.items()
+                if any("6066" in str(p) for p in [*spec.get("expose", []), *spec.get("ports", [])])]
 
 
 def test_compose_config_refuses_to_render_without_secrets(tmp_path):

@@ -20,7 +20,7 @@ from streamops.lifecycle import driver
 from streamops.platform import kafka_auth, manager
 from streamops.settings import Settings
 from tests.fixtures.apps import AppHarness
-from tests.fixtures.platform import overlay_repo
+from tests.fixtures.platform import on_cluster, overlay_repo
 
 APP = "user_activity"
 APP_USER = "ua-app"
@@ -78,8 +78,7 @@ def test_an_app_on_a_sasl_ssl_broker_runs_exact_and_no_secret_leaks(platform_fac
                                                                        tmp_path: Path, monkeypatch, capfd) -> None:
     base = platform_factory("kafka-sasl")
     repo = overlay_repo(Path(os.environ["STREAMOPS_REPO"]), tmp_path / "repo")
-    s = base.model_copy(update={"repo": repo, "kafka_security": "sasl_ssl",
-                                "spark_master": spark_cluster.spark_master_url})
+    s = on_cluster(base, spark_cluster).model_copy(update={"repo": repo, "kafka_security": "sasl_ssl"})
     manager.up(s, only=["kafka"])
     app = AppHarness(s, spark_cluster.spark_master_url, APP)
     b = s.kafka_bootstrap

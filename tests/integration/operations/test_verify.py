@@ -27,13 +27,14 @@ from streamops.state.oracle import fold_input, record_of
 from streamops.state.verify.outputs import emitted
 from streamops.state.verify.run import verify
 from tests.fixtures.apps import AppHarness
+from tests.fixtures.platform import on_cluster
 
 APP = "user_activity"
 
 
 @pytest.fixture(scope="module")
 def app(platform_factory, spark_cluster):
-    s = platform_factory("verify").model_copy(update={"spark_master": spark_cluster.spark_master_url})
+    s = on_cluster(platform_factory("verify"), spark_cluster)
     manager.up(s, only=["kafka"])
     h = AppHarness(s, "local[2]")  # the checkpoint is what is verified; no need for the cluster's start-up
     try:
