@@ -46,8 +46,8 @@ def spark_properties(settings: Settings) -> Path:
 def write_spark_properties(settings: Settings) -> Path:
     """The master's and workers' properties: Spark's RPC authentication on (the cluster's secret,
     so the file is mode 0600), no REST submission server (it would take jobs without the secret)."""
-    from streamops.platform import spark_auth
     from streamops.host.files import write_private
+    from streamops.platform import spark_auth
 
     path = spark_properties(settings)
     auth = spark_auth.ensure(settings)

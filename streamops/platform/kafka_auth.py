@@ -19,9 +19,9 @@ import secrets
 import subprocess
 from pathlib import Path
 
+from streamops.host.files import write_private
 from streamops.kafka.security import embedded_client_properties, embedded_security, embedded_security_dir
 from streamops.platform.exceptions import KafkaStorageError, PlatformError
-from streamops.host.files import write_private
 from streamops.settings import ENV_VARS, Settings
 
 MECHANISM = "SCRAM-SHA-512"
