@@ -39,6 +39,8 @@ ENV_VARS: dict[str, str] = {
     "kafka_security": "STREAMOPS_KAFKA_SECURITY",
     "kafka_client_properties": "STREAMOPS_KAFKA_CLIENT_PROPERTIES",
     "spark_client_properties": "STREAMOPS_SPARK_CLIENT_PROPERTIES",
+    "topic_replication": "STREAMOPS_TOPIC_REPLICATION",
+    "topic_min_insync": "STREAMOPS_TOPIC_MIN_INSYNC",
 }
 
 Port = int
@@ -89,6 +91,10 @@ class Settings(BaseModel):
     #: a Spark properties file every driver on ``spark_master`` loads: that cluster's
     #: ``spark.authenticate`` and secret (``streamops.spark.security``); None: the embedded cluster's own
     spark_client_properties: Path | None = None
+    #: replication factor and ``min.insync.replicas`` of the topics the platform creates; None: by
+    #: the cluster's size, 3 and 2 from three brokers, else 1 and 1 (``streamops.kafka.replication``)
+    topic_replication: int | None = Field(None, ge=1, le=16)
+    topic_min_insync: int | None = Field(None, ge=1, le=16)
 
     @field_validator("repo", "home", "kafka_client_properties", "spark_client_properties")
     @classmethod

@@ -15,7 +15,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from streamops.kafka import security
+from streamops.kafka import replication, security
 from streamops.kafka.config import KafkaConfig, as_config
 from streamops.kafka.exceptions import BrokerAuthError, BrokerUnavailableError, TopicError, TopicNotFoundError
 
@@ -33,8 +33,12 @@ CLIENT_LOG.addHandler(logging.NullHandler())
 CLIENT_LOG.addHandler(security.REFUSALS)  # remembers a broker's refusal (SASL, TLS) to name it in errors
 
 
+log = logging.getLogger(__name__)
+
+
 class TopicSpec(BaseModel):
-    """A topic as it should exist. ``replication_factor=-1`` means the broker's default."""
+    """A topic as it should exist. ``replication_factor=-1``: the platform's replication
+    (``kafka.replication``: from the settings or the cluster's size, with its ``min.insync.replicas``)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -54,7 +58,7 @@ class TopicSpec(BaseModel):
     @classmethod
     def _not_zero(cls, v: int) -> int:
         if v == 0:
-            raise ValueError("replication_factor must be >= 1, or -1 for the broker default")
+            raise ValueError("replication_factor must be >= 1, or -1 for the platform's replication")
         return v
 
 
@@ -147,12 +151,20 @@ def ensure_topics(
     wanted = list(by_name.values())
     kafka = as_config(kafka)
     admin = AdminClient(client_config(kafka, config))  # must outlive the futures below
-    existing = cluster_metadata(admin, kafka, timeout).topics
+    metadata = cluster_metadata(admin, kafka, timeout)
+    existing = metadata.topics
     missing = [s for s in wanted if s.name not in existing]
+    by_default = [s.name for s in wanted if s.replication_factor == -1]
     created: set[str] = set()
+    if by_default:  # the platform's replication: an error before anything is created, drift said aloud
+        want = replication.wanted(kafka.replication, kafka.min_insync, len(metadata.brokers), kafka.bootstrap)
+        for found in replication.drift(metadata, by_default, want):
+            log.warning(found.note())
     if missing:
         futures = admin.create_topics(
-            [NewTopic(s.name, s.partitions, s.replication_factor, config=dict(s.config)) for s in missing],
+            [NewTopic(s.name, s.partitions, want.factor, config={**want.topic_config(), **s.config})
+             if s.replication_factor == -1 else NewTopic(s.name, s.partitions, s.replication_factor, config=dict(s.config))
+             for s in missing],
             request_timeout=timeout,
             operation_timeout=timeout,
         )
@@ -178,6 +190,15 @@ def ensure_topics(
             raise TopicError(f"topic {spec.name!r} did not appear in the cluster metadata within {timeout:g}s")
         out[spec.name] = EnsuredTopic(spec.name, spec.name in created, n)
     return out
+
+
+def replication_drift(kafka: KafkaConfig | str, topics: list[str], *,
+                      timeout: float = DEFAULT_TIMEOUT) -> list[replication.ReplicationDrift]:
+    """The ``topics`` that exist with another replication factor than the platform gives new ones."""
+    kafka = as_config(kafka)
+    metadata = cluster_metadata(AdminClient(client_config(kafka)), kafka, timeout)
+    want = replication.wanted(kafka.replication, kafka.min_insync, len(metadata.brokers), kafka.bootstrap)
+    return replication.drift(metadata, topics, want)
 
 
 def partitions(kafka: KafkaConfig | str, topic: str, *, timeout: float = DEFAULT_TIMEOUT) -> list[int]:

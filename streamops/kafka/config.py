@@ -26,7 +26,8 @@ class KafkaConfig:
     """What every client made with it uses. ``properties``: the Java client properties, resolved
     (secrets inside); ``written``: the same as written, references unresolved (to print);
     ``overrides``: the names the app's spec sets over the platform's ``defaults`` file;
-    ``embedded``: ``defaults`` is the secured embedded broker's own file."""
+    ``embedded``: ``defaults`` is the secured embedded broker's own file; ``replication``,
+    ``min_insync``: what the topics it creates get, None by the cluster's size (``kafka.replication``)."""
 
     bootstrap: str
     properties: Mapping[str, str] = field(default_factory=dict, hash=False)
@@ -35,6 +36,8 @@ class KafkaConfig:
     defaults: Path | None = None
     written: Mapping[str, str] = field(default_factory=dict, hash=False)
     embedded: bool = False
+    replication: int | None = None
+    min_insync: int | None = None
 
     @classmethod
     def plaintext(cls, bootstrap: str) -> KafkaConfig:

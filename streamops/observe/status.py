@@ -282,6 +282,8 @@ def _with_detail(status: AppStatus, settings: Settings, spec: AppSpec, ledger: L
         lags, note = _lag(settings, spec, committed)
         if note:
             notes.append(note)
+        if lags is not None:  # the broker answered: one more question to it
+            notes += _replication(settings, spec)
     supervisor = read_json(heartbeat_file(settings))
     if isinstance(supervisor, dict) and (note := (supervisor.get("notes") or {}).get(spec.name)):
         notes.append(f"supervisor: {note}")
@@ -300,6 +302,19 @@ def _lag(settings: Settings, spec: AppSpec, committed: dict[str, dict[int, int]]
     except ConfigError as exc:
         return None, f"lag unknown: {str(exc).splitlines()[0][:200]}"
     return lag(kafka, spec, committed)
+
+
+def _replication(settings: Settings, spec: AppSpec) -> list[str]:
+    """A note per topic of the app whose replication differs from what the platform creates."""
+    from streamops.app.topics import app_topic_specs
+    from streamops.kafka.admin import replication_drift
+    from streamops.kafka.security import kafka_config
+
+    try:
+        found = replication_drift(kafka_config(settings, spec), [t.name for t in app_topic_specs(spec).values()])
+    except Exception as exc:  # noqa: BLE001 - status must still show the rest
+        return [f"replication unknown: {str(exc).splitlines()[0][:200]}"]
+    return [d.note() for d in found]
 
 
 def stream_row(settings: Settings, spec: AppSpec, ledger: Ledger, *, now: float | None = None,

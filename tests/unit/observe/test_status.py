@@ -12,6 +12,7 @@ import pytest
 
 from streamops.app.checkpoint import checkpoint_dir
 from streamops.app.dir import AppDir
+from streamops.app.topics import app_topic_specs
 from streamops.cli.common import emit
 from streamops.host.files import write_json
 from streamops.ledger import Ledger, store
@@ -112,6 +113,7 @@ def _every_part(tmp_path, monkeypatch) -> tuple[Settings, Ledger]:
     clock = iter(T0 + timedelta(seconds=i) for i in range(1000))
     monkeypatch.setattr(store, "utcnow", lambda: next(clock))
     monkeypatch.setattr("streamops.kafka.admin.end_offsets", lambda _b, _t, timeout: {0: (0, 50), 1: (5, 20)})
+    monkeypatch.setattr("streamops.kafka.admin.replication_drift", lambda _k, _topics: [])
     settings = Settings(home=tmp_path)
     ledger = Ledger.open(settings.ledger_db_url)
     ledger.set_desired("app1", status="running", parallelism=2, who="cli:alice")
@@ -292,3 +294,19 @@ def test_streamops_status_shows_the_watermark_for_apps_with_stream_time_only(tmp
     assert "watermark" not in json.loads(capsys.readouterr().out)
     assert main(["status", "orders", "--no-lag"]) == 0
     assert "watermark" not in capsys.readouterr().out
+
+
+def test_a_topic_with_another_replication_is_a_note_of_the_status(tmp_path, monkeypatch) -> None:
+    from streamops.kafka.replication import ReplicationDrift
+
+    settings, ledger = _every_part(tmp_path, monkeypatch)
+    asked: list[list[str]] = []
+    monkeypatch.setattr("streamops.kafka.admin.replication_drift",
+                        lambda _k, topics: asked.append(topics) or [ReplicationDrift(SPEC.changelog_topic, 1, 3)])
+    st = app_status(settings, SPEC, ledger, detail=True).cli_dict()
+    assert asked == [[t.name for t in app_topic_specs(SPEC).values()]]
+    assert f"topic {SPEC.changelog_topic} has 1 replica(s) per partition where the platform creates 3 " \
+           f"(STREAMOPS_TOPIC_REPLICATION)" in st["notes"][0]
+    # --no-lag asks the broker nothing, so no replication either
+    assert not [n for n in app_status(settings, SPEC, ledger, detail=True, kafka_lag=False).notes if "replica" in n]
+    assert len(asked) == 1
