@@ -41,6 +41,10 @@ ENV_VARS: dict[str, str] = {
     "spark_client_properties": "STREAMOPS_SPARK_CLIENT_PROPERTIES",
     "topic_replication": "STREAMOPS_TOPIC_REPLICATION",
     "topic_min_insync": "STREAMOPS_TOPIC_MIN_INSYNC",
+    "spark_image": "STREAMOPS_SPARK_IMAGE",
+    "k8s_namespace": "STREAMOPS_K8S_NAMESPACE",
+    "k8s_service_account": "STREAMOPS_K8S_SERVICE_ACCOUNT",
+    "k8s_state_claim": "STREAMOPS_K8S_STATE_CLAIM",
 }
 
 Port = int
@@ -95,6 +99,12 @@ class Settings(BaseModel):
     #: the cluster's size, 3 and 2 from three brokers, else 1 and 1 (``streamops.kafka.replication``)
     topic_replication: int | None = Field(None, ge=1, le=16)
     topic_min_insync: int | None = Field(None, ge=1, le=16)
+    #: on a ``k8s://`` master (``streamops.spark.kubernetes``, docs/production.md): the executors'
+    #: image, their namespace and service account, and the ReadWriteMany claim of the state dir
+    spark_image: str | None = None
+    k8s_namespace: str = Field("streamops", pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)
+    k8s_service_account: str = Field("streamops-spark", pattern=r"^[a-z0-9]([-.a-z0-9]*[a-z0-9])?$", max_length=253)
+    k8s_state_claim: str = Field("streamops-state", pattern=r"^[a-z0-9]([-.a-z0-9]*[a-z0-9])?$", max_length=253)
 
     @field_validator("repo", "home", "kafka_client_properties", "spark_client_properties")
     @classmethod

@@ -9,6 +9,7 @@ from streamops.host import jars
 from streamops.settings import Settings
 from streamops.spark import pydaemon
 from streamops.spark.checkpoint_files import checkpoint_files_conf
+from streamops.spark.kubernetes import is_kubernetes, kubernetes_conf
 from streamops.spec import AppSpec
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -23,11 +24,12 @@ def spark_metrics_namespace(app: str) -> str:
 
 
 def session_conf(spec: AppSpec, settings: Settings, *, parallelism: int | None = None,
-                 live: bool = False) -> dict[str, str]:
+                 live: bool = False, master: str | None = None) -> dict[str, str]:
     """The Spark settings every streaming app runs with (also passed to spark-submit as --conf).
 
     ``live``: the master can resize the running app, so register for the spec's maximum (the
     standalone cap is fixed at registration) and let the driver hold the executor count.
+    ``master``: a ``k8s://`` one adds the executor pods' settings (``spark.kubernetes``).
     """
     cores = parallelism or spec.parallelism.default
     extra: dict[str, str] = {}
@@ -70,6 +72,8 @@ def session_conf(spec: AppSpec, settings: Settings, *, parallelism: int | None =
         **checkpoint_files_conf(),  # checkpoint files written without a shell command per file
         **extra,
     }
+    if master is not None and is_kubernetes(master):
+        conf |= kubernetes_conf(spec, settings)
     if spec.commit_on == "executors":  # the tasks' transactional writer, beside the connector's Kafka client
         from streamops.spark.kafka_writer import writer_conf
 
@@ -112,7 +116,7 @@ def build_session(spec: AppSpec, settings: Settings, *, master: str | None = Non
 
     use_for_driver(settings, master)  # the cluster's secret, from a file: not on the JVM's command line
     builder = SparkSession.builder.appName(f"streamops:{spec.name}").master(master)
-    conf = session_conf(spec, settings, parallelism=parallelism, live=supports_live(master))
+    conf = session_conf(spec, settings, parallelism=parallelism, live=supports_live(master), master=master)
     for key, value in {**conf, **(extra or {})}.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
