@@ -40,9 +40,14 @@ def job_argv(spec: AppSpec) -> list[str]:
     return [sys.executable, "-m", DRIVER_MODULE, "--app", spec.name]
 
 
-def driver_env(settings: Settings) -> dict[str, str]:
-    env = {**os.environ, **settings.env(), "PYSPARK_PYTHON": sys.executable,
-           "PYSPARK_DRIVER_PYTHON": sys.executable, "SPARK_LOCAL_IP": settings.host}
+def driver_env(settings: Settings, master: str | None = None) -> dict[str, str]:
+    """``master``: where the driver runs (default the platform's); one elsewhere gets no
+    ``SPARK_LOCAL_IP`` of loopback (``session.advertised_locally``)."""
+    from streamops.spark.session import advertised_locally
+
+    env = {**os.environ, **settings.env(), "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    if advertised_locally(settings, master or settings.spark_master_url):
+        env["SPARK_LOCAL_IP"] = settings.host
     from streamops.host.java import find_java
 
     with contextlib.suppress(Exception):  # the driver will say what is missing in its log
@@ -63,7 +68,7 @@ def launch(spec: AppSpec, settings: Settings, parallelism: int, *, standby: bool
     """Start a driver. ``standby``: it starts its JVM and SparkContext, then waits for
     ``promote`` before it touches the checkpoint (see ``streamops.spark.driver.standby``)."""
     argv = [*job_argv(spec), "--parallelism", str(parallelism)]
-    env = driver_env(settings)
+    env = driver_env(settings, spec.spark_master)
     if standby:
         clear_standby(settings, spec.name)
         env[STANDBY_ENV] = "1"

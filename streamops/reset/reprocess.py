@@ -292,7 +292,7 @@ def _launch(settings: Settings, spec: AppSpec, derived: AppSpec, run_file: Path,
     if master:
         argv += ["--master", master]
     with open(AppDir.of(settings, derived.name).log, "ab") as out:
-        return subprocess.Popen(argv, env=driver.driver_env(settings), stdin=subprocess.DEVNULL, stdout=out,
+        return subprocess.Popen(argv, env=driver.driver_env(settings, master or spec.spark_master), stdin=subprocess.DEVNULL, stdout=out,
                                 stderr=subprocess.STDOUT, cwd=AppDir.of(settings, derived.name).root,
                                 start_new_session=True)
 

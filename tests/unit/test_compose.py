@@ -35,8 +35,11 @@ EXPECTED_SERVICES = {
     "airflow-scheduler",
     "airflow-dag-processor",
     "airflow-triggerer",
+    "supervisor",
 }
 AIRFLOW_SERVICES = sorted(s for s in EXPECTED_SERVICES if s.startswith("airflow-"))
+#: the containers that run streamops: the same platform settings in each
+STREAMOPS_SERVICES = [*AIRFLOW_SERVICES, "supervisor"]
 
 #: .env variable -> Airflow setting it feeds (same value in every Airflow container)
 SECRET_ENV = {
@@ -152,6 +155,25 @@ def test_compose_config_renders_with_secrets_from_env_file(tmp_path, secret_valu
         opts = env["SPARK_MASTER_OPTS" if svc == "spark-master" else "SPARK_WORKER_OPTS"]
         assert "-Dspark.authenticate=true" in opts.split(), (svc, opts)
         assert env["_SPARK_AUTH_SECRET"] == secret_values["SPARK_AUTH_SECRET"], svc
+    # the supervisor converges what the Airflow tasks ask for: one ledger (PostgreSQL), one platform
+    sup = services["supervisor"]
+    assert sup["command"] == ["streamops", "supervise"]
+    ledger = f"postgresql+psycopg2://airflow:{secret_values['POSTGRES_PASSWORD']}@postgres:5432/streamops"
+    for svc in STREAMOPS_SERVICES:
+        env = environment(services[svc])
+        assert env["STREAMOPS_LEDGER_URL"] == ledger, svc
+        assert (env["STREAMOPS_SPARK_MASTER"], env["STREAMOPS_BOOTSTRAP_SERVERS"]) == \
+            ("spark://spark-master:7077", "kafka:9092"), svc
+        assert env["_SPARK_AUTH_SECRET"] == secret_values["SPARK_AUTH_SECRET"], svc
+    assert {"postgres", "kafka", "spark-master"} <= set(sup["depends_on"])
+    # ... whose database the postgres image makes at its first start
+    init = [v for v in services["postgres"]["volumes"] if "docker-entrypoint-initdb.d" in str(v)]
+    assert len(init) == 1
+    assert "CREATE DATABASE streamops" in (REPO / "docker" / "postgres-init.sql").read_text()
+    # what is published is published on loopback only
+    published = [p for spec in services.values() for p in spec.get("ports", [])]
+    assert len(published) == 2 and all(
+        (p.get("host_ip") if isinstance(p, dict) else str(p).split(":")[0]) == "127.0.0.1" for p in published), published
     # no REST submission server (it takes jobs without the secret), and its port is nowhere
     assert "-Dspark.master.rest.enabled=false" in environment(services["spark-master"])["SPARK_MASTER_OPTS"].split()
     assert not [svc for svc, spec in services.items()
