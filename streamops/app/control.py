@@ -15,6 +15,26 @@ from streamops.app.dir import AppDir
 STANDBY_ENV = "STREAMOPS_STANDBY"
 
 
+def advertised_locally(master: str) -> bool:
+    """Does a driver on ``master`` bind to the platform's host (``SPARK_LOCAL_IP``)? Yes in local mode
+    and for a master on a loopback address (the embedded cluster: its executors are on this
+    machine). A master elsewhere (compose's ``spark://spark-master:7077``, a ``k8s://`` API) has
+    executors on other machines, which must call the driver back at an address they reach: there
+    Spark's own choice (the first address that is not loopback; on Kubernetes the pod's)."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    if master.startswith("local"):
+        return True
+    host = urlsplit(master.split(",")[0]).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def supports_live(master: str) -> bool:
     """Can this cluster manager add executors to a running application?"""
     return master.startswith(("spark://", "k8s://"))

@@ -42,11 +42,9 @@ def job_argv(spec: AppSpec) -> list[str]:
 
 def driver_env(settings: Settings, master: str | None = None) -> dict[str, str]:
     """``master``: where the driver runs (default the platform's); one elsewhere gets no
-    ``SPARK_LOCAL_IP`` of loopback (``session.advertised_locally``)."""
-    from streamops.spark.session import advertised_locally
-
+    ``SPARK_LOCAL_IP`` of loopback (``control.advertised_locally``)."""
     env = {**os.environ, **settings.env(), "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-    if advertised_locally(settings, master or settings.spark_master_url):
+    if control.advertised_locally(master or settings.spark_master_url):
         env["SPARK_LOCAL_IP"] = settings.host
     from streamops.host.java import find_java
 

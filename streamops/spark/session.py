@@ -102,36 +102,16 @@ def start_at(executors: int) -> dict[str, str]:
     }
 
 
-def advertised_locally(settings: Settings, master: str) -> bool:
-    """Does a driver on ``master`` bind to the platform's host (``SPARK_LOCAL_IP``)? Yes in local mode
-    and for a master on a loopback address (the embedded cluster: its executors are on this
-    machine). A master elsewhere (compose's ``spark://spark-master:7077``, a ``k8s://`` API) has
-    executors on other machines, which must call the driver back at an address they reach: there
-    Spark's own choice (the first address that is not loopback; on Kubernetes the pod's)."""
-    import ipaddress
-    from urllib.parse import urlsplit
-
-    if master.startswith("local"):
-        return True
-    host = urlsplit(master.split(",")[0]).hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def build_session(spec: AppSpec, settings: Settings, *, master: str | None = None,
                   parallelism: int | None = None, extra: dict[str, str] | None = None):
     """Get or create the app's SparkSession (master: spec, then the platform's standalone master)."""
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from streamops.app.control import supports_live
+    from streamops.app.control import advertised_locally, supports_live
 
     master = master or spec.spark_master or settings.spark_master_url
-    if advertised_locally(settings, master):
+    if advertised_locally(master):
         os.environ.setdefault("SPARK_LOCAL_IP", settings.host)
     from streamops.spark.security import use_for_driver
 

@@ -32,6 +32,11 @@ def _read(url: str, timeout: float) -> Any:
         return json.loads(r.read())
 
 
+def environment(ui_url: str, app_id: str) -> dict[str, Any]:
+    """The application's environment: its Spark properties (secrets redacted) and class path."""
+    return _get(ui_url, f"applications/{app_id}/environment")
+
+
 def executors(ui_url: str, app_id: str) -> dict[str, dict[str, Any]]:
     """Active executors (the driver left out) by id: host, totalTasks, activeTasks, ..."""
     return {e["id"]: e for e in _get(ui_url, f"applications/{app_id}/executors")

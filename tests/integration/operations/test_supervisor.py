@@ -18,16 +18,15 @@ from tests.fixtures.apps import CLI
 def _assert_spark_kafka_connector_loaded(app, cluster) -> None:
     """The deployed driver has Spark's own Kafka connector on its classpath (its environment, as the
     Spark UI shows it), and each executor that ran a batch fetched it into its work dir."""
-    import urllib.request
-
     import pyspark
+
+    from streamops.spark import ui
 
     jar = f"spark-sql-kafka-0-10_2.13-{pyspark.__version__}.jar"
     from streamops.app.dir import AppDir
 
     hb = json.loads(AppDir.of(app.settings, "user_activity").heartbeat.read_text())
-    with urllib.request.urlopen(f"{hb['ui_url']}/api/v1/applications/{hb['app_id']}/environment", timeout=10) as r:
-        env = json.loads(r.read())
+    env = ui.environment(hb["ui_url"], hb["app_id"])  # read again if a busy driver's UI misses one
     assert any(jar in path for path, _src in env["classpathEntries"]), env["classpathEntries"]
     # the cluster's workers (the session's platform) keep each executor's work dir
     fetched = sorted(cluster.state_dir.glob(f"spark/worker-*/{hb['app_id']}/*/{jar}"))

@@ -41,16 +41,15 @@ def test_spark_metrics_are_named_after_the_app_not_the_application_id(tmp_path: 
     assert conf["spark.sql.streaming.metricsEnabled"] == "true"
 
 
-def test_a_driver_binds_to_the_platforms_host_only_for_a_master_on_this_machine(tmp_path: Path) -> None:
-    from streamops.spark.session import advertised_locally
+def test_a_driver_binds_to_the_platforms_host_only_for_a_master_on_this_machine() -> None:
+    from streamops.app.control import advertised_locally
 
-    s = Settings(home=tmp_path)
-    assert advertised_locally(s, "local[2]") and advertised_locally(s, "spark://127.0.0.1:7077")
-    assert advertised_locally(s, "spark://localhost:7077,localhost:7078")
+    assert advertised_locally("local[2]") and advertised_locally("spark://127.0.0.1:7077")
+    assert advertised_locally("spark://localhost:7077,localhost:7078")
     # executors elsewhere call the driver back: not at a loopback address
-    assert not advertised_locally(s, "spark://spark-master:7077")
-    assert not advertised_locally(s, "spark://10.0.0.5:7077")
-    assert not advertised_locally(s, "k8s://https://kubernetes.default.svc:443")
+    assert not advertised_locally("spark://spark-master:7077")
+    assert not advertised_locally("spark://10.0.0.5:7077")
+    assert not advertised_locally("k8s://https://kubernetes.default.svc:443")
 
 
 def test_the_driver_process_gets_no_loopback_address_for_a_master_elsewhere(tmp_path: Path, monkeypatch) -> None:
