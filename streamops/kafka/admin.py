@@ -157,7 +157,7 @@ def ensure_topics(
     by_default = [s.name for s in wanted if s.replication_factor == -1]
     created: set[str] = set()
     if by_default:  # the platform's replication: an error before anything is created, drift said aloud
-        want = replication.wanted(kafka.replication, kafka.min_insync, len(metadata.brokers), kafka.bootstrap)
+        want = _platform_replication(kafka, metadata)
         for found in replication.drift(metadata, by_default, want):
             log.warning(found.note())
     if missing:
@@ -197,8 +197,11 @@ def replication_drift(kafka: KafkaConfig | str, topics: list[str], *,
     """The ``topics`` that exist with another replication factor than the platform gives new ones."""
     kafka = as_config(kafka)
     metadata = cluster_metadata(AdminClient(client_config(kafka)), kafka, timeout)
-    want = replication.wanted(kafka.replication, kafka.min_insync, len(metadata.brokers), kafka.bootstrap)
-    return replication.drift(metadata, topics, want)
+    return replication.drift(metadata, topics, _platform_replication(kafka, metadata))
+
+
+def _platform_replication(kafka: KafkaConfig, metadata: Any) -> replication.Replication:
+    return replication.wanted(kafka.replication, kafka.min_insync, len(metadata.brokers), kafka.bootstrap)
 
 
 def partitions(kafka: KafkaConfig | str, topic: str, *, timeout: float = DEFAULT_TIMEOUT) -> list[int]:

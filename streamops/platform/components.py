@@ -12,6 +12,7 @@ from typing import Literal
 
 from streamops.platform import kafka_broker
 from streamops.settings import ENV_VARS, Settings
+from streamops.spark.security import embedded_master_url
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +91,7 @@ def _spark(settings: Settings) -> list[Component]:
         start_timeout=90)
     workers = [Component(
         f"spark-worker-{i}", "spark",
-        (spark_class, "org.apache.spark.deploy.worker.Worker", f"spark://{settings.host}:{settings.spark_master_port}",
+        (spark_class, "org.apache.spark.deploy.worker.Worker", embedded_master_url(settings),
          "--host", settings.host, "--cores", str(settings.spark_worker_cores),
          "--memory", settings.spark_worker_memory, "--webui-port", str(ui_port),
          "--work-dir", str(settings.state_dir / "spark" / f"worker-{i}"), "--properties-file", props),

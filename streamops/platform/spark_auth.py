@@ -8,11 +8,9 @@ from __future__ import annotations
 import secrets
 
 from streamops.host.files import write_private
+from streamops.kafka.properties import parse_properties
 from streamops.settings import Settings
-from streamops.spark.security import embedded_auth_properties
-
-AUTH = "spark.authenticate"
-SECRET = "spark.authenticate.secret"
+from streamops.spark.security import AUTH, SECRET, auth_properties_text, embedded_auth_properties
 
 
 def ensure(settings: Settings) -> dict[str, str]:
@@ -20,9 +18,9 @@ def ensure(settings: Settings) -> dict[str, str]:
     restarted master and a running driver still agree)."""
     path = embedded_auth_properties(settings)
     if not path.is_file():
-        write_private(path, "# Spark RPC authentication of the embedded cluster (streamops platform up). "
-                            "Mode 0600: the secret lets its holder run code on the workers.\n"
-                            f"{AUTH} true\n{SECRET} {secrets.token_hex(32)}\n")
+        write_private(path, auth_properties_text(
+            secrets.token_hex(32), "Spark RPC authentication of the embedded cluster (streamops platform up). "
+                                   "Mode 0600: the secret lets its holder run code on the workers."))
     return read(settings)
 
 
@@ -30,10 +28,4 @@ def read(settings: Settings) -> dict[str, str]:
     path = embedded_auth_properties(settings)
     if not path.is_file():
         return {}
-    out = {}
-    for line in path.read_text().splitlines():
-        key, _, value = line.strip().partition(" ")
-        if key in (AUTH, SECRET):
-            out[key] = value.strip()
-    return out
-
+    return {k: v for k, v in parse_properties(path.read_text(encoding="latin-1")).items() if k in (AUTH, SECRET)}

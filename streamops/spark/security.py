@@ -22,6 +22,7 @@ from streamops.host.files import write_private
 from streamops.settings import ENV_VARS, Settings
 
 SUBMIT_ARGS = "PYSPARK_SUBMIT_ARGS"
+AUTH, SECRET = "spark.authenticate", "spark.authenticate.secret"
 #: where Spark's daemons and executors take the secret from (``SecurityManager.ENV_AUTH_SECRET``);
 #: a driver on a cluster needs it as ``spark.authenticate.secret`` as well
 SECRET_ENV = "_SPARK_AUTH_SECRET"
@@ -30,6 +31,11 @@ SECRET_ENV = "_SPARK_AUTH_SECRET"
 def embedded_auth_properties(settings: Settings) -> Path:
     """The embedded cluster's secret, as a Spark properties file (mode 0600, made by ``platform up``)."""
     return settings.state_dir / "spark" / "auth.properties"
+
+
+def auth_properties_text(secret: str, comment: str = "") -> str:
+    """A Spark properties file that turns authentication on with ``secret`` (the one format of both files)."""
+    return (f"# {comment}\n" if comment else "") + f"{AUTH} true\n{SECRET} {secret}\n"
 
 
 def from_env_properties(settings: Settings) -> Path:
@@ -56,7 +62,7 @@ def driver_properties(settings: Settings, master: str) -> Path | None:
         return embedded
     if secret := os.environ.get(SECRET_ENV):
         path = from_env_properties(settings)
-        write_private(path, f"spark.authenticate true\nspark.authenticate.secret {secret}\n")
+        write_private(path, auth_properties_text(secret))
         return path
     return None
 
