@@ -80,3 +80,44 @@ def ensure_app_topics(kafka: KafkaConfig, spec: AppSpec, *, ticks: bool = False)
     from streamops.kafka.admin import ensure_topics
 
     ensure_topics(kafka, list(app_topic_specs(spec, ticks=ticks).values()))
+
+
+def partition_mismatches(kafka: KafkaConfig, spec: AppSpec, *, ticks: bool = True) -> list[str]:
+    """The app's topics that exist with a partition count the app cannot run on, each as the sentence
+    that says what to change: an input topic with other than ``input_partitions`` (the spec's
+    parallelism limits and ``check``'s per-partition offsets are computed from it), a commits or
+    ticks topic with more than one (a stream-time job reads its ticks from partition 0 only, and the
+    task markers are offsets of one partition). Missing topics are not a mismatch:
+    they are created as the spec says."""
+    from confluent_kafka.admin import AdminClient
+
+    from streamops.kafka.admin import client_config, cluster_metadata
+
+    topics = cluster_metadata(AdminClient(client_config(kafka)), kafka, 15.0).topics
+    specs = app_topic_specs(spec, ticks=ticks)
+    out = []
+    for role, want in specs.items():
+        meta = topics.get(want.name)
+        if meta is None or meta.error is not None:
+            continue
+        n = len(meta.partitions)
+        if role.startswith("input:") and n != spec.input_partitions:
+            out.append(f"input topic {want.name} has {n} partition(s) where {spec.name}'s spec says "
+                       f"input_partitions: {spec.input_partitions}; set input_partitions: {n} for {spec.name} "
+                       f"in the spec file" + ("" if n > spec.input_partitions else
+                                             f" (or add partitions: `streamops platform kafka-tool topics --alter "
+                                             f"--topic {want.name} --partitions {spec.input_partitions}`)"))
+        elif role in ("commits", "ticks") and n != 1:
+            out.append(f"{role} topic {want.name} has {n} partitions where the platform makes it with 1 (the app "
+                       f"reads it back as one partition); it is the platform's own topic, made by something else "
+                       f"(a broker's auto-create?): delete it before {spec.name}'s first deploy (`streamops "
+                       f"platform kafka-tool topics --delete --topic {want.name}`), and the deploy creates it")
+    return out
+
+
+def check_partitions(kafka: KafkaConfig, spec: AppSpec) -> None:
+    """``partition_mismatches`` as one ``ConfigError`` (exit 2), before a deploy changes anything."""
+    from streamops.exceptions import ConfigError
+
+    if found := partition_mismatches(kafka, spec):
+        raise ConfigError(f"{spec.name} cannot be deployed: " + "; ".join(found))

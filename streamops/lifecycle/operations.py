@@ -19,6 +19,7 @@ from streamops.app.checkpoint import checkpoint_dir
 from streamops.app.context import AppContext
 from streamops.app.control import supports_live
 from streamops.app.dir import AppDir
+from streamops.app.topics import check_partitions
 from streamops.checkpoints import layout
 from streamops.exceptions import StreamopsError, UsageError
 from streamops.kafka.config import KafkaConfig
@@ -223,6 +224,7 @@ def request_deploy(ctx: AppContext, *, parallelism: int | None = None,
     require_loaded(settings, spec.name)
     target.check_parallelism(n)
     check_compatible(settings, target, ctx.kafka)
+    check_partitions(ctx.kafka, target)  # before anything is desired: no driver that cannot start
     pending = _begin(ctx, "deploy", {"parallelism": n}, who, timeout, n)
 
     def step() -> None:
