@@ -36,6 +36,7 @@ ENV_VARS: dict[str, str] = {
     "bootstrap_servers": "STREAMOPS_BOOTSTRAP_SERVERS",
     "spark_master": "STREAMOPS_SPARK_MASTER",
     "ledger_url": "STREAMOPS_LEDGER_URL",
+    "airflow_db_url": "STREAMOPS_AIRFLOW_DB_URL",
     "kafka_security": "STREAMOPS_KAFKA_SECURITY",
     "kafka_client_properties": "STREAMOPS_KAFKA_CLIENT_PROPERTIES",
     "spark_client_properties": "STREAMOPS_SPARK_CLIENT_PROPERTIES",
@@ -87,6 +88,9 @@ class Settings(BaseModel):
     spark_master: str | None = None
     #: SQLAlchemy URL of the operations ledger; default SQLite under the state dir
     ledger_url: str | None = None
+    #: SQLAlchemy URL of Airflow's metadata database (``AIRFLOW__DATABASE__SQL_ALCHEMY_CONN``);
+    #: None: that variable if set, else Airflow's SQLite under the state dir
+    airflow_db_url: str | None = None
     #: the embedded broker's client listener: ``plaintext`` or ``sasl_ssl`` (SCRAM-SHA-512 over TLS);
     #: None: as it last ran (``streamops.kafka.security.embedded_security``)
     kafka_security: Literal["plaintext", "sasl_ssl"] | None = None
@@ -195,10 +199,16 @@ class Settings(BaseModel):
     # -- construction --------------------------------------------------------------------------
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> Settings:
-        """Build from STREAMOPS_* variables; explicit keyword overrides win."""
+        """Build from the state dir's settings file (``SETTINGS_FILE``: what ``platform up --external``
+        saved), then STREAMOPS_* variables over it; explicit keyword overrides win."""
         environ = os.environ if environ is None else environ
+        home = overrides.get("home") or environ.get(ENV_VARS["home"]) or None
+        repo = overrides.get("repo") or environ.get(ENV_VARS["repo"]) or None
+        state_dir = Path(str(home)).expanduser() if home else Path(str(repo or default_repo())) / ".streamops"
+        saved = read_settings_file(state_dir / SETTINGS_FILE)
         values: dict[str, object] = {
-            name: environ[var] for name, var in ENV_VARS.items() if environ.get(var, "") != ""
+            name: environ.get(var) or saved[var] for name, var in ENV_VARS.items()
+            if environ.get(var, "") != "" or saved.get(var, "") != ""
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         try:
@@ -210,3 +220,33 @@ class Settings(BaseModel):
                 where = ENV_VARS.get(field, field) or "settings"
                 problems.append(f"{where}: {err['msg']}")
             raise ConfigError("invalid settings: " + "; ".join(problems)) from None
+
+
+#: under the state dir: STREAMOPS_* settings kept for every later command of this platform
+#: (``platform up --external``), one ``NAME=value`` per line, mode 0600 (a URL may hold a password)
+SETTINGS_FILE = "settings.env"
+
+
+def read_settings_file(path: Path) -> dict[str, str]:
+    """The saved settings (none when the file does not exist); a name that is not a setting is an error."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return {}
+    known = set(ENV_VARS.values())
+    out: dict[str, str] = {}
+    for n, line in enumerate(text.splitlines(), start=1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        name, sep, value = line.partition("=")
+        if not sep or name.strip() not in known:
+            raise ConfigError(f"{path}:{n}: expected NAME=value with NAME one of the STREAMOPS_* settings, got "
+                              f"{line.strip()[:80]!r}")
+        out[name.strip()] = value.strip()
+    return out
+
+
+def settings_file_text(values: Mapping[str, str]) -> str:
+    """The file ``read_settings_file`` reads back as ``values`` (``platform.external`` writes it)."""
+    return ("# written by `streamops platform up --external`; the environment wins over it\n"
+            + "".join(f"{k}={v}\n" for k, v in sorted(values.items())))

@@ -30,10 +30,16 @@ def status_table(rows: list[dict]) -> str:
 
 # -- platform ----------------------------------------------------------------------------------
 def cmd_platform_up(args: argparse.Namespace) -> int:
-    from streamops.platform import manager
+    from streamops.platform import external, manager
+    from streamops.settings import Settings
 
     settings = settings_from(args)
+    chosen = external.parse(args.external or [])
+    if chosen:  # saved once everything is up: a refused service changes nothing
+        settings = Settings.model_validate({**settings.model_dump(), **chosen})
     rows = [s.to_dict() for s in manager.up(settings, only=args.only, progress=progress_printer(args))]
+    if chosen:
+        external.save(settings.state_dir, chosen)
     info = {
         "state_dir": str(settings.state_dir),
         "airflow_url": settings.airflow_url,
@@ -45,6 +51,7 @@ def cmd_platform_up(args: argparse.Namespace) -> int:
         "metrics": settings.metrics_url,
         "streams_view": f"{settings.airflow_url}/plugin/streams",
         "components": rows,
+        "external": [{"kind": e.kind, "at": e.at, "setting": e.setting} for e in external.services(settings)],
     }
     groups = set(args.only or ("kafka", "spark", "airflow"))
     text = [f"streamops platform is up (state dir {settings.state_dir})"]
@@ -63,25 +70,33 @@ def cmd_platform_up(args: argparse.Namespace) -> int:
         secured = (f" ({kafka['security_protocol']}, {kafka['sasl_mechanism']} user {kafka['sasl_username']}; "
                    f"client properties in {kafka['defaults']})") if kafka["sasl_mechanism"] else ""
         text.append(f"  Kafka         {settings.kafka_bootstrap}{secured}")
+    text += [f"  external      {e.kind} at {e.at} ({e.setting})" for e in external.services(settings)]
     text += ["", status_table(rows), "", "Stop it with: streamops platform down"]
     emit(args, info, "\n".join(text))
     return 0
 
 
 def cmd_platform_status(args: argparse.Namespace) -> int:
-    from streamops.platform import manager
+    from streamops.platform import external, manager
 
     settings = settings_from(args)
     rows = [s.to_dict() for s in manager.status(settings, only=args.only)]
     down = [r["name"] for r in rows if not r["running"]]
     unhealthy = [r["name"] for r in rows if r["running"] and not r["healthy"]]
+    outside = [{"kind": e.kind, "at": e.at, "setting": e.setting, "healthy": problem is None, "problem": problem}
+               for e, problem in external.reachable(settings, settings.airflow_db_url)
+               if not args.only or e.kind in args.only or e.kind not in ("kafka", "spark")]
+    unhealthy += [f"external {e['kind']}" for e in outside if not e["healthy"]]
     summary = ("all components healthy" if not down and not unhealthy else
                "; ".join(part for part in (f"not running: {', '.join(down)}" if down else "",
                                            f"unhealthy: {', '.join(unhealthy)}" if unhealthy else "") if part)
                + " (start them with `streamops platform up`)")
-    emit(args, {"components": rows, "healthy": not down and not unhealthy, "down": down, "unhealthy": unhealthy,
-                "metrics": settings.metrics_url, "streams_view": f"{settings.airflow_url}/plugin/streams"},
-         status_table(rows) + "\n\n" + summary + f"\nMetrics: {settings.metrics_url}")
+    lines = [f"external {e['kind']:<10} {e['at']} ({e['setting']}): "
+             + ("answers" if e["healthy"] else e["problem"]) for e in outside]
+    emit(args, {"components": rows, "external": outside, "healthy": not down and not unhealthy, "down": down,
+                "unhealthy": unhealthy, "metrics": settings.metrics_url,
+                "streams_view": f"{settings.airflow_url}/plugin/streams"},
+         "\n".join([status_table(rows), *lines]) + "\n\n" + summary + f"\nMetrics: {settings.metrics_url}")
     return 0 if not down and not unhealthy else 1  # scripts and health checks can rely on it
 
 
@@ -160,6 +175,11 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                    help="the embedded broker's client listener: sasl_ssl (SCRAM-SHA-512 users and TLS "
                    "certificates generated at the first start) or plaintext (default: STREAMOPS_KAFKA_SECURITY, "
                    "else as it last ran)")
+    p.add_argument("--external", action="append", metavar="KIND=VALUE",
+                   help="a service the platform uses but does not start, repeatable: kafka=BOOTSTRAP, "
+                   "spark=MASTER_URL, ledger=DB_URL, airflow-db=DB_URL (KIND=embedded: the platform's own "
+                   "again); checked before anything starts, then kept in the state dir's settings.env for "
+                   "every later command (the STREAMOPS_* variables win over it)")
     p.set_defaults(func=cmd_platform_up)
     p = psub.add_parser("status", parents=[common], help="pid, ports, health and start time per component; "
                         "exits 1 unless every component (of --only) runs and is healthy")

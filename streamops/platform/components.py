@@ -145,6 +145,7 @@ def airflow_env(settings: Settings) -> dict[str, str]:
         "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(settings.airflow_trigger_log_port),
         "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_SERVER_HOST": settings.host,
         **kafka_connection(settings),
+        **({"AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": settings.airflow_db_url} if settings.airflow_db_url else {}),
     }
 
 

@@ -19,6 +19,7 @@ import psutil
 from streamops.host.java import find_java, java_home_of
 from streamops.host.process import PidRecord, kill, port_in_use, read_pid, spawn, tail, terminate
 from streamops.platform import components as compmod
+from streamops.platform import external
 from streamops.platform.components import GROUPS, Component, Group
 from streamops.platform.exceptions import ComponentStartError, PortInUseError
 from streamops.platform.health import check_all
@@ -59,7 +60,9 @@ def password_file(settings: Settings) -> Path:
 
 
 def select(settings: Settings, only: Iterable[Group] | None = None) -> list[Component]:
-    groups = set(only or GROUPS)
+    """The components of ``only`` (all groups by default) that run here: none of a group an
+    external service stands for (``platform.external.groups``)."""
+    groups = set(only or GROUPS) - external.groups(settings)
     return [c for c in compmod.build(settings) if c.group in groups]
 
 
@@ -174,6 +177,9 @@ def up(
     comps = select(settings, only)
     env = compmod.base_env(settings, java_home_of(java_bin), secrets)
     to_start = [c for c in comps if _record(settings, c) is None]
+    airflow_db = env.get("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN") if any(c.group == "airflow" for c in to_start) else None
+    for svc in external.check(settings, airflow_db):  # before anything starts: an error starts nothing
+        progress(f"{svc.kind}: external, {svc.at} ({svc.setting}) answers")
     if any(c.group == "spark" for c in to_start):  # not under a running master: it keeps what it read
         compmod.write_spark_properties(settings)
     _check_ports(settings, to_start)
