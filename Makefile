@@ -3,7 +3,7 @@ SHELL := /bin/bash
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test test-all bootstrap bootstrap-test unit integration chaos down status lock bench lint
+.PHONY: run test test-all bootstrap bootstrap-test unit integration chaos cluster cluster-down cluster-test down status lock bench lint
 
 run: bootstrap
 	$(BIN)/streamops platform up
@@ -27,6 +27,17 @@ test-all: bootstrap-test
 # driver's commit path is part of `make test`, the executors' one of `make test-all`)
 chaos: bootstrap-test
 	$(BIN)/python -m pytest -m chaos
+
+# a Kafka cluster of three KRaft nodes on loopback (ports 19092-19097) for a person to point the
+# platform at (`platform up --external kafka=...`); the cluster fault test alone
+cluster: bootstrap
+	$(BIN)/python -m streamops.platform.kafka_cluster up
+
+cluster-down:
+	$(BIN)/python -m streamops.platform.kafka_cluster down
+
+cluster-test: bootstrap-test
+	$(BIN)/python -m pytest -m cluster
 
 unit: bootstrap-test
 	$(BIN)/python -m pytest -m unit

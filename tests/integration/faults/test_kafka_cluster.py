@@ -1,0 +1,80 @@
+"""A Kafka cluster of three KRaft nodes (``platform.kafka_cluster``) as the app's external cluster,
+under load: the leader of an input partition SIGKILLed and restarted, then the commits topic's
+leader, then one node stopped for good (the app goes on with two). After each the app is exact
+(``check``), with nothing lost or counted twice and no repair step, and each pause is printed (the
+table in docs/benchmarks.md). Also alone: ``pytest -m cluster``."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from streamops.kafka.admin import end_offsets
+from streamops.platform.kafka_cluster import LocalKafkaCluster, Node
+from tests.fixtures.apps import AppHarness
+from tests.fixtures.ports import free_ports
+
+pytestmark = pytest.mark.cluster
+APP = "user_activity"
+
+
+def _input_records(app: AppHarness) -> int:
+    return sum(hi for _lo, hi in end_offsets(app.kafka, "user-events").values())
+
+
+def _pause_after(app: AppHarness, fault, what: str) -> float:
+    """Run ``fault`` while batches commit; the seconds from it until the next batch committed."""
+    before = app.committed_batch()
+    app.wait_for(lambda: app.committed_batch() > before, what=f"a batch before {what}", timeout=180)
+    seen = app.committed_batch()
+    t0 = time.monotonic()
+    fault()
+    app.wait_for(lambda: app.committed_batch() > seen, what=f"a batch after {what}", timeout=240)
+    return time.monotonic() - t0
+
+
+def test_the_app_stays_exact_through_leaders_killed_and_a_broker_lost(platform_factory, spark, tmp_path) -> None:
+    ports = free_ports(6)
+    cluster = LocalKafkaCluster(tmp_path / "kafka-cluster", [Node(i + 1, ports[2 * i], ports[2 * i + 1]) for i in range(3)])
+    s = platform_factory("on-cluster")
+    s = s.model_copy(update={"bootstrap_servers": cluster.bootstrap, "spark_master": "local[2]"})
+    app = AppHarness(s, "local[2]", APP)
+    app.spark = spark
+    pauses: list[tuple[str, float]] = []
+    try:
+        cluster.start(s)
+        app.produce(30_000, users=800, seed=41)
+        app.start("--max-offsets-per-trigger", "1500")
+        app.wait_for(lambda: app.committed_batch() >= 1, what="the first batches", timeout=300)
+
+        def kill_and_restart(topic: str, partition: int) -> None:
+            leader = cluster.leader(topic, partition)
+            assert cluster.crash(leader)
+            time.sleep(5)  # down while the app goes on: its partitions move to another leader
+            cluster.start(s, [leader])
+
+        spec_commits = f"_streamops-{APP}-commits"
+        pauses.append(("input partition leader SIGKILLed, restarted 5 s later",
+                       _pause_after(app, lambda: kill_and_restart("user-events", 0), "the input leader's kill")))
+        app.produce(6_000, users=800, seed=42)
+        pauses.append(("commits topic leader SIGKILLed, restarted 5 s later",
+                       _pause_after(app, lambda: kill_and_restart(spec_commits, 0), "the commits leader's kill")))
+        app.produce(6_000, users=800, seed=43)
+        gone = cluster.leader("user-events", 1)
+        pauses.append((f"node {gone} stopped for good",
+                       _pause_after(app, lambda: cluster.stop(gone, timeout=30), "a broker stopped")))
+        app.produce(6_000, users=800, seed=44)  # acks=all with 2 of 3 in sync: taken
+        total = _input_records(app)
+        assert total == 48_000
+        assert app.stop(timeout=180) == 0, app.log_tail()
+        app.run_to_end(timeout=400)  # whatever the stop left: the next driver goes on, no repair step
+        report = app.check()
+        assert report["ok"] and report["input_records"] == total, report
+    finally:
+        app.close()
+        cluster.stop()
+    print("\npauses on a 3-node KRaft cluster (user_activity, local[2], 1,500 records per batch):")
+    print(f"{'fault':<58} {'pause s':>8}")
+    for what, secs in pauses:
+        print(f"{what:<58} {secs:8.1f}")
