@@ -166,6 +166,14 @@ class LocalKafkaCluster:
         raise ComponentStartError(f"the Kafka cluster at {self.bootstrap} showed {seen} of {count} brokers "
                                   f"after {timeout:.0f}s")
 
+    def group_coordinator(self, group: str) -> int:
+        """The node that coordinates consumer group ``group`` now (where a transaction's
+        ``send_offsets_to_transaction`` goes)."""
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
+        return admin.describe_consumer_groups([group], request_timeout=10)[group].result(timeout=15).coordinator.id
+
     def leader(self, topic: str, partition: int) -> int:
         """The node that leads ``topic``'s ``partition`` now."""
         from confluent_kafka.admin import AdminClient

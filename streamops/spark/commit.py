@@ -71,6 +71,13 @@ class CommitterWedged(StreamopsError):
 
 
 Offsets = dict[str, dict[str, int]]
+#: the longest a batch waits for ``send_offsets_to_transaction`` (milliseconds when the group
+#: coordinator answers; a coordinator that moved can hang it, ``_send_offsets``): beyond this the
+#: batch fails and is replayed. At 60 s the loss of the coordinator's node paused an app 74 s on
+#: the three-node cluster, at 15 s 26-32 s (docs/benchmarks.md, issue 41)
+SEND_OFFSETS_S = 15.0
+#: our own clock's slack over librdkafka's timeout before the call counts as hung
+GUARD_SLACK_S = 5.0
 #: a task marker is ``epoch << EPOCH_SHIFT | batch_id`` (``BatchCommitter.task_marker``): 2**40 batches per epoch
 EPOCH_SHIFT = 40
 
@@ -220,19 +227,20 @@ class BatchCommitter:
         producer and aborts its transaction: the batch is written once, by the replay."""
         done = threading.Event()
         failed: list[BaseException] = []
+        limit = min(self.timeout, SEND_OFFSETS_S)
 
         def call() -> None:
             try:
-                self.producer.send_offsets_to_transaction(offsets, self._group_metadata, self.timeout)
+                self.producer.send_offsets_to_transaction(offsets, self._group_metadata, limit)
             except BaseException as exc:  # noqa: BLE001 - re-raised by the caller
                 failed.append(exc)
             finally:
                 done.set()
 
         threading.Thread(target=call, name=f"{self.app}-send-offsets", daemon=True).start()
-        if not done.wait(self.timeout + 5):
+        if not done.wait(limit + GUARD_SLACK_S):
             raise CommitterWedged(f"{self.app}: committing the batch's input offsets to consumer group "
-                                  f"{consumer_group(self.app)!r} did not return in {self.timeout + 5:.0f} s "
+                                  f"{consumer_group(self.app)!r} did not return in {limit + GUARD_SLACK_S:g} s "
                                   f"(the broker's group coordinator went away?); the batch will be replayed")
         if failed:
             raise failed[0]
