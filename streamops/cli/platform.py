@@ -87,17 +87,35 @@ def cmd_platform_status(args: argparse.Namespace) -> int:
                for e, problem in external.reachable(settings, settings.airflow_db_url)
                if not args.only or e.kind in args.only or e.kind not in ("kafka", "spark")]
     unhealthy += [f"external {e['kind']}" for e in outside if not e["healthy"]]
+    kafka_up = any(r["name"] == "kafka" and r["healthy"] for r in rows) or any(
+        e["kind"] == "kafka" and e["healthy"] for e in outside)
+    notes = _replication_notes(settings) if kafka_up else []
     summary = ("all components healthy" if not down and not unhealthy else
                "; ".join(part for part in (f"not running: {', '.join(down)}" if down else "",
                                            f"unhealthy: {', '.join(unhealthy)}" if unhealthy else "") if part)
                + " (start them with `streamops platform up`)")
     lines = [f"external {e['kind']:<10} {e['at']} ({e['setting']}): "
-             + ("answers" if e["healthy"] else e["problem"]) for e in outside]
-    emit(args, {"components": rows, "external": outside, "healthy": not down and not unhealthy, "down": down,
+             + ("answers" if e["healthy"] else e["problem"]) for e in outside] + [f"note: {n}" for n in notes]
+    emit(args, {"components": rows, "external": outside, "notes": notes, "healthy": not down and not unhealthy,
+                "down": down,
                 "unhealthy": unhealthy, "metrics": settings.metrics_url,
                 "streams_view": f"{settings.airflow_url}/plugin/streams"},
          "\n".join([status_table(rows), *lines]) + "\n\n" + summary + f"\nMetrics: {settings.metrics_url}")
     return 0 if not down and not unhealthy else 1  # scripts and health checks can rely on it
+
+
+def _replication_notes(settings) -> list[str]:
+    """``streamops status``'s replication notes for every app of the spec file (its topics that
+    exist with another replication factor than the platform gives new ones); a note, not unhealthy."""
+    from streamops.exceptions import StreamopsError
+    from streamops.observe.status import replication_notes
+    from streamops.spec import default_spec_path, load_specs
+
+    try:
+        specs = load_specs(default_spec_path(settings.repo))
+    except StreamopsError as exc:
+        return [f"replication unknown: {str(exc).splitlines()[0][:200]}"]
+    return [n for spec in specs.values() for n in replication_notes(settings, spec)]
 
 
 def cmd_platform_down(args: argparse.Namespace) -> int:

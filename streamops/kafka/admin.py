@@ -201,7 +201,7 @@ def replication_drift(kafka: KafkaConfig | str, topics: list[str], *,
 
 
 def _platform_replication(kafka: KafkaConfig, metadata: Any) -> replication.Replication:
-    return replication.wanted(kafka.replication, kafka.min_insync, len(metadata.brokers), kafka.bootstrap)
+    return replication.wanted(kafka.replication, kafka.min_insync, replication.cluster_size(metadata), kafka.bootstrap)
 
 
 def partitions(kafka: KafkaConfig | str, topic: str, *, timeout: float = DEFAULT_TIMEOUT) -> list[int]:

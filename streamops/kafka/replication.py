@@ -61,6 +61,14 @@ class ReplicationDrift:
                 f"partitions (kafka-reassign-partitions) or set the setting to match")
 
 
+def cluster_size(metadata: Any) -> int:
+    """How many brokers the cluster has, not only those up now: the live brokers, or more when a
+    partition lists more replicas (its internal topics' span the cluster). A broker down for a
+    while must not make the platform create topics with one copy, nor call every topic drifted."""
+    replicas = (len(p.replicas) for t in metadata.topics.values() if t.error is None for p in t.partitions.values())
+    return max(len(metadata.brokers), max(replicas, default=0))
+
+
 def drift(metadata: Any, topics: list[str], want: Replication) -> list[ReplicationDrift]:
     """The ``topics`` of ``metadata`` (confluent-kafka's ``ClusterMetadata``) whose partitions do not
     all have ``want.factor`` replicas (missing topics: none; they will be created as wanted)."""

@@ -283,7 +283,7 @@ def _with_detail(status: AppStatus, settings: Settings, spec: AppSpec, ledger: L
         if note:
             notes.append(note)
         if lags is not None:  # the broker answered: one more question to it
-            notes += _replication(settings, spec)
+            notes += replication_notes(settings, spec)
     supervisor = read_json(heartbeat_file(settings))
     if isinstance(supervisor, dict) and (note := (supervisor.get("notes") or {}).get(spec.name)):
         notes.append(f"supervisor: {note}")
@@ -304,7 +304,7 @@ def _lag(settings: Settings, spec: AppSpec, committed: dict[str, dict[int, int]]
     return lag(kafka, spec, committed)
 
 
-def _replication(settings: Settings, spec: AppSpec) -> list[str]:
+def replication_notes(settings: Settings, spec: AppSpec) -> list[str]:
     """A note per topic of the app whose replication differs from what the platform creates."""
     from streamops.app.topics import app_topic_specs
     from streamops.kafka.admin import replication_drift

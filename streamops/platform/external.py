@@ -155,7 +155,7 @@ def _check_kafka(settings: Settings, timeout: float) -> None:
         metadata = cluster_metadata(AdminClient(client_config(kafka)), kafka, timeout)
     except BrokerUnavailableError as exc:
         raise ExternalServiceError(f"the external Kafka cluster ({ENV_VARS['bootstrap_servers']}): {exc}") from None
-    replication.wanted(kafka.replication, kafka.min_insync, len(metadata.brokers), kafka.bootstrap)
+    replication.wanted(kafka.replication, kafka.min_insync, replication.cluster_size(metadata), kafka.bootstrap)
 
 
 def _check_spark(svc: External, timeout: float) -> None:

@@ -6,11 +6,12 @@ table in docs/benchmarks.md). Also alone: ``pytest -m cluster``."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
 
-from streamops.kafka.admin import end_offsets
+from streamops.kafka.admin import TopicSpec, end_offsets, ensure_topics
 from streamops.platform.kafka_cluster import LocalKafkaCluster, Node
 from tests.fixtures.apps import AppHarness
 from tests.fixtures.ports import free_ports
@@ -31,7 +32,7 @@ def _pause_after(app: AppHarness, fault, what: str) -> float:
     seen = app.committed_batch()
     t0 = time.monotonic()
     fault()
-    app.wait_for(lambda: app.committed_batch() > seen, what=f"a batch after {what}", timeout=240)
+    app.wait_for(lambda: app.committed_batch() > seen, what=f"a batch after {what}", timeout=300)
     return time.monotonic() - t0
 
 
@@ -45,6 +46,11 @@ def test_the_app_stays_exact_through_leaders_killed_and_a_broker_lost(platform_f
     pauses: list[tuple[str, float]] = []
     try:
         cluster.start(s)
+        # a topic made before by something else, with two copies: used as it is, and said aloud (with
+        # one, the node stopped for good below would take some of its partitions with it, and every
+        # transaction that wrote to them could then never end: what the note warns of)
+        ensure_topics(app.kafka, [TopicSpec(name="user-events.dlq", partitions=6, replication_factor=2,
+                                            config={"min.insync.replicas": "1"})])
         app.produce(30_000, users=800, seed=41)
         app.start("--max-offsets-per-trigger", "1500")
         app.wait_for(lambda: app.committed_batch() >= 1, what="the first batches", timeout=300)
@@ -77,6 +83,13 @@ def test_the_app_stays_exact_through_leaders_killed_and_a_broker_lost(platform_f
         app.run_to_end(timeout=400)  # whatever the stop left: the next driver goes on, no repair step
         report = app.check()
         assert report["ok"] and report["input_records"] == total, report
+        # the other topics got three copies; the one made with one is a note of `platform status`
+        r = app.cli("platform", "status", "--only", "kafka", "--json")
+        status = json.loads(r.stdout)
+        assert r.returncode == 0 and [e["kind"] for e in status["external"]] == ["kafka"], r.stdout + r.stderr
+        assert status["notes"] == [("topic user-events.dlq has 2 replica(s) per partition where the platform creates 3 "
+                                    "(STREAMOPS_TOPIC_REPLICATION); it is used as it is: reassign its partitions "
+                                    "(kafka-reassign-partitions) or set the setting to match")], status["notes"]
     finally:
         app.close()
         cluster.stop()

@@ -45,3 +45,16 @@ def test_a_topic_whose_partitions_do_not_all_have_the_factor_is_reported() -> No
     assert found == [ReplicationDrift("single", 1, 3), ReplicationDrift("uneven", 2, 3)]
     assert "topic single has 1 replica(s) per partition where the platform creates 3" in found[0].note()
     assert drift(meta, ["single"], Replication(1, 1)) == []
+
+
+def test_a_broker_down_does_not_shrink_the_cluster() -> None:
+    from types import SimpleNamespace as NS
+
+    from streamops.kafka.replication import cluster_size, wanted
+
+    part = lambda n: NS(replicas=list(range(n)))
+    md = NS(brokers={1: None, 2: None},  # one of three down: its partitions still list it
+            topics={"__consumer_offsets": NS(error=None, partitions={0: part(3), 1: part(3)}),
+                    "t": NS(error=None, partitions={0: part(2)})})
+    assert cluster_size(md) == 3 and wanted(None, None, cluster_size(md), "b:9092").factor == 3
+    assert cluster_size(NS(brokers={1: None}, topics={})) == 1
