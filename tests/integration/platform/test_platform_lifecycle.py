@@ -71,7 +71,16 @@ def test_up_status_down_round_trip(platform_factory) -> None:
 
 def test_failed_component_stops_what_up_started(platform_factory) -> None:
     s = platform_factory("failing")
+    # a database server that does not answer is refused before anything starts (platform.external)
     bad_db = {"AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": "postgresql+psycopg2://nobody@127.0.0.1:1/none"}
+    r = _run(s, "up", env=bad_db, timeout=600)
+    assert r.returncode == 1
+    assert r.stderr.startswith("error: Airflow's metadata database at postgresql+psycopg2://nobody@127.0.0.1:1/none "
+                               "(AIRFLOW__DATABASE__SQL_ALCHEMY_CONN) refused the platform"), r.stderr
+    assert "starting" not in r.stdout and not list((s.state_dir / "pids").glob("*.pid"))
+    # a database Airflow cannot make (a SQLite file in a folder that does not exist) fails only at its
+    # migration, after the broker and Spark started: they are stopped again
+    bad_db = {"AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{s.state_dir}/no-such-folder/airflow.db"}
     r = _run(s, "up", env=bad_db, timeout=600)
     assert r.returncode == 1
     assert "airflow db migrate failed" in r.stderr
