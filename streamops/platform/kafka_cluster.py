@@ -116,7 +116,7 @@ class LocalKafkaCluster:
     def start(self, settings_like: Settings, node_ids: list[int] | None = None, timeout: float = 120.0) -> None:
         """Start the nodes (all by default) that do not run; wait until the cluster sees them all."""
         self.prepare(settings_like)
-        env = {**os.environ, "KAFKA_OPTS": os.environ.get("KAFKA_OPTS", "")}
+        env = dict(os.environ)
         for node in self.nodes:
             if (node_ids is None or node.node_id in node_ids) and not self.running(node.node_id):
                 spawn(self._argv(node, settings_like), env=env, log_path=self.log_path(node),
