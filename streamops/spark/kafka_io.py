@@ -25,6 +25,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 KAFKA_PROVIDER_CLASS = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
+#: records per ``poll`` of the executors' consumers (the Java client's default is 500). Spark's
+#: connector seeks before every poll and hands the task one poll's records at a time, so the
+#: default made a task of 8,000 records poll 16 times: a streaming read of 50,000-record batches
+#: drained 52,500 records/s at 500 and 64,800-65,500 at 5,000-20,000 (docs/benchmarks.md, "The
+#: Kafka read's poll size"). A fetch still returns at most ``max.partition.fetch.bytes`` per partition.
+MAX_POLL_RECORDS = 10_000
 #: Spark's Kafka source schema without headers
 KAFKA_DDL = ("key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
              "timestampType int")
@@ -125,7 +131,8 @@ def read_kafka(
     ``stop_at_offsets`` (streaming only) bounds the stream: no row at or past those offsets
     (reprocessing a range) reaches the query; a batch may plan past them (Spark's source has no
     such bound), which ``clamp_to_bound`` takes back from the checkpoint once the run ends.
-    ``kafka.isolation.level`` defaults to ``read_committed``.
+    ``kafka.isolation.level`` defaults to ``read_committed``, ``kafka.max.poll.records`` to
+    ``MAX_POLL_RECORDS``.
     """
     _check_arguments(kafka.bootstrap, streaming, ending_offsets, stop_at_offsets, max_offsets_per_trigger)
     topics = [subscribe] if isinstance(subscribe, str) else list(subscribe)
@@ -167,7 +174,8 @@ def _check_arguments(bootstrap_servers: str, streaming: bool, ending_offsets: ob
 
 def _with_options(opts: dict[str, str], options: Mapping[str, Any] | None, kafka: KafkaConfig) -> dict[str, str]:
     """``opts`` with the caller's further ``options`` and ``kafka``'s client security over them;
-    an option may not repeat a keyword argument's; headers and read_committed by default."""
+    an option may not repeat a keyword argument's; headers, read_committed and ``MAX_POLL_RECORDS``
+    by default."""
     taken = {k.lower(): k for k in opts}
     extra = {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in (options or {}).items()}
     extra = {**kafka.spark_options(), **extra}  # the client security
@@ -182,6 +190,8 @@ def _with_options(opts: dict[str, str], options: Mapping[str, Any] | None, kafka
         out["includeHeaders"] = "true"
     if not any(k.lower() == "kafka.isolation.level" for k in extra):
         out["kafka.isolation.level"] = "read_committed"
+    if not any(k.lower() == "kafka.max.poll.records" for k in extra):
+        out["kafka.max.poll.records"] = str(MAX_POLL_RECORDS)
     out.update(extra)
     return out
 

@@ -28,6 +28,7 @@ from streamops.kafka.config import KafkaConfig
 from streamops.spark import kafka_io
 from streamops.spark.kafka_io import (
     KAFKA_PROVIDER_CLASS,
+    MAX_POLL_RECORDS,
     KafkaConnectorMissing,
     clamp_to_bound,
     jvm_class_exists,
@@ -529,6 +530,7 @@ def test_kafka_prefixed_options_reach_the_client(spark, kafka, spark_log, tmp_pa
     assert len(admins) >= 2, text[-3000:]
     assert {c["group.id"].split("-")[2] for c in consumers} == {"relation", "source"}
     assert {c["isolation.level"] for c in consumers} == {"read_committed"}
+    assert {c["max.poll.records"] for c in consumers} == {str(MAX_POLL_RECORDS)}  # not the client's 500
     assert re.search(rf"\[Consumer clientId={client_id}, groupId=spark-kafka-source-[^]]+\] Seeking to offset 0 "
                      rf"for partition {topic}-1", text)
 
