@@ -149,6 +149,11 @@ class Settings(BaseModel):
         return self.bootstrap_servers or f"{self.host}:{self.kafka_port}"
 
     @property
+    def kafka_external(self) -> bool:
+        """The clients go to a Kafka cluster the platform does not start (``platform up --external kafka=``)."""
+        return bool(self.bootstrap_servers) and self.bootstrap_servers != f"{self.host}:{self.kafka_port}"
+
+    @property
     def spark_master_url(self) -> str:
         return self.spark_master or f"spark://{self.host}:{self.spark_master_port}"
 

@@ -115,7 +115,7 @@ def _replication_notes(settings) -> list[str]:
         specs = load_specs(default_spec_path(settings.repo))
     except StreamopsError as exc:
         return [f"replication unknown: {str(exc).splitlines()[0][:200]}"]
-    return [n for spec in specs.values() for n in replication_notes(settings, spec)]
+    return replication_notes(settings, specs.values())
 
 
 def cmd_platform_down(args: argparse.Namespace) -> int:

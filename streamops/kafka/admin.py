@@ -102,10 +102,14 @@ def cluster_metadata(client: Any, kafka: KafkaConfig | str, timeout: float):
     except KafkaException as exc:
         if refused := security.refusal(client, since):  # the broker answered, but refused this client
             raise BrokerAuthError(kafka.refusal_message(refused)) from None
+        remedy = ("check that the cluster runs and that STREAMOPS_BOOTSTRAP_SERVERS (or `platform up --external "
+                  "kafka=...`) names its brokers, or go back to the embedded broker with `platform up --external "
+                  "kafka=embedded`" if kafka.external else
+                  "start one with 'streamops platform up --only kafka', or point streamops at yours with "
+                  "STREAMOPS_BOOTSTRAP_SERVERS=HOST:PORT")
         raise BrokerUnavailableError(
-            f"no Kafka broker answered at {kafka.bootstrap} within {timeout:g}s ({exc.args[0].str()}); "
-            "start one with 'streamops platform up --only kafka', or point streamops at yours with "
-            "STREAMOPS_BOOTSTRAP_SERVERS=HOST:PORT" + kafka.plaintext_hint()
+            f"no Kafka broker answered at {kafka.bootstrap} within {timeout:g}s ({exc.args[0].str()}); {remedy}"
+            + kafka.plaintext_hint()
         ) from None
 
 

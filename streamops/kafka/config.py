@@ -27,7 +27,8 @@ class KafkaConfig:
     (secrets inside); ``written``: the same as written, references unresolved (to print);
     ``overrides``: the names the app's spec sets over the platform's ``defaults`` file;
     ``embedded``: ``defaults`` is the secured embedded broker's own file; ``replication``,
-    ``min_insync``: what the topics it creates get, None by the cluster's size (``kafka.replication``)."""
+    ``min_insync``: what the topics it creates get, None by the cluster's size (``kafka.replication``);
+    ``external``: a cluster the platform does not start (what an unanswered client suggests)."""
 
     bootstrap: str
     properties: Mapping[str, str] = field(default_factory=dict, hash=False)
@@ -38,6 +39,7 @@ class KafkaConfig:
     embedded: bool = False
     replication: int | None = None
     min_insync: int | None = None
+    external: bool = False
 
     @classmethod
     def plaintext(cls, bootstrap: str) -> KafkaConfig:

@@ -123,4 +123,5 @@ def kafka_config(settings: Settings, spec: Any = None) -> KafkaConfig:
     where = f"apps.{app}.kafka" if overrides else str(source or "the Kafka client properties")
     return KafkaConfig(settings.kafka_bootstrap, resolve(written, where), app, tuple(sorted(overrides)), source,
                        written, embedded=source is not None and source == embedded_client_properties(settings),
-                       replication=settings.topic_replication, min_insync=settings.topic_min_insync)
+                       replication=settings.topic_replication, min_insync=settings.topic_min_insync,
+                       external=settings.kafka_external)

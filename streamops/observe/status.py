@@ -283,7 +283,7 @@ def _with_detail(status: AppStatus, settings: Settings, spec: AppSpec, ledger: L
         if note:
             notes.append(note)
         if lags is not None:  # the broker answered: one more question to it
-            notes += replication_notes(settings, spec)
+            notes += replication_notes(settings, [spec])
     supervisor = read_json(heartbeat_file(settings))
     if isinstance(supervisor, dict) and (note := (supervisor.get("notes") or {}).get(spec.name)):
         notes.append(f"supervisor: {note}")
@@ -304,17 +304,30 @@ def _lag(settings: Settings, spec: AppSpec, committed: dict[str, dict[int, int]]
     return lag(kafka, spec, committed)
 
 
-def replication_notes(settings: Settings, spec: AppSpec) -> list[str]:
-    """A note per topic of the app whose replication differs from what the platform creates."""
+def replication_notes(settings: Settings, specs: Iterable[AppSpec]) -> list[str]:
+    """A note per topic of these apps whose replication differs from what the platform creates:
+    one metadata request per Kafka client configuration among them (most apps share the platform's)."""
     from streamops.app.topics import app_topic_specs
     from streamops.kafka.admin import replication_drift
     from streamops.kafka.security import kafka_config
 
-    try:
-        found = replication_drift(kafka_config(settings, spec), [t.name for t in app_topic_specs(spec).values()])
-    except Exception as exc:  # noqa: BLE001 - status must still show the rest
-        return [f"replication unknown: {str(exc).splitlines()[0][:200]}"]
-    return [d.note() for d in found]
+    groups: dict[tuple, tuple[Any, list[str]]] = {}
+    notes: list[str] = []
+    for spec in specs:
+        try:
+            kafka = kafka_config(settings, spec)
+        except Exception as exc:  # noqa: BLE001 - status must still show the rest
+            notes.append(f"replication unknown for {spec.name}: {str(exc).splitlines()[0][:200]}")
+            continue
+        same = (kafka.bootstrap, tuple(sorted(kafka.properties.items())), kafka.replication, kafka.min_insync)
+        topics = groups.setdefault(same, (kafka, []))[1]
+        topics += [t.name for t in app_topic_specs(spec).values() if t.name not in topics]
+    for kafka, topics in groups.values():
+        try:
+            notes += [d.note() for d in replication_drift(kafka, topics)]
+        except Exception as exc:  # noqa: BLE001 - status must still show the rest
+            notes.append(f"replication unknown: {str(exc).splitlines()[0][:200]}")
+    return notes
 
 
 def stream_row(settings: Settings, spec: AppSpec, ledger: Ledger, *, now: float | None = None,

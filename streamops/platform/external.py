@@ -90,7 +90,7 @@ def services(settings: Settings, airflow_db: str | None = None) -> list[External
     """What of ``settings`` runs elsewhere (``airflow_db``: Airflow's database URL as its
     components get it, when not SQLite)."""
     out = []
-    if settings.bootstrap_servers and settings.bootstrap_servers != f"{settings.host}:{settings.kafka_port}":
+    if settings.kafka_external:
         out.append(External("kafka", settings.bootstrap_servers, ENV_VARS["bootstrap_servers"]))
     if settings.spark_master and settings.spark_master != embedded_master_url(settings):
         out.append(External("spark", settings.spark_master, ENV_VARS["spark_master"]))

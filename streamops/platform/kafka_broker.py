@@ -56,37 +56,57 @@ def log4j_config(settings: Settings) -> Path:
     return settings.repo / "include" / "kafka" / "log4j2.xml"
 
 
-def server_properties(settings: Settings) -> dict[str, str]:
-    """One node, replication factor 1 everywhere, sized for small data on two cores."""
-    h, port, cport = settings.host, settings.kafka_port, settings.kafka_controller_port
+def node_properties(host: str, node_id: int, port: int, controller_port: int, voters: dict[int, int],
+                    log_dirs: Path, *, replicas: int = 1, insync: int = 1) -> dict[str, str]:
+    """A KRaft node that is broker and controller on loopback-style ``host`` ports, sized for small
+    data on two cores; ``voters`` maps each quorum member's node id to its controller port. One
+    owner for the embedded broker (one node) and ``kafka_cluster``'s nodes."""
     props = {
         "process.roles": "broker,controller",
-        "node.id": str(NODE_ID),
-        "controller.quorum.voters": f"{NODE_ID}@{h}:{cport}",
-        "listeners": f"PLAINTEXT://{h}:{port},CONTROLLER://{h}:{cport}",
-        "advertised.listeners": f"PLAINTEXT://{h}:{port}",
+        "node.id": str(node_id),
+        "controller.quorum.voters": ",".join(f"{n}@{host}:{p}" for n, p in voters.items()),
+        "listeners": f"PLAINTEXT://{host}:{port},CONTROLLER://{host}:{controller_port}",
+        "advertised.listeners": f"PLAINTEXT://{host}:{port}",
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-        "log.dirs": str(data_dir(settings)),
+        "log.dirs": str(log_dirs),
         "num.partitions": "1",
-        # internal topics on one broker: replication factor 1, and few partitions (50 by default,
+        # internal topics at the node count's replication, and few partitions (50 by default,
         # each with its files and its load at the first group or transaction)
-        "offsets.topic.replication.factor": "1",
+        "offsets.topic.replication.factor": str(replicas),
         "offsets.topic.num.partitions": "4",
-        "transaction.state.log.replication.factor": "1",
-        "transaction.state.log.min.isr": "1",
+        "transaction.state.log.replication.factor": str(replicas),
+        "transaction.state.log.min.isr": str(insync),
         "transaction.state.log.num.partitions": "4",
-        "share.coordinator.state.topic.replication.factor": "1",
-        "share.coordinator.state.topic.min.isr": "1",
+        "share.coordinator.state.topic.replication.factor": str(replicas),
+        "share.coordinator.state.topic.min.isr": str(insync),
+    }
+    if replicas > 1:
+        props |= {"default.replication.factor": str(replicas), "min.insync.replicas": str(insync)}
+    return props | {
         # a group's first member is not held back 3 s waiting for others
         "group.initial.rebalance.delay.ms": "0",
         # the log cleaner (compacted changelogs, commits topics) takes 128 MB of heap by default
         "log.cleaner.dedupe.buffer.size": str(16 * 2**20),
     }
+
+
+def server_properties(settings: Settings) -> dict[str, str]:
+    """The embedded broker: one node, replication factor 1 everywhere."""
+    cport = settings.kafka_controller_port
+    props = node_properties(settings.host, NODE_ID, settings.kafka_port, cport, {NODE_ID: cport}, data_dir(settings))
     if kafka_auth.secured(settings):  # the SASL_SSL listener (platform up --kafka-security sasl_ssl)
         props.update(kafka_auth.server_properties(settings))
     return props
+
+
+def format_argv(settings: Settings, cluster: str, properties: Path) -> list[str]:
+    """Kafka's storage tool formatting the log dirs ``properties`` names for cluster id ``cluster``
+    (``kafka-storage.sh format``)."""
+    return [java_binary(), "-Xmx256m", f"-Dlog4j2.configurationFile={log4j_config(settings)}",
+            "-cp", str(jars.jars_dir() / jars.KAFKA_BROKER / "*"), STORAGE_TOOL, "format",
+            f"--cluster-id={cluster}", "-c", str(properties)]
 
 
 def write_config(settings: Settings) -> Path:
@@ -178,9 +198,7 @@ def prepare_storage(settings: Settings, env: dict[str, str]) -> str:
                                 f"damaged; {_storage_remedy(data)}")
     data.mkdir(parents=True, exist_ok=True)
     cid = cluster_id()
-    cmd = [java_binary(), "-Xmx256m", f"-Dlog4j2.configurationFile={log4j_config(settings)}",
-           "-cp", str(jars.jars_dir() / jars.KAFKA_BROKER / "*"), STORAGE_TOOL, "format",
-           f"--cluster-id={cid}", "-c", str(properties_path(settings))]
+    cmd = format_argv(settings, cid, properties_path(settings))
     secured = kafka_auth.secured(settings)
     if secured:  # the SCRAM users of a secured broker exist from the start
         cmd += kafka_auth.scram_arguments(settings)

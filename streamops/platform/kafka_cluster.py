@@ -51,35 +51,12 @@ class LocalKafkaCluster:
         return self.root / f"node-{node.node_id}"
 
     def properties(self, node: Node) -> dict[str, str]:
-        h = self.host
-        replicas = str(min(3, len(self.nodes)))
-        insync = str(max(1, min(2, len(self.nodes) - 1)))
-        return {
-            "process.roles": "broker,controller",
-            "node.id": str(node.node_id),
-            "controller.quorum.voters": ",".join(f"{n.node_id}@{h}:{n.controller_port}" for n in self.nodes),
-            "listeners": f"PLAINTEXT://{h}:{node.port},CONTROLLER://{h}:{node.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://{h}:{node.port}",
-            "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-            "log.dirs": str(self._dir(node) / "data"),
-            "num.partitions": "1",
-            "offsets.topic.replication.factor": replicas,
-            "offsets.topic.num.partitions": "4",
-            "transaction.state.log.replication.factor": replicas,
-            "transaction.state.log.min.isr": insync,
-            "transaction.state.log.num.partitions": "4",
-            "share.coordinator.state.topic.replication.factor": replicas,
-            "share.coordinator.state.topic.min.isr": insync,
-            "default.replication.factor": replicas,
-            "min.insync.replicas": insync,
-            "group.initial.rebalance.delay.ms": "0",
-            "log.cleaner.dedupe.buffer.size": str(16 * 2**20),
-            # a killed node's partitions move to another leader within seconds, not the default 18 s
-            "broker.session.timeout.ms": "6000",
-            "broker.heartbeat.interval.ms": "1000",
-        }
+        props = kafka_broker.node_properties(
+            self.host, node.node_id, node.port, node.controller_port,
+            {n.node_id: n.controller_port for n in self.nodes}, self._dir(node) / "data",
+            replicas=min(3, len(self.nodes)), insync=max(1, min(2, len(self.nodes) - 1)))
+        # a killed node's partitions move to another leader within seconds, not the default 18 s
+        return props | {"broker.session.timeout.ms": "6000", "broker.heartbeat.interval.ms": "1000"}
 
     def _argv(self, node: Node, settings_like: Settings) -> tuple[str, ...]:
         props = self._dir(node) / "server.properties"
@@ -103,12 +80,8 @@ class LocalKafkaCluster:
             path.write_text("".join(f"{k}={v}\n" for k, v in self.properties(node).items()))
             if (d / "data" / "meta.properties").is_file():
                 continue
-            r = subprocess.run(
-                [kafka_broker.java_binary(), "-Xmx256m",
-                 f"-Dlog4j2.configurationFile={kafka_broker.log4j_config(settings_like)}",
-                 "-cp", str(jars.jars_dir() / jars.KAFKA_BROKER / "*"), kafka_broker.STORAGE_TOOL, "format",
-                 f"--cluster-id={self.cluster_id}", "-c", str(path)],
-                capture_output=True, text=True, timeout=120, check=False)
+            r = subprocess.run(kafka_broker.format_argv(settings_like, self.cluster_id, path),
+                               capture_output=True, text=True, timeout=120, check=False)
             if r.returncode != 0:
                 raise PlatformError(f"formatting node {node.node_id} failed (exit {r.returncode}): "
                                     f"{(r.stdout + r.stderr)[-2000:]}")

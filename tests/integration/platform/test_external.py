@@ -39,6 +39,7 @@ def test_refusals_name_the_service_and_start_nothing(platform_factory, kafka: st
     r = _run(s, "up", "--only", "kafka,supervisor", "--external", f"kafka=127.0.0.1:{dead}")
     assert r.returncode == 1, r.stderr
     assert f"the external Kafka cluster (STREAMOPS_BOOTSTRAP_SERVERS): no Kafka broker answered at 127.0.0.1:{dead}" in r.stderr
+    assert "platform up --only kafka" not in r.stderr and "check that the cluster runs" in r.stderr
 
     # one broker where the settings ask for three copies of every topic
     r = _run(s, "up", "--only", "supervisor", "--external", f"kafka={kafka}", env={"STREAMOPS_TOPIC_REPLICATION": "3"})

@@ -124,3 +124,22 @@ def test_list_offsets_names_the_partition_on_a_lasting_error() -> None:
     with pytest.raises(_OffsetsError) as err:
         _list_offsets(admin, "t", [0, 1, 2], OffsetSpec.latest(), timeout=5)
     assert err.value.partition == 1 and admin.calls == 1
+
+
+def test_an_unanswered_client_of_an_external_cluster_is_not_told_to_start_the_embedded_broker() -> None:
+    from streamops.kafka.config import KafkaConfig
+    from streamops.settings import Settings
+
+    embedded = Settings(kafka_port=19092)
+    external = Settings(kafka_port=19092, bootstrap_servers="10.0.0.1:9092,10.0.0.2:9092")
+    assert not embedded.kafka_external and external.kafka_external
+    assert not Settings(kafka_port=19092, bootstrap_servers="127.0.0.1:19092").kafka_external  # its own address
+
+    with pytest.raises(BrokerUnavailableError) as own:
+        cluster_metadata(FlakyClient(failures=10**6), KafkaConfig("127.0.0.1:19092"), timeout=0.2)
+    assert "start one with 'streamops platform up --only kafka'" in str(own.value)
+    with pytest.raises(BrokerUnavailableError) as theirs:
+        cluster_metadata(FlakyClient(failures=10**6), KafkaConfig("10.0.0.1:9092", external=True), timeout=0.2)
+    assert "platform up --only kafka" not in str(theirs.value)
+    assert "check that the cluster runs and that STREAMOPS_BOOTSTRAP_SERVERS" in str(theirs.value)
+    assert "`platform up --external kafka=embedded`" in str(theirs.value)

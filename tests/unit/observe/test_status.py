@@ -310,3 +310,28 @@ def test_a_topic_with_another_replication_is_a_note_of_the_status(tmp_path, monk
     # --no-lag asks the broker nothing, so no replication either
     assert not [n for n in app_status(settings, SPEC, ledger, detail=True, kafka_lag=False).notes if "replica" in n]
     assert len(asked) == 1
+
+
+def test_the_replication_notes_of_many_apps_ask_once_per_client_configuration(tmp_path, monkeypatch) -> None:
+    """``platform status``: every app on the platform's client configuration in one metadata request,
+    an app with its own client properties in another; a topic two apps name is asked once."""
+    from streamops.kafka.replication import ReplicationDrift
+
+    settings = Settings(home=tmp_path)
+    twin = SPEC.model_copy(update={"name": "app2", "output_topic": "o2"})  # shares "in", "c" and "d"
+    own = SPEC.model_copy(update={"name": "app3", "output_topic": "o3", "changelog_topic": "c3", "dlq_topic": "d3",
+                                  "kafka": {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                                            "sasl.username": "u", "sasl.password": "${env:T_PW}"}})
+    asked: list[tuple[str | None, list[str]]] = []
+    monkeypatch.setattr("streamops.kafka.admin.replication_drift",
+                        lambda k, topics: asked.append((k.properties.get("security.protocol"), topics))
+                        or [ReplicationDrift(topics[-1], 1, 3)])
+    monkeypatch.setenv("T_PW", "pw")
+    bad = SPEC.model_copy(update={"name": "app4", "kafka": {"ssl.endpoint.identification.algorithm": ""}})
+    notes = st_.replication_notes(settings, [SPEC, twin, own, bad])
+    names = lambda spec: [t.name for t in app_topic_specs(spec).values()]
+    shared = names(SPEC) + [t for t in names(twin) if t not in names(SPEC)]
+    assert asked == [(None, shared), ("SASL_PLAINTEXT", names(own))]
+    assert notes[0].startswith("replication unknown for app4: ") and "need security.protocol SSL" in notes[0]
+    assert len(notes) == 3 and f"topic {shared[-1]} " in notes[1] and f"topic {names(own)[-1]} " in notes[2]
+    assert "pw" not in "".join(notes)

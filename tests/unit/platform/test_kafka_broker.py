@@ -30,6 +30,32 @@ def test_one_kraft_node_with_replication_factor_1_everywhere(tmp_path: Path) -> 
     assert props["log.dirs"] == str(tmp_path / "home" / "kafka" / "data")
     path = kafka_broker.write_config(_settings(tmp_path))
     assert "node.id=1\n" in path.read_text()
+    # the broker's own defaults (1) hold for the topics it makes
+    assert "default.replication.factor" not in props and "min.insync.replicas" not in props
+
+
+def test_a_cluster_node_is_the_embedded_node_with_the_quorum_and_three_copies(tmp_path: Path) -> None:
+    from streamops.platform.kafka_cluster import LocalKafkaCluster, Node
+
+    nodes = [Node(i, 29090 + 2 * i, 29091 + 2 * i) for i in (1, 2, 3)]
+    props = LocalKafkaCluster(tmp_path, nodes).properties(nodes[1])
+    assert props["node.id"] == "2"
+    assert props["controller.quorum.voters"] == "1@127.0.0.1:29093,2@127.0.0.1:29095,3@127.0.0.1:29097"
+    assert props["listeners"] == "PLAINTEXT://127.0.0.1:29094,CONTROLLER://127.0.0.1:29095"
+    assert props["log.dirs"] == str(tmp_path / "node-2" / "data")
+    for key in ("offsets.topic.replication.factor", "transaction.state.log.replication.factor",
+                "share.coordinator.state.topic.replication.factor", "default.replication.factor"):
+        assert props[key] == "3"
+    for key in ("transaction.state.log.min.isr", "share.coordinator.state.topic.min.isr", "min.insync.replicas"):
+        assert props[key] == "2"
+    assert props["broker.session.timeout.ms"] == "6000"
+    embedded = kafka_broker.server_properties(_settings(tmp_path))
+    differ = {k for k in props.keys() | embedded.keys() if props.get(k) != embedded.get(k)}
+    assert differ == {"node.id", "controller.quorum.voters", "listeners", "advertised.listeners", "log.dirs",
+                      "offsets.topic.replication.factor", "transaction.state.log.replication.factor",
+                      "transaction.state.log.min.isr", "share.coordinator.state.topic.replication.factor",
+                      "share.coordinator.state.topic.min.isr", "default.replication.factor", "min.insync.replicas",
+                      "broker.session.timeout.ms", "broker.heartbeat.interval.ms"}
 
 
 def test_the_heap_is_a_setting(tmp_path: Path) -> None:
