@@ -26,8 +26,9 @@ log = logging.getLogger(__name__)
 
 KAFKA_PROVIDER_CLASS = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
 #: records per ``poll`` of the executors' consumers (the Java client's default is 500). Spark's
-#: connector seeks before every poll and hands the task one poll's records at a time, so the
-#: default made a task of 8,000 records poll 16 times: a streaming read of 50,000-record batches
+#: connector seeks before every poll and asks the broker for the partition's offset range after
+#: it (``InternalKafkaConsumer.fetch``), so the default made a task of 8,000 records make 16 such
+#: rounds: a streaming read of 50,000-record batches
 #: drained 52,500 records/s at 500 and 64,800-65,500 at 5,000-20,000 (docs/benchmarks.md, "The
 #: Kafka read's poll size"). A fetch still returns at most ``max.partition.fetch.bytes`` per partition.
 MAX_POLL_RECORDS = 10_000
