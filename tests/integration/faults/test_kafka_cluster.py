@@ -2,7 +2,7 @@
 under load: the leader of an input partition SIGKILLed and restarted, then the commits topic's
 leader, then one node stopped for good (the app goes on with two). After each the app is exact
 (``check``), with nothing lost or counted twice and no repair step, and each pause is printed (the
-table in docs/benchmarks.md). Also alone: ``pytest -m cluster``."""
+table in docs/benchmarks.md). Then, with the node still down, a savepoint and a restore to it. Also alone: ``pytest -m cluster``."""
 
 from __future__ import annotations
 
@@ -90,6 +90,21 @@ def test_the_app_stays_exact_through_leaders_killed_and_a_broker_lost(platform_f
         assert status["notes"] == [("topic user-events.dlq has 2 replica(s) per partition where the platform creates 3 "
                                     "(STREAMOPS_TOPIC_REPLICATION); it is used as it is: reassign its partitions "
                                     "(kafka-reassign-partitions) or set the setting to match")], status["notes"]
+
+        # a savepoint and a restore to it on the cluster, one node still down: the batches after
+        # the savepoint are written again, and nothing is counted twice
+        r = app.cli("savepoint", APP, "--json")
+        assert r.returncode == 0, r.stderr[-3000:]
+        sp = json.loads(r.stdout)
+        app.produce(3_000, users=800, seed=45)
+        app.run_to_end(timeout=400)
+        plan = json.loads(app.cli("restore", APP, sp["id"], "--dry-run", "--json").stdout)
+        assert plan["dry_run"] and plan["batch_id"] == sp["batch_id"] and plan["records_to_reprocess"] == 3_000, plan
+        r = app.cli("restore", APP, sp["id"], "--json", timeout=600)
+        assert r.returncode == 0, r.stderr[-3000:]
+        app.run_to_end(timeout=400)
+        report = app.check()
+        assert report["ok"] and report["input_records"] == total + 3_000, report
     finally:
         app.close()
         cluster.stop()
