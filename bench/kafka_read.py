@@ -36,10 +36,12 @@ def child(args: argparse.Namespace) -> None:
     from pyspark.sql import SparkSession
 
     from jobs.user_activity import UserActivity
+    from streamops.arrow import parsed_arrow_schema
     from streamops.host import jars
     from streamops.kafka.config import KafkaConfig
     from streamops.spark.kafka_io import read_kafka
-    from streamops.spark.query.plan import JobQuery
+    from streamops.spark.query.plan import _ddl
+    from streamops.spark.query.worker import parse_aggregate
     from streamops.spark.session import ROCKSDB_PROVIDER
 
     builder = (SparkSession.builder.master("local[2]").config("spark.sql.shuffle.partitions", "4")
@@ -52,11 +54,9 @@ def child(args: argparse.Namespace) -> None:
     raw = read_kafka(spark, kafka=KafkaConfig.plaintext(args.bootstrap), subscribe="user-events",
                      starting_offsets="earliest", max_offsets_per_trigger=args.batch, options=options)
     cols = raw.select("key", "value", "topic", "partition", "offset", "timestamp")
-    if args.stage == "parse":
-        q = JobQuery(UserActivity, state_partitions=4)
-        from streamops.spark.query.plan import _ddl
-        from streamops.spark.query.worker import parse_aggregate
-        cols = cols.mapInArrow(parse_aggregate(UserActivity, q.parsed_schema()), _ddl(q.parsed_schema()))
+    if args.stage == "parse":  # the app's own parse stage (``JobQuery._build_aggregate``'s mapInArrow)
+        schema = parsed_arrow_schema(UserActivity)
+        cols = cols.mapInArrow(parse_aggregate(UserActivity, schema), _ddl(schema))
     query = (cols.writeStream.foreachBatch(lambda df, _bid: df.count())
              .option("checkpointLocation", tempfile.mkdtemp(prefix="kafka-read-")).trigger(processingTime="0 seconds")
              .start())

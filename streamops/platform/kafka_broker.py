@@ -143,10 +143,11 @@ def _quarter(heap: str) -> str:
     return f"{max(32, mb // 4)}m"
 
 
-def argv(settings: Settings) -> tuple[str, ...]:
-    """The broker's command line (Kafka's own ``kafka-server-start.sh`` runs the same class)."""
+def argv(settings: Settings, properties: Path | None = None) -> tuple[str, ...]:
+    """The broker's command line (Kafka's own ``kafka-server-start.sh`` runs the same class) over
+    ``properties`` (default: the embedded broker's file)."""
     return (java_binary(), *jvm_options(settings), "-cp", str(jars.jars_dir() / jars.KAFKA_BROKER / "*"),
-            MAIN_CLASS, str(properties_path(settings)))
+            MAIN_CLASS, str(properties or properties_path(settings)))
 
 
 def tool_argv(name: str, args: list[str]) -> list[str]:

@@ -59,10 +59,8 @@ class LocalKafkaCluster:
         return props | {"broker.session.timeout.ms": "6000", "broker.heartbeat.interval.ms": "1000"}
 
     def _argv(self, node: Node, settings_like: Settings) -> tuple[str, ...]:
-        props = self._dir(node) / "server.properties"
-        opts = kafka_broker.jvm_options(settings_like.model_copy(update={"kafka_heap": self.heap}))
-        return (kafka_broker.java_binary(), *opts, "-cp", str(jars.jars_dir() / jars.KAFKA_BROKER / "*"),
-                kafka_broker.MAIN_CLASS, str(props))
+        return kafka_broker.argv(settings_like.model_copy(update={"kafka_heap": self.heap}),
+                                 self._dir(node) / "server.properties")
 
     def pid_path(self, node: Node) -> Path:
         return self._dir(node) / "node.pid"
