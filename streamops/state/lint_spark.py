@@ -90,9 +90,11 @@ def write_stream_input(records: list[Record], folder: Path, parts: int) -> list[
     return paths
 
 
-def run_stream(spark: Any, query: Any, records: list[Record], root: Path, parts: int = 3) -> tuple[dict, int]:
+def run_stream(spark: Any, query: Any, records: list[Record], root: Path, parts: int = 3,
+               progress: list | None = None) -> tuple[dict, int]:
     """The job's query over the sample as a file stream of Kafka-shaped rows, in ``parts`` batches
-    (a job with stream time: and the batches its ticks start, each a file of one tick record)."""
+    (a job with stream time: and the batches its ticks start, each a file of one tick record).
+    ``progress`` gets the stream's progress reports (``recentProgress``), for benches."""
     parts = len(write_stream_input(records, root / "input", parts))
     got: dict[str, dict] = {"out": {}, "changelog": {}, "dlq": {}}
     partitions = sorted({(r.topic, r.partition) for r in records})
@@ -129,6 +131,8 @@ def run_stream(spark: Any, query: Any, records: list[Record], root: Path, parts:
             stream.processAllAvailable()
         finally:
             stream.stop()
+        if progress is not None:
+            progress.extend(stream.recentProgress)
     finally:
         if saved is None:
             spark.conf.unset(provider)

@@ -233,11 +233,7 @@ class JobQuery:
         if not self.timed:
             parsed = self.observe_state_partitions(cols.mapInArrow(parse_update(self.job_cls), UPDATE_PARSED_DDL),
                                                    ["key", "lane"]).repartition(self.state_partitions, "key", "lane")
-            if self.named:
-                return self._transform_with_state(parsed)
-            return parsed.groupBy("key", "lane").applyInPandasWithState(
-                update_state(self.job_cls), outputStructType=UPDATE_OUT_DDL, stateStructType=UPDATE_STATE_DDL,
-                outputMode="update", timeoutConf="NoTimeout")
+            return self._per_key(parsed)
         # Stream time (streamops.stream_time). Each row carries the watermark as of the previous
         # batch's clocks, plus 1 ms: Spark's own watermark (the largest value seen, minus the 1 ms
         # delay) becomes ours a batch later, never runs ahead of it, and is below every row's value
@@ -253,11 +249,17 @@ class JobQuery:
         # events and rejected records count (the clock and tick rows are the driver's bookkeeping)
         parsed = self.observe_state_partitions(parsed, ["key", "lane"], only=F.col("lane") <= REJECT_LANE
                                                ).repartition(self.state_partitions, "key", "lane")
+        return self._per_key(parsed)
+
+    def _per_key(self, parsed):
+        """The update shape's stateful operator over the parsed rows, exchanged by (key, lane):
+        ``applyInPandasWithState`` over one state blob, or named state's ``transformWithStateInPandas``
+        (bench/state_api.py measured the others PySpark offers; docs/benchmarks.md)."""
         if self.named:
             return self._transform_with_state(parsed)
         return parsed.groupBy("key", "lane").applyInPandasWithState(
             update_state(self.job_cls), outputStructType=UPDATE_OUT_DDL, stateStructType=UPDATE_STATE_DDL,
-            outputMode="update", timeoutConf="EventTimeTimeout")
+            outputMode="update", timeoutConf="EventTimeTimeout" if self.timed else "NoTimeout")
 
     # -- the records --------------------------------------------------------------------------------
     def encode_spec(self, partitions: Mapping[str, int]) -> EncodeSpec:
