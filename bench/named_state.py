@@ -56,13 +56,14 @@ PAIRS = {
 }
 
 
-def session():
+def session(**conf: str):
     import os
 
     from pyspark.sql import SparkSession
 
     from streamops.host import jars
     from streamops.spark import pydaemon
+    from streamops.spark.checkpoint_files import checkpoint_files_conf
     from streamops.spark.session import ROCKSDB_PROVIDER
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -74,7 +75,9 @@ def session():
              .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
              .config("spark.sql.execution.arrow.pyspark.enabled", "true")
              .config("spark.sql.adaptive.enabled", "false")
-             .config(map=pydaemon.conf()).config(map=jars.spark_conf()).getOrCreate())
+             .config(map=pydaemon.conf()).config(map=jars.spark_conf())
+             .config(map=checkpoint_files_conf())  # the apps' checkpoint files (no shell command per file)
+             .config(map=conf).getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 

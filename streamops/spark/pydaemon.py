@@ -8,22 +8,47 @@ pyspark installed (the pip package whose ``spark-submit`` started it, bytecode c
 bootstrap), the daemon drops the zips from its path, so it and its workers import that copy.
 Otherwise it changes nothing. Run by Spark as ``python -m streamops.spark.pydaemon``
 (``spark.python.daemon.module``, see ``conf``); it must import nothing that starts a thread.
+
+The session also has its JVM talk to the workers over Unix domain sockets instead of TCP on
+loopback (``UNIX_SOCKETS``): each stateful Python operator's task waited about 50 ms on the TCP
+path whatever its rows, twice per state partition and batch with a timeout, against about 22 on a
+Unix socket (docs/benchmarks.md, "Python workers on Unix sockets"). On that path Spark's workers
+skip the secret handshake and rely on who can open the socket, so the daemon puts its socket in a
+directory of its own that only this user can enter (``private_socket_dir``).
 """
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
+import tempfile
 import zipfile
 from importlib.machinery import PathFinder
 from pathlib import Path
 
 MODULE = "streamops.spark.pydaemon"
+#: Spark's setting for the JVM's sockets to its Python workers (and the driver's to Python)
+UNIX_SOCKETS = "spark.python.unix.domain.socket.enabled"
+#: what Spark's JVM hands the daemon: whether its socket is a Unix one, and the directory for it
+_UNIX_ENV, _DIR_ENV = "PYTHON_UNIX_DOMAIN_ENABLED", "PYTHON_WORKER_FACTORY_SOCK_DIR"
 
 
 def conf() -> dict[str, str]:
-    """The Spark settings that make every Python worker of a session start through this daemon."""
-    return {"spark.python.daemon.module": MODULE}
+    """The Spark settings that make every Python worker of a session start through this daemon,
+    reached over a Unix domain socket."""
+    return {"spark.python.daemon.module": MODULE, UNIX_SOCKETS: "true"}
+
+
+def private_socket_dir(environ: dict[str, str] | os._Environ) -> str | None:
+    """With Unix sockets on: a new directory (mode 0700) inside the one Spark gave, now the one the
+    daemon binds its socket in (``environ`` is changed); else None."""
+    if environ.get(_UNIX_ENV, "false").lower() != "true":
+        return None
+    path = tempfile.mkdtemp(prefix="streamops-pyworkers-", dir=environ.get(_DIR_ENV) or None)
+    environ[_DIR_ENV] = path
+    return path
 
 
 def _is_spark_zip(path: str) -> bool:
@@ -59,6 +84,9 @@ def prefer_installed_pyspark(path: list[str]) -> list[str]:
 
 def main() -> None:
     sys.path[:] = prefer_installed_pyspark(sys.path)  # the forked workers inherit it
+    private = private_socket_dir(os.environ)
+    if private is not None:  # the daemon removes its socket as it exits (SIGTERM, stdin closed), then this
+        atexit.register(shutil.rmtree, private, True)
     from pyspark import daemon
 
     daemon.manager()

@@ -32,6 +32,7 @@ def test_every_driver_starts_its_python_workers_through_the_bytecode_daemon(tmp_
     for live in (True, False):
         conf = session_conf(_spec(), Settings(home=tmp_path), parallelism=1, live=live)
         assert conf["spark.python.daemon.module"] == "streamops.spark.pydaemon"
+        assert conf["spark.python.unix.domain.socket.enabled"] == "true"
 
 
 def test_spark_metrics_are_named_after_the_app_not_the_application_id(tmp_path: Path) -> None:
