@@ -33,6 +33,9 @@ MODULE = "streamops.spark.pydaemon"
 UNIX_SOCKETS = "spark.python.unix.domain.socket.enabled"
 #: what Spark's JVM hands the daemon: whether its socket is a Unix one, and the directory for it
 _UNIX_ENV, _DIR_ENV = "PYTHON_UNIX_DOMAIN_ENABLED", "PYTHON_WORKER_FACTORY_SOCK_DIR"
+#: the longest path a Unix socket binds to on Linux (``sun_path``, less its NUL), and what the
+#: daemon adds to the directory: "/." + a uuid + ".sock"
+_SUN_PATH, _SOCKET_NAME = 107, 2 + 36 + 5
 
 
 def conf() -> dict[str, str]:
@@ -46,7 +49,10 @@ def private_socket_dir(environ: dict[str, str] | os._Environ) -> str | None:
     daemon binds its socket in (``environ`` is changed); else None."""
     if environ.get(_UNIX_ENV, "false").lower() != "true":
         return None
-    path = tempfile.mkdtemp(prefix="streamops-pyworkers-", dir=environ.get(_DIR_ENV) or None)
+    path = tempfile.mkdtemp(prefix="streamops-py-", dir=environ.get(_DIR_ENV) or None)
+    if len(path) + _SOCKET_NAME > _SUN_PATH:  # the socket could not be bound there: the system's temp dir
+        os.rmdir(path)
+        path = tempfile.mkdtemp(prefix="streamops-py-", dir="/tmp" if os.path.isdir("/tmp") else None)
     environ[_DIR_ENV] = path
     return path
 

@@ -42,12 +42,15 @@ def test_a_path_without_the_zips_is_left_alone() -> None:
     assert prefer_installed_pyspark(path) == path
 
 
-def test_with_unix_sockets_the_daemon_binds_in_a_directory_of_its_own(tmp_path: Path) -> None:
-    environ = {"PYTHON_UNIX_DOMAIN_ENABLED": "true", "PYTHON_WORKER_FACTORY_SOCK_DIR": str(tmp_path)}
-    made = private_socket_dir(environ)
-    assert made is not None and Path(made).parent == tmp_path
-    assert environ["PYTHON_WORKER_FACTORY_SOCK_DIR"] == made
-    assert Path(made).stat().st_mode & 0o777 == 0o700
+def test_with_unix_sockets_the_daemon_binds_in_a_directory_of_its_own() -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory(dir="/tmp") as given:  # short enough for a socket path
+        environ = {"PYTHON_UNIX_DOMAIN_ENABLED": "true", "PYTHON_WORKER_FACTORY_SOCK_DIR": given}
+        made = private_socket_dir(environ)
+        assert made is not None and Path(made).parent == Path(given)
+        assert environ["PYTHON_WORKER_FACTORY_SOCK_DIR"] == made
+        assert Path(made).stat().st_mode & 0o777 == 0o700
 
 
 def test_without_unix_sockets_nothing_is_made(tmp_path: Path) -> None:
@@ -74,5 +77,18 @@ def test_a_sessions_python_workers_are_reached_over_a_private_unix_socket(spark)
                                               "all_sockets": [all(kinds) and bool(kinds)]})
 
     row = spark.range(1).mapInArrow(where, "folder string, mode long, socks long, all_sockets boolean").collect()[0]
-    assert Path(row.folder).name.startswith("streamops-pyworkers-")
+    assert Path(row.folder).name.startswith("streamops-py-")
     assert row.mode == 0o700 and row.socks == 1 and row.all_sockets
+
+
+def test_a_directory_too_deep_for_a_socket_gives_way_to_the_system_temp(tmp_path: Path) -> None:
+    deep = tmp_path / ("d" * 80)
+    deep.mkdir()
+    environ = {"PYTHON_UNIX_DOMAIN_ENABLED": "true", "PYTHON_WORKER_FACTORY_SOCK_DIR": str(deep)}
+    made = private_socket_dir(environ)
+    try:
+        assert made is not None and len(made) + 43 <= 107 and not any(deep.iterdir())
+        assert Path(made).name.startswith("streamops-py-") and Path(made).stat().st_mode & 0o777 == 0o700
+    finally:
+        if made is not None:
+            Path(made).rmdir()
