@@ -14,7 +14,6 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
 
-from streamops.checkpoints import layout
 from streamops.kafka import security
 from streamops.lifecycle import driver
 from streamops.platform import kafka_auth, manager
@@ -25,13 +24,6 @@ from tests.fixtures.platform import on_cluster, overlay_repo
 APP = "user_activity"
 APP_USER = "ua-app"
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
-
-
-def _caught_up(app: AppHarness, total: int, timeout: float = 300) -> None:
-    deadline = time.time() + timeout
-    while sum(layout.committed_offsets(app.checkpoint).get("user-events", {}).values()) < total:
-        assert time.time() < deadline, driver.log_tail(app.settings, APP, 40)
-        time.sleep(1)
 
 
 def _with_app_override(repo: Path, password_file: Path) -> None:
@@ -138,13 +130,13 @@ def test_an_app_on_a_sasl_ssl_broker_runs_exact_and_no_secret_leaks(platform_fac
         r = app.cli("deploy", APP, "--parallelism", "1", "--json", timeout=420)
         assert r.returncode == 0, r.stderr[-3000:] + driver.log_tail(s, APP, 60)
         app.produce(2_000, seed=12)
-        _caught_up(app, 5_000)  # a batch at x1 after the first one (whose executors the start trimmed)
+        app.caught_up(5_000)  # a batch at x1 after the first one (whose executors the start trimmed)
         r = app.cli("resize", APP, "--parallelism", "2", "--strategy", "live", "--json", timeout=420)
         assert r.returncode == 0, r.stderr[-3000:] + driver.log_tail(s, APP, 60)
         out = json.loads(r.stdout)
         assert (out["parallelism"], out["strategy"]) == (2, "live")
         app.produce(2_000, seed=13)
-        _caught_up(app, 7_000)
+        app.caught_up(7_000)
         r = app.cli("check", APP, "--json", timeout=600)
         report = json.loads(r.stdout)
         assert r.returncode == 0 and report["ok"] and report["input_records"] == 7_000, r.stdout[-3000:] + r.stderr

@@ -17,24 +17,9 @@ from streamops.lifecycle.supervisor import heartbeat_file
 from streamops.platform import manager
 from streamops.spark import ui
 from streamops.spark.driver.loop import REFUSED
+from tests.fixtures.apps import Feeder
 
 APP = "user_activity"
-
-
-class Feeder(threading.Thread):
-    """``produce`` 500 events about every second until stopped (each call its own seed)."""
-
-    def __init__(self, app) -> None:
-        super().__init__(daemon=True)
-        self.app, self.sent, self.halt = app, 0, threading.Event()
-
-    def run(self) -> None:
-        i = 0
-        while not self.halt.is_set():
-            self.app.produce(500, seed=500 + i)
-            self.sent += 500
-            i += 1
-            self.halt.wait(0.5)
 
 
 class _Heartbeats(threading.Thread):
@@ -72,13 +57,6 @@ def _state_moves_to(app, new_executors: set[str], after_stage: int, state_partit
         if any(ex & new_executors for ex in stages.values()):
             return stages
         assert time.time() < deadline, f"new executors {new_executors} ran no stateful task: {stages}"
-        time.sleep(1)
-
-
-def _caught_up(app, total: int, timeout: float = 300) -> None:
-    deadline = time.time() + timeout
-    while sum(layout.committed_offsets(app.checkpoint).get("user-events", {}).values()) < total:
-        assert time.time() < deadline, driver.log_tail(app.settings, APP, 40)
         time.sleep(1)
 
 
@@ -144,7 +122,7 @@ def test_resize_each_strategy_under_steady_load_is_exact(app_factory) -> None:
         feeder.halt.set()
         feeder.join()
         total = 5_000 + feeder.sent
-        _caught_up(app, total)
+        app.caught_up(total)
         # idle: no input arrives, so no batch runs and no batch boundary comes; a live resize must
         # converge anyway, in both directions, and without a batch
         idle_batch = layout.last_committed_batch(app.checkpoint)
@@ -165,7 +143,7 @@ def test_resize_each_strategy_under_steady_load_is_exact(app_factory) -> None:
         # input resumes: the resized app goes on exactly
         app.produce(2_000, seed=9_000)
         total += 2_000
-        _caught_up(app, total)
+        app.caught_up(total)
         r = app.cli("stop", APP, timeout=300)
         assert r.returncode == 0, r.stderr[-3000:]
         report = app.check()
