@@ -46,6 +46,7 @@ ENV_VARS: dict[str, str] = {
     "k8s_namespace": "STREAMOPS_K8S_NAMESPACE",
     "k8s_service_account": "STREAMOPS_K8S_SERVICE_ACCOUNT",
     "k8s_state_claim": "STREAMOPS_K8S_STATE_CLAIM",
+    "supervisor_lease_s": "STREAMOPS_SUPERVISOR_LEASE_S",
 }
 
 Port = int
@@ -109,6 +110,9 @@ class Settings(BaseModel):
     k8s_namespace: str = Field("streamops", pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)
     k8s_service_account: str = Field("streamops-spark", pattern=r"^[a-z0-9]([-.a-z0-9]*[a-z0-9])?$", max_length=253)
     k8s_state_claim: str = Field("streamops-state", pattern=r"^[a-z0-9]([-.a-z0-9]*[a-z0-9])?$", max_length=253)
+    #: seconds the ledger's supervisor lease lasts unrenewed (renewed every pass, every 2 s): how long
+    #: a supervisor on another host waits after this one's host is gone (``ledger.supervisor_lease``)
+    supervisor_lease_s: float = Field(30.0, ge=5, le=3600)
 
     @field_validator("repo", "home", "kafka_client_properties", "spark_client_properties")
     @classmethod

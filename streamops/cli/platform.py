@@ -96,12 +96,42 @@ def cmd_platform_status(args: argparse.Namespace) -> int:
                + " (start them with `streamops platform up`)")
     lines = [f"external {e['kind']:<10} {e['at']} ({e['setting']}): "
              + ("answers" if e["healthy"] else e["problem"]) for e in outside] + [f"note: {n}" for n in notes]
+    lease = _supervisor_lease(settings) if not args.only or "supervisor" in args.only else None
+    if lease is not None:
+        lines.append(f"supervisor lease: {lease['holder']}, term {lease['term']}, "
+                     + ("lapsed" if lease["expired"] else f"until {lease['expires_at'][11:19]} UTC"))
     emit(args, {"components": rows, "external": outside, "notes": notes, "healthy": not down and not unhealthy,
-                "down": down,
+                "supervisor_lease": lease, "down": down,
                 "unhealthy": unhealthy, "metrics": settings.metrics_url,
                 "streams_view": f"{settings.airflow_url}/plugin/streams"},
          "\n".join([status_table(rows), *lines]) + "\n\n" + summary + f"\nMetrics: {settings.metrics_url}")
     return 0 if not down and not unhealthy else 1  # scripts and health checks can rely on it
+
+
+def _supervisor_lease(settings) -> dict | None:
+    """Who holds the ledger's supervisor lease (``ledger.supervisor_lease``); None: nobody yet, or
+    the ledger does not answer (the components' rows say why)."""
+    from pathlib import Path
+
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from streamops.ledger import Ledger, supervisor_lease
+
+    url = settings.ledger_db_url
+    if url.startswith("sqlite") and not Path(url.split("///", 1)[-1]).exists():
+        return None  # no ledger yet: status makes none
+    try:
+        ledger = Ledger(url)  # read only: no migration
+        try:
+            lease = supervisor_lease.current(ledger)
+        finally:
+            ledger.close()
+    except SQLAlchemyError:
+        return None
+    if lease is None:
+        return None
+    return {"holder": lease.holder, "term": lease.term, "acquired_at": lease.acquired_at.isoformat(),
+            "expires_at": lease.expires_at.isoformat(), "expired": lease.expired}
 
 
 def _replication_notes(settings) -> list[str]:

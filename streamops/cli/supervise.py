@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import signal
 import threading
@@ -13,7 +14,8 @@ from streamops.cli.common import emit, open_ledger, settings_from
 def cmd_supervise(args: argparse.Namespace) -> int:
     from streamops.exceptions import ConfigError
     from streamops.host.locks import acquire
-    from streamops.lifecycle.supervisor import Supervisor
+    from streamops.ledger.supervisor_lease import release
+    from streamops.lifecycle.supervisor import Supervisor, take_lease
     from streamops.specfile import open_spec_file
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -29,10 +31,20 @@ def cmd_supervise(args: argparse.Namespace) -> int:
                    refused="Only one supervisor may run per state dir: `streamops platform status` shows it; "
                            "`streamops platform down --only supervisor` stops it.")
     ledger = open_ledger(settings)
-    sup = Supervisor(settings, dict(spec_file.specs), ledger, spec_file=spec_file)
     server = None
+    lease = None
+    sup: Supervisor | None = None
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
     try:
+        # one supervisor per ledger, across hosts: a second one waits (``--once`` is refused)
+        lease = take_lease(ledger, settings.supervisor_lease_s, None if args.once else stop)
+        if lease is None:  # stopped while it waited
+            return 0
+        sup = Supervisor(settings, dict(spec_file.specs), ledger, spec_file=spec_file)
         if args.once:
+            sup.lease = lease
             actions = sup.reconcile_once()
             sup.wait_idle()
             emit(args, {a: {"action": x.kind, "reason": x.reason} for a, x in actions.items()},
@@ -42,14 +54,14 @@ def cmd_supervise(args: argparse.Namespace) -> int:
 
         # the platform's Prometheus endpoint (its URL: `platform status --json`), on the apps it supervises
         server, _thread = serve(settings, lambda: dict(sup.specs))
-        stop = threading.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: stop.set())
-        sup.run(stop, interval=args.interval)
+        sup.run(stop, interval=args.interval, lease=lease, lease_s=settings.supervisor_lease_s)
         return 0
     finally:
         if server is not None:
             server.shutdown()
+        if lease is not None:
+            with contextlib.suppress(Exception):  # a clean exit hands it on at once; a failed one at expiry
+                release(ledger, sup.lease if sup is not None and sup.lease is not None else lease)
         ledger.close()
         lock.release()
 

@@ -71,6 +71,20 @@ leases = Table(
     Column("host", String(200)),
 )
 
+#: the one supervisor that acts on this ledger's apps (``ledger.supervisor_lease``): one row, its
+#: holder renewing it every pass; a successor takes it once it lapsed or its holder died on its host
+supervisor_lease = Table(
+    "supervisor_lease", metadata,
+    Column("name", String(50), primary_key=True),
+    Column("term", Integer, nullable=False),  # +1 at every change of holder: a renewal checks it
+    Column("holder", String(200), nullable=False),
+    Column("host", String(200), nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("ticks", BigInteger),  # the holder's start time on its host (``host.process.start_ticks``)
+    Column("acquired_at", DateTime(timezone=True), nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+)
+
 savepoints = Table(
     "savepoints", metadata,
     Column("id", String(100), primary_key=True),

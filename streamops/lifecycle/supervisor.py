@@ -26,9 +26,11 @@ from pathlib import Path
 from typing import Any
 
 from streamops.app.dir import AppDir
+from streamops.exceptions import StreamopsError
 from streamops.host import process
 from streamops.host.files import read_json, write_json
-from streamops.ledger import Ledger
+from streamops.ledger import Ledger, supervisor_lease
+from streamops.ledger.supervisor_lease import Held, SupervisorLease
 from streamops.lifecycle import driver
 from streamops.lifecycle.reconcile import Action, Desired, History, Observed, RestartPolicy, decide
 from streamops.results import Result, absent
@@ -48,6 +50,59 @@ def heartbeat_file(settings: Settings) -> Path:
     return settings.state_dir / "supervisor.json"
 
 
+class SupervisorLeaseHeld(StreamopsError):
+    """Another supervisor holds the ledger's supervisor lease: this one does not act.
+
+    Operator action: none if that supervisor runs (``streamops platform status`` names it); if its
+    machine is gone, this one takes over once the lease lapses (``STREAMOPS_SUPERVISOR_LEASE_S``)."""
+
+
+class SupervisorLeaseLost(StreamopsError):
+    """The lease went to another supervisor (or lapsed unrenewed): this one stops acting at once."""
+
+
+def take_lease(ledger: Ledger, ttl_s: float, stop: threading.Event | None = None,
+               poll_s: float = 1.0) -> SupervisorLease | None:
+    """The ledger's supervisor lease (``ledger.supervisor_lease``). Held by another supervisor:
+    with ``stop``, wait for it (None if stopped meanwhile); without, ``SupervisorLeaseHeld``."""
+    said = 0.0
+    while True:
+        got = supervisor_lease.take(ledger, ttl_s)
+        if not isinstance(got, Held):
+            log.info("took the supervisor lease, term %s (%s%s)", got.lease.term, got.reason,
+                     f"; it was {got.previous.holder}'s, term {got.previous.term}" if got.previous else "")
+            return got.lease
+        message = f"another supervisor holds the lease: {got.lease.describe()}"
+        if stop is None:
+            raise SupervisorLeaseHeld(message)
+        if time.monotonic() - said > 30:
+            log.warning("%s; waiting for it to lapse", message)
+            said = time.monotonic()
+        if stop.wait(poll_s):
+            return None
+
+
+def renew_lease(ledger: Ledger, lease: SupervisorLease, ttl_s: float) -> SupervisorLease:
+    """The lease renewed, or ``SupervisorLeaseLost``. A ledger that does not answer is survived
+    while the lease has not expired (the next pass tries again)."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    try:
+        renewed = supervisor_lease.renew(ledger, lease, ttl_s)
+    except SQLAlchemyError as exc:
+        if lease.expired:
+            raise SupervisorLeaseLost(f"the ledger did not answer and the supervisor lease (term {lease.term}) "
+                                      f"expired unrenewed: {exc}") from exc
+        log.warning("could not renew the supervisor lease (the ledger: %s); it holds until %s", exc,
+                    f"{lease.expires_at:%H:%M:%S} UTC")
+        return lease
+    if renewed is None:
+        now = supervisor_lease.current(ledger)
+        raise SupervisorLeaseLost(f"the supervisor lease (term {lease.term}) is no longer this supervisor's"
+                                  + (f": {now.describe()} holds it" if now else ""))
+    return renewed
+
+
 @dataclass(frozen=True)
 class SupervisorBeat(Result):
     """The heartbeat file (``Supervisor.beat``, every pass): the operations' proof that someone
@@ -62,6 +117,8 @@ class SupervisorBeat(Result):
     decisions: dict[str, str] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)
     spec: Mapping[str, Any] | None = absent()
+    #: the ledger's supervisor lease it holds (``ledger.supervisor_lease``): "host:pid, term N"
+    lease: str | None = absent()
 
     @classmethod
     def from_file(cls, path: Path) -> SupervisorBeat | None:
@@ -100,6 +157,8 @@ class Supervisor:
         self.decisions: dict[str, str] = {}
         #: per app, a spec change the supervisor did not apply (said once, kept in the heartbeat)
         self.notes: dict[str, str] = {}
+        #: the ledger's supervisor lease while ``run`` holds it
+        self.lease: SupervisorLease | None = None
         self._refused: str | None = None
 
     # -- the spec file -------------------------------------------------------------------------
@@ -338,8 +397,14 @@ class Supervisor:
             self.decisions[spec.name] = f"{out[spec.name].kind} ({out[spec.name].reason})"
         return out
 
-    def run(self, stop: threading.Event, interval: float = 2.0) -> None:
+    def run(self, stop: threading.Event, interval: float = 2.0, lease: SupervisorLease | None = None,
+            lease_s: float = supervisor_lease.DEFAULT_TTL_S) -> None:
+        """Reconcile every ``interval`` until ``stop``; with ``lease``, renew it before each pass and
+        raise ``SupervisorLeaseLost`` once it is another supervisor's (or lapsed unrenewed)."""
+        self.lease = lease
         while not stop.is_set():
+            if self.lease is not None:
+                self.lease = renew_lease(self.ledger, self.lease, lease_s)
             self.reconcile_once()
             self.beat()
             self.rotate_logs()
@@ -359,4 +424,5 @@ class Supervisor:
         write_json(heartbeat_file(self.settings), SupervisorBeat(
             heartbeat=time.time(), apps=sorted(self.specs), busy=self.busy(),
             decisions=dict(sorted(self.decisions.items())), notes=dict(sorted(self.notes.items())),
-            spec=self.spec_file.status() if self.spec_file is not None else None).to_dict())
+            spec=self.spec_file.status() if self.spec_file is not None else None,
+            lease=f"{self.lease.holder}, term {self.lease.term}" if self.lease is not None else None).to_dict())
