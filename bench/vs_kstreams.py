@@ -46,7 +46,7 @@ Table: records/s, min/median/max over the runs; ``ratio to kstreams`` = the row'
 peer's ``first to last record`` median (streamops/kstreams: below 1 is slower than the peer).
 
 Latency (``--latency-seconds``, 0 skips): per side a fresh broker, the app started on an empty
-``user-events`` (streamops: the driver with the spec's defaults, its 2 s trigger included; the
+``user-events`` (streamops: the driver with the spec's defaults, its trigger included; the
 peer as above, without a record limit), ``bench/latency.py``'s feeder at ``--rate`` events/s and
 one probe every 0.25 s (a login of a user of its own), timed from just before its produce until
 its profile is visible to a read_committed consumer of the side's output topic. The clock starts
