@@ -128,3 +128,61 @@ def test_deploy_then_kill_9_is_restarted_by_the_supervisor_exact(app_factory, sp
     finally:
         manager.down(app.settings, only=["supervisor"])  # also stops any driver it launched
         assert driver.running(app.settings, "user_activity") is None
+
+
+def test_a_supervisor_of_another_host_is_waited_for_until_its_lease_lapses(platform_factory) -> None:
+    """Supervisor A runs as if on another machine (its own hostname, in a UTS namespace), so that
+    nothing on this host can tell whether it still runs: once it is killed, supervisor B waits for
+    A's lease to lapse (``STREAMOPS_SUPERVISOR_LEASE_S``, 5 s here) and only then takes it over. A
+    second supervisor beside a live A is refused by the state dir's lock; B's clean stop lets the
+    lease go at once."""
+    import os
+    import signal
+    import sys
+
+    from streamops.ledger import supervisor_lease
+    from streamops.lifecycle.supervisor import heartbeat_file
+    from tests.fixtures.apps import until
+
+    s = platform_factory("lease-hosts")
+    env = {**os.environ, **s.env(), "STREAMOPS_SUPERVISOR_LEASE_S": "5"}
+    s.state_dir.mkdir(parents=True, exist_ok=True)
+    beat = heartbeat_file(s)
+
+    def started(name: str, argv: list[str]) -> subprocess.Popen:
+        log = open(s.state_dir / f"{name}.log", "wb")  # noqa: SIM115 - the process's, while it runs
+        return subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    # unshare(1) execs in place: A's pid is the supervisor's
+    a = started("a", ["unshare", "--user", "--map-root-user", "--uts", "sh", "-c",
+                      'hostname machine-a && exec "$0" -m streamops.cli supervise', sys.executable])
+    b = None
+    ledger = Ledger.open(s.ledger_db_url)
+    try:
+        until("A's heartbeat naming its lease", lambda: beat.exists()
+              and json.loads(beat.read_text()).get("lease") == f"machine-a:{a.pid}, term 1", timeout=60, every=0.2)
+        second = subprocess.run([*CLI, "supervise"], env=env, capture_output=True, text=True, timeout=60, check=False)
+        assert second.returncode == 1 and "Only one supervisor may run per state dir" in second.stderr, second.stderr
+
+        os.kill(a.pid, signal.SIGKILL)
+        a.wait(timeout=10)
+        held = supervisor_lease.current(ledger)
+        assert (held.holder, held.host, held.term) == (f"machine-a:{a.pid}", "machine-a", 1)
+        b = started("b", [*CLI, "supervise"])
+        until("B's heartbeat naming its lease", lambda: json.loads(beat.read_text()).get("lease", "").endswith(
+            f":{b.pid}, term 2"), timeout=60, every=0.2)
+        takes = ledger.operations(supervisor_lease.PLATFORM, kind="supervisor-lease")
+        assert [(o["params"]["term"], o["params"]["reason"], o["params"]["previous"]) for o in reversed(takes)] == [
+            (1, "free", None), (2, "expired", f"machine-a:{a.pid}")], takes
+        assert takes[0]["started_at"] >= held.expires_at, "B took the lease before A's had lapsed"
+        assert "another supervisor holds the lease: machine-a:" in (s.state_dir / "b.log").read_text()
+
+        b.send_signal(signal.SIGTERM)
+        assert b.wait(timeout=60) == 0
+        assert supervisor_lease.current(ledger).expired  # a clean stop hands it on at once
+    finally:
+        ledger.close()
+        for p in (a, b):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait(timeout=10)
