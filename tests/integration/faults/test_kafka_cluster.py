@@ -16,6 +16,7 @@ import os
 import signal
 import time
 
+import psutil
 import pytest
 
 from streamops.host.process import read_pid
@@ -136,6 +137,14 @@ def test_the_app_stays_exact_through_leaders_killed_and_a_broker_lost(platform_f
     _print_pauses("pauses on a 3-node KRaft cluster (user_activity, local[2], 1,500 records per batch)", pauses)
 
 
+def _cmdline(proc: psutil.Process) -> list[str]:
+    """A process's command line; none for one that ended meanwhile (a zombie not yet reaped)."""
+    try:
+        return proc.cmdline()
+    except psutil.Error:
+        return []
+
+
 def _executors(ledger: Ledger) -> int | None:
     return (ledger.observed(APP) or {}).get("executors")
 
@@ -173,7 +182,7 @@ def test_a_worker_lost_the_supervisor_killed_and_a_live_resize_on_the_cluster_to
         where = (hb["ui_url"], hb["app_id"])
         before = set(ui.executors(*where))
         worker = read_pid(manager.pid_path(s, "spark-worker-1")).process()
-        assert [p for p in worker.children(recursive=True) if "CoarseGrainedExecutorBackend" in " ".join(p.cmdline())], \
+        assert any("CoarseGrainedExecutorBackend" in " ".join(_cmdline(p)) for p in worker.children(recursive=True)), \
             "the master put no executor of the app on worker 1"
         pauses.append(("a Spark worker SIGKILLed with its executor (its tasks rerun elsewhere)",
                        _pause_after(app, lambda: manager.crash(s, "spark-worker-1"), "a worker's loss")))
