@@ -111,14 +111,13 @@ def cmd_platform_status(args: argparse.Namespace) -> int:
 def _supervisor_lease(settings) -> dict | None:
     """Who holds the ledger's supervisor lease (``ledger.supervisor_lease``); None: nobody yet, or
     the ledger does not answer (the components' rows say why)."""
-    from pathlib import Path
-
     from sqlalchemy.exc import SQLAlchemyError
 
     from streamops.ledger import Ledger, supervisor_lease
+    from streamops.ledger.store import sqlite_file
 
     url = settings.ledger_db_url
-    if url.startswith("sqlite") and not Path(url.split("///", 1)[-1]).exists():
+    if (path := sqlite_file(url)) is not None and not path.exists():
         return None  # no ledger yet: status makes none
     try:
         ledger = Ledger(url)  # read only: no migration

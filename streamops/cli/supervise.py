@@ -44,7 +44,6 @@ def cmd_supervise(args: argparse.Namespace) -> int:
             return 0
         sup = Supervisor(settings, dict(spec_file.specs), ledger, spec_file=spec_file)
         if args.once:
-            sup.lease = lease
             actions = sup.reconcile_once()
             sup.wait_idle()
             emit(args, {a: {"action": x.kind, "reason": x.reason} for a, x in actions.items()},
@@ -61,7 +60,7 @@ def cmd_supervise(args: argparse.Namespace) -> int:
             server.shutdown()
         if lease is not None:
             with contextlib.suppress(Exception):  # a clean exit hands it on at once; a failed one at expiry
-                release(ledger, sup.lease if sup is not None and sup.lease is not None else lease)
+                release(ledger, (sup.lease if sup is not None else None) or lease)
         ledger.close()
         lock.release()
 

@@ -96,14 +96,22 @@ def _row(r: Any) -> dict[str, Any]:
     return d
 
 
+def sqlite_file(url: str) -> Path | None:
+    """The file of a SQLite ledger URL; None for another database or an in-memory one."""
+    if not url.startswith("sqlite"):
+        return None
+    path = url.split("///", 1)[-1]
+    return Path(path) if path and path != ":memory:" else None
+
+
 class Ledger:
     def __init__(self, url: str) -> None:
         self.url = url
         kwargs: dict[str, Any] = {}
+        path = sqlite_file(url)
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
         if url.startswith("sqlite"):
-            path = url.split("///", 1)[-1]
-            if path and path != ":memory:":
-                Path(path).parent.mkdir(parents=True, exist_ok=True)
             kwargs["connect_args"] = {"timeout": 30}
         self.engine: Engine = create_engine(url, **kwargs)
         if url.startswith("sqlite"):

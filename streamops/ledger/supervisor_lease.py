@@ -91,10 +91,11 @@ def take(ledger: Ledger, ttl_s: float = DEFAULT_TTL_S, *, pid: int | None = None
     mine = {"holder": holder_name(pid), "host": socket.gethostname(), "pid": pid, "ticks": start_ticks(pid),
             "acquired_at": _db_time(now), "expires_at": _db_time(now + timedelta(seconds=ttl_s))}
     previous = current(ledger)
+    term = 1 if previous is None else previous.term + 1
     if previous is None:
         try:
             with ledger.engine.begin() as conn:
-                conn.execute(insert(t.supervisor_lease).values(name=NAME, term=1, **mine))
+                conn.execute(insert(t.supervisor_lease).values(name=NAME, term=term, **mine))
         except IntegrityError:  # another supervisor inserted it first
             return Held(current(ledger))  # type: ignore[arg-type]
         reason: Reason = "free"
@@ -110,11 +111,11 @@ def take(ledger: Ledger, ttl_s: float = DEFAULT_TTL_S, *, pid: int | None = None
         with ledger.engine.begin() as conn:
             changed = conn.execute(update(t.supervisor_lease).where(
                 t.supervisor_lease.c.name == NAME, t.supervisor_lease.c.term == previous.term,
-            ).values(term=previous.term + 1, **mine)).rowcount
+            ).values(term=term, **mine)).rowcount
         if changed != 1:  # another successor changed it in between
             return Held(current(ledger))  # type: ignore[arg-type]
-    lease = current(ledger)
-    assert lease is not None
+    lease = SupervisorLease(term=term, holder=mine["holder"], host=mine["host"], pid=pid, ticks=mine["ticks"],
+                            acquired_at=now, expires_at=now + timedelta(seconds=ttl_s))
     ledger.record(PLATFORM, "supervisor-lease", {"term": lease.term, "reason": reason,
                                                  "previous": previous.holder if previous else None,
                                                  "previous_term": previous.term if previous else None},
@@ -126,10 +127,8 @@ def renew(ledger: Ledger, lease: SupervisorLease, ttl_s: float = DEFAULT_TTL_S) 
     """The lease for another ``ttl_s``, or None if it is no longer this holder's (its term moved on)."""
     expires = utcnow() + timedelta(seconds=ttl_s)
     with ledger.engine.begin() as conn:
-        changed = conn.execute(update(t.supervisor_lease).where(
-            t.supervisor_lease.c.name == NAME, t.supervisor_lease.c.term == lease.term,
-            t.supervisor_lease.c.holder == lease.holder,
-        ).values(expires_at=_db_time(expires))).rowcount
+        changed = conn.execute(update(t.supervisor_lease).where(*_still_held(lease))
+                               .values(expires_at=_db_time(expires))).rowcount
     if changed != 1:
         return None
     return replace(lease, expires_at=expires)
@@ -138,10 +137,14 @@ def renew(ledger: Ledger, lease: SupervisorLease, ttl_s: float = DEFAULT_TTL_S) 
 def release(ledger: Ledger, lease: SupervisorLease) -> bool:
     """Let it lapse now (a clean exit), if it is still this holder's: a successor takes it at once."""
     with ledger.engine.begin() as conn:
-        return conn.execute(update(t.supervisor_lease).where(
-            t.supervisor_lease.c.name == NAME, t.supervisor_lease.c.term == lease.term,
-            t.supervisor_lease.c.holder == lease.holder,
-        ).values(expires_at=_db_time(utcnow()))).rowcount == 1
+        return conn.execute(update(t.supervisor_lease).where(*_still_held(lease))
+                            .values(expires_at=_db_time(utcnow()))).rowcount == 1
+
+
+def _still_held(lease: SupervisorLease) -> tuple:
+    """The row is still ``lease``'s: its term and holder unchanged."""
+    c = t.supervisor_lease.c
+    return c.name == NAME, c.term == lease.term, c.holder == lease.holder
 
 
 def _lease(row) -> SupervisorLease:
