@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import statistics
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 from streamops.platform.ports import free_ports
@@ -36,3 +39,17 @@ def driver_module(checkout: Path | None) -> str:
     if checkout is None or (checkout / "streamops" / "spark" / "driver" / "__main__.py").exists():
         return "streamops.spark.driver"
     return "streamops.spark.app"
+
+
+@contextlib.contextmanager
+def baseline_tree(rev: str, into: Path) -> Iterator[Path | None]:
+    """A git worktree of ``rev`` at ``into`` for the block (removed after it); None for ``rev`` ''."""
+    if not rev:
+        yield None
+        return
+    repo = Path(__file__).resolve().parent.parent
+    subprocess.run(["git", "-C", str(repo), "worktree", "add", "--detach", "-q", str(into), rev], check=True)
+    try:
+        yield into
+    finally:
+        subprocess.run(["git", "-C", str(repo), "worktree", "remove", "--force", str(into)], check=False)

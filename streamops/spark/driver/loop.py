@@ -49,6 +49,7 @@ from streamops.spark.driver.report import (
 )
 from streamops.spark.driver.sink import BatchSink
 from streamops.spark.driver.standby import QueryRehearsal, Standby
+from streamops.spark.driver.startup_warmup import StartupWarmup
 from streamops.spark.driver.warmup import AppWarmup, ExecutorWarmup, use_query_pool
 from streamops.spec import AppSpec
 
@@ -89,6 +90,7 @@ def run_app(
     options: RunOptions | None = None,
     advance_clocks: Callable | None = None,
     encode_spec: Callable | None = None,
+    worker_modules: tuple[str, ...] = (),
 ) -> int:
     """Run the app's query until stopped (SIGTERM/SIGINT: graceful, at a batch boundary).
 
@@ -99,6 +101,9 @@ def run_app(
     batch in between end the run with the last error. ``kafka``: every Kafka client's configuration
     (the app's: its spec's overrides over the platform's defaults). ``encode_spec(partitions)``:
     what the tasks need to make the records (``JobQuery.encode_spec``; ``commit_on: executors``).
+    ``worker_modules``: what the query's Python workers import beyond ``WARM_MODULES``
+    (``JobQuery.worker_modules``), imported on every task slot before the first batch
+    (``startup_warmup``).
     """
     from streamops.host.locks import LockHeld
     from streamops.spark.session import build_session
@@ -122,11 +127,11 @@ def run_app(
     driver = AppDriver(spark, spec, settings, kafka, build=build, to_records=to_records, options=opts, stop=stop,
                        targets=targets, advance_clocks=advance_clocks, encode_spec=encode_spec)
     try:
-        if is_standby:
+        if is_standby:  # a standby rehearses the query while it waits: its executors are warm
             if not driver.stand_by():
                 return 0
             lock = _lock_checkpoint(spec, settings, wait_s=60.0)
-        return driver.run()
+        return driver.run(warm_modules=None if is_standby else (*WARM_MODULES, spec.job, *worker_modules))
     finally:
         driver.close()
         if lock is not None:
@@ -185,6 +190,7 @@ class AppDriver:
         self.scaler: ExecutorScaler | None = None
         self.control: LiveControl | None = None
         self.settled = False  # settle_executors ran
+        self.startup_warmup: StartupWarmup | None = None  # ``run``'s, while the query starts
         if supports_live(spark.sparkContext.master):
             # new executors: a pinned batch over the newest records (reads, parse), then one batch of
             # the streaming query with its state stores pinned to the executor (the stateful path)
@@ -202,18 +208,28 @@ class AppDriver:
                                rehearse=self.rehearse, stop=stop, modules=(*WARM_MODULES, spec.job))
 
     def close(self) -> None:
+        if self.startup_warmup is not None:
+            self.startup_warmup.cancel()
         self.reporter.close()
         if self.idle_wake is not None:
             self.idle_wake.close()
         self.spark.stop()
 
     # -- the run: the restart loop -------------------------------------------------------------
-    def run(self) -> int:
+    def run(self, warm_modules: tuple[str, ...] | None = None) -> int:
+        """The restart loop. ``warm_modules``: imported on every task slot in the background while
+        the query starts (``startup_warmup``); None: no warm-up."""
         spec, reporter, hb = self.spec, self.reporter, self.heartbeat
         reporter.report(status="starting", pid=os.getpid(), host=socket.gethostname(),
                         spark_app_id=self.spark.sparkContext.applicationId, parallelism=self.parallelism,
                         executors=None, last_batch=None, error=None)
         self.settle_executors(timeout=60)
+        if warm_modules is not None:
+            from streamops.spark.session import ROCKSDB_PROVIDER
+
+            provider = self.spark.sparkContext.getConf().get("spark.sql.streaming.stateStore.providerClass")
+            self.startup_warmup = StartupWarmup(self.spark, tuple(dict.fromkeys(warm_modules)),
+                                                rocksdb=provider == ROCKSDB_PROVIDER).start()
         self.spark.streams.addListener(progress_listener(self.dir, reporter, spec.name, extra=self.facts))
         failures = 0
         final = "stopped"

@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     return loop.run_app(spec, settings, kafka, build=query.build, to_records=query.records, options=options,
                         advance_clocks=query.advance_clocks if query.timed else None,
-                        encode_spec=query.encode_spec)
+                        encode_spec=query.encode_spec, worker_modules=query.worker_modules())
 
 
 def add_run_arguments(ap) -> None:

@@ -101,6 +101,12 @@ class JobQuery:
         self.named = job_cls.has_named_state()
 
     # -- shape facts the operations need -------------------------------------------------------
+    def worker_modules(self) -> tuple[str, ...]:
+        """What this query's tasks import in their Python workers beyond the platform's own (the
+        startup warm-up imports them first): the job's module, and pandas where the per-key
+        function runs on pandas frames (``applyInPandasWithState``, ``transformWithStateInPandas``)."""
+        return (self.job_cls.__module__, *(() if self.aggregate else ("pandas",)))
+
     @property
     def sources(self) -> int:
         """Scans of the input in the query plan (Spark keeps one offsets entry per scan)."""

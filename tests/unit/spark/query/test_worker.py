@@ -71,3 +71,14 @@ def test_rejected_records_go_to_the_dlq_and_touch_no_state() -> None:
     assert [(r["kind"], r["reason"], r["src_partition"], r["src_offset"]) for r in _rows(out)] == [
         ("dlq", "bad_json", 3, 7), ("dlq", "bad_json", 3, 8)]
     assert not state.exists
+
+
+def test_worker_modules_name_the_job_and_pandas_for_per_key_functions() -> None:
+    """What the startup warm-up imports beyond the platform's modules: the job's module, and
+    pandas only where the per-key function runs on pandas frames."""
+    from jobs.orders import Orders
+    from jobs.user_activity import UserActivity
+    from streamops.spark.query.plan import JobQuery
+
+    assert JobQuery(UserActivity, state_partitions=4).worker_modules() == ("jobs.user_activity",)
+    assert JobQuery(Orders, state_partitions=4).worker_modules() == ("jobs.orders", "pandas")
