@@ -2,16 +2,21 @@
 backlog when each batch only counts its rows (issue 39: is the read what holds a batch?).
 
     .venv/bin/python bench/kafka_read.py [--events 300000] [--batch 50000] [--runs 2] \
-        [--variants default,poll=500,poll=5000,poll=20000] [--stage read|parse]
+        [--variants default,poll=500,poll=5000,poll=20000] [--stage read,parse,sql-regexp,sql-json]
 
 One broker (temporary state dir, free ports; stopped in ``finally``) with ``--events``
 ``user_activity`` records in 6 partitions (``streamops produce``). Per run and variant, in
 alternating order, a fresh JVM (``local[2]``, the app's RocksDB settings) runs a streaming query
 from the earliest offsets, ``maxOffsetsPerTrigger`` = ``--batch``, trigger as fast as possible, to
 the end of the input: ``read`` counts the rows of ``read_kafka``'s DataFrame; ``parse`` counts those
-of ``user_activity``'s parse stage over it. A variant is ``default`` (``read_kafka``'s own options)
-or ``poll=N`` (``kafka.max.poll.records``=N). Steady = records of batches 2..n / their
-triggerExecution. The table gives min/median/max over runs and the ratio to the first variant.
+of ``user_activity``'s parse stage over it (Python: ``parse_arrow``'s regex in Arrow, the rest per
+record); ``sql-regexp`` and ``sql-json`` count the canonical events parsed in the JVM instead, by
+the same pattern in Java's regex engine (one ``rlike``, then a ``regexp_extract`` per field) or by
+that ``rlike`` and ``from_json`` with the fields' schema (issue 39, item 2: a parse in the JVM for
+declared fields; the other records are dropped, so these are upper bounds). A variant is
+``default`` (``read_kafka``'s own options) or ``poll=N`` (``kafka.max.poll.records``=N); each stage
+runs with each variant. Steady = records of batches 2..n / their triggerExecution. The table gives
+min/median/max over runs and the ratio to the first stage and variant.
 """
 
 from __future__ import annotations
@@ -29,6 +34,93 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 from bench._common import isolated_settings, summary, table
+
+STAGES = {"read", "parse", "sql-regexp", "sql-json", "sql-regexp+udf"}
+
+
+def java_pattern() -> str:
+    """``user_activity.CANONICAL_EVENT`` for Java's regex engine: named groups as ``(?<n>``, the
+    braces escaped, and the end of input as ``\\z`` (Java's ``$`` also matches before a final
+    line terminator such as U+2028, which RE2's does not)."""
+    from jobs.user_activity import CANONICAL_EVENT
+
+    ws = "[ \\t\\n\\r]*"
+    p = CANONICAL_EVENT.replace("(?P<", "(?<")
+    if not (p.startswith("^{") and p.endswith("}" + ws + "$")):
+        raise SystemExit(f"CANONICAL_EVENT changed shape: {CANONICAL_EVENT!r}")
+    return "^\\{" + p[2:-len("}" + ws + "$")] + "\\}" + ws + "\\z"
+
+
+def sql_parse(cols, stage: str):
+    """The canonical events' contributed fields in Spark SQL (see the module docstring)."""
+    from pyspark.sql import functions as F
+
+    text, pattern = F.col("value").cast("string"), java_pattern()
+    if stage == "sql-json":
+        event = F.from_json(text, "user_id string, event_type string, amount decimal(15,3), ts long")
+        uid, kind, amount, ts = event["user_id"], event["event_type"], event["amount"], event["ts"]
+    else:
+        group = {name: i + 1 for i, name in enumerate(("uid", "et", "ai", "af", "ts"))}
+        g = lambda name: F.regexp_extract(text, pattern, group[name])
+        uid, kind, ts = g("uid"), g("et"), g("ts").cast("long")
+        amount = F.concat(g("ai"), F.lit("."), F.rpad(g("af"), 3, "0")).cast("decimal(15,3)")
+    purchase = kind == "purchase"
+    if stage == "sql-regexp+udf":
+        return with_python_rest(cols, text.rlike(pattern), uid, kind, ts, amount)
+    return cols.where(text.rlike(pattern)).select(
+        uid.alias("user_id"), F.when(kind == "login", ts).alias("last_login_ts"),
+        F.when(purchase, F.lit(1)).otherwise(0).cast("long").alias("purchases"),
+        F.when(purchase, F.round(amount * 100, 0).cast("long")).otherwise(0).alias("total_cents"),
+        F.lit(1).cast("long").alias("events"), "topic", "partition", "offset")
+
+
+def python_rest(values, keys, topics, parts, offsets):
+    """An Arrow UDF: the records the JVM's pattern left (non-null values) parsed by the job's own
+    ``parse`` + ``contribute``, in their rows; the others null."""
+    import pyarrow as pa
+
+    from jobs.user_activity import UserActivity
+    from streamops.job import Record, Reject, key_or_reject
+
+    job = UserActivity()
+    rows = []
+    for v, k, t, p, o in zip(values.to_pylist(), keys.to_pylist(), topics.to_pylist(), parts.to_pylist(),
+                             offsets.to_pylist()):
+        if v is None:
+            rows.append(None)
+            continue
+        parsed = job.parse(Record(t, p, o, k, v, None))
+        key = parsed if isinstance(parsed, Reject) else key_or_reject(job, parsed)
+        if isinstance(key, Reject):
+            rows.append({"user_id": None, "last_login_ts": None, "purchases": None, "total_cents": None,
+                         "events": None, "reason": key.reason})
+        else:
+            c = job.contribute(parsed)
+            rows.append({"user_id": key, **{f: c.get(f) for f in ("last_login_ts", "purchases", "total_cents",
+                                                                    "events")}, "reason": None})
+    return pa.array(rows, pa.struct([("user_id", pa.string()), ("last_login_ts", pa.int64()),
+                                     ("purchases", pa.int64()), ("total_cents", pa.int64()),
+                                     ("events", pa.int64()), ("reason", pa.string())]))
+
+
+def with_python_rest(cols, ok, uid, kind, ts, amount):
+    """Every record's parsed row: the JVM's for those matching the pattern, an Arrow UDF's (the job's
+    Python parse) for the rest, which alone reach Python (the UDF's inputs are null elsewhere)."""
+    from pyspark.sql import functions as F
+
+    udf = F.arrow_udf(python_rest, "user_id string, last_login_ts long, purchases long, total_cents long, "
+                                   "events long, reason string")
+    rest = udf(*(F.when(~ok, F.col(c)) for c in ("value", "key", "topic", "partition", "offset")))
+    purchase = kind == "purchase"
+    fast = {"user_id": uid, "last_login_ts": F.when(kind == "login", ts),
+            "purchases": F.when(purchase, F.lit(1)).otherwise(0).cast("long"),
+            "total_cents": F.when(purchase, F.round(amount * 100, 0).cast("long")).otherwise(0),
+            "events": F.lit(1).cast("long")}
+    step = cols.select("*", ok.alias("ok"), rest.alias("rest"))
+    reason = F.col("rest.reason")
+    return step.select(*(F.when(F.col("ok"), c).otherwise(F.col(f"rest.{n}")).alias(n) for n, c in fast.items()),
+                       reason.alias("reason"), F.when(reason.isNotNull(), F.col("key")).alias("raw_key"),
+                       F.when(reason.isNotNull(), F.col("value")).alias("raw_value"), "topic", "partition", "offset")
 
 
 def child(args: argparse.Namespace) -> None:
@@ -57,10 +149,14 @@ def child(args: argparse.Namespace) -> None:
     if args.stage == "parse":  # the app's own parse stage (``JobQuery._build_aggregate``'s mapInArrow)
         schema = parsed_arrow_schema(UserActivity)
         cols = cols.mapInArrow(parse_aggregate(UserActivity, schema), _ddl(schema))
+    elif args.stage.startswith("sql-"):
+        cols = sql_parse(cols, args.stage)
     query = (cols.writeStream.foreachBatch(lambda df, _bid: df.count())
              .option("checkpointLocation", tempfile.mkdtemp(prefix="kafka-read-")).trigger(processingTime="0 seconds")
              .start())
     while sum(p["numInputRows"] for p in query.recentProgress) < args.events:
+        if query.exception() is not None:
+            raise SystemExit(f"the query failed: {str(query.exception())[:2000]}")
         time.sleep(0.05)
     batches = [p for p in query.recentProgress if p["numInputRows"] > 0]
     query.stop()
@@ -76,7 +172,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=50_000)
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--variants", default="default,poll=500,poll=5000,poll=20000")
-    ap.add_argument("--stage", choices=("read", "parse"), default="read")
+    ap.add_argument("--stage", default="read", help="read, parse, sql-regexp, sql-json (a list: each runs)")
     ap.add_argument("--variant", help=argparse.SUPPRESS)
     ap.add_argument("--bootstrap", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -87,7 +183,11 @@ def main() -> None:
     from streamops.platform import manager
 
     variants = args.variants.split(",")
-    got: dict[str, list[dict]] = {v: [] for v in variants}
+    stages = args.stage.split(",")
+    if set(stages) - STAGES:
+        raise SystemExit(f"--stage: one of {sorted(STAGES)}, got {args.stage}")
+    sides = [(st, v) for st in stages for v in variants]
+    got: dict[tuple[str, str], list[dict]] = {side: [] for side in sides}
     with tempfile.TemporaryDirectory(prefix="streamops-bench-") as tmp:
         settings = isolated_settings(Path(tmp) / "home")
         try:
@@ -99,28 +199,27 @@ def main() -> None:
                            check=True, capture_output=True)
             env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": str(REPO)}
             for run in range(args.runs):
-                for v in variants if run % 2 == 0 else variants[::-1]:
+                for st, v in sides if run % 2 == 0 else sides[::-1]:
                     r = subprocess.run([sys.executable, __file__, "--variant", v, "--bootstrap", boot, "--events",
-                                        str(args.events), "--batch", str(args.batch), "--stage", args.stage],
+                                        str(args.events), "--batch", str(args.batch), "--stage", st],
                                        env=env, capture_output=True, text=True, check=False)
                     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
                     if r.returncode != 0 or not lines:
-                        raise SystemExit(f"{v} failed ({r.returncode}): {r.stderr[-3000:]}")
-                    got[v].append(json.loads(lines[-1]))
-                    print(f"run {run + 1} {v}: {got[v][-1]}", file=sys.stderr, flush=True)
+                        raise SystemExit(f"{st} {v} failed ({r.returncode}): {r.stderr[-3000:]}")
+                    got[(st, v)].append(json.loads(lines[-1]))
+                    print(f"run {run + 1} {st} {v}: {got[(st, v)][-1]}", file=sys.stderr, flush=True)
         finally:
             manager.down(settings)
 
-    base = statistics.median(d["steady"] for d in got[variants[0]])
+    base = statistics.median(d["steady"] for d in got[sides[0]])
     rows = []
-    for v in variants:
-        lo, med, hi = summary([d["steady"] for d in got[v]])
-        add = statistics.median(d["add_batch_ms"] for d in got[v])
-        rows.append([v, f"{lo:,.0f}", f"{med:,.0f}", f"{hi:,.0f}", f"{add:,.0f}", f"{med / base:.2f}"])
-    print(f"# bench/kafka_read.py — {args.stage}, {args.events:,} records, {args.batch:,} per batch, "
-          f"{args.runs} run(s), local[2]\n")
-    print(table(["variant", "steady records/s min", "median", "max", "addBatch ms (median)",
-                 f"ratio to {variants[0]}"], rows))
+    for st, v in sides:
+        lo, med, hi = summary([d["steady"] for d in got[(st, v)]])
+        add = statistics.median(d["add_batch_ms"] for d in got[(st, v)])
+        rows.append([st, v, f"{lo:,.0f}", f"{med:,.0f}", f"{hi:,.0f}", f"{add:,.0f}", f"{med / base:.2f}"])
+    print(f"# bench/kafka_read.py — {args.events:,} records, {args.batch:,} per batch, {args.runs} run(s), local[2]\n")
+    print(table(["stage", "variant", "steady records/s min", "median", "max", "addBatch ms (median)",
+                 f"ratio to {sides[0][0]} {sides[0][1]}"], rows))
 
 
 if __name__ == "__main__":
