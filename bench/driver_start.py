@@ -7,7 +7,8 @@ Every deploy, restart resize, restore, reset and test run pays it. Two sides sid
   venv without .pyc files and with PYTHONDONTWRITEBYTECODE set, every process (driver, Spark's
   Python workers) compiles its imports from source;
 - with ``--baseline-rev REV``, this tree against the driver of REV (a git worktree of it, run
-  with this venv and this checkout's jars).
+  with this venv and this checkout's jars); ``--this-env KEY=VALUE`` sets a variable for this
+  tree's drivers only (``STREAMOPS_STARTUP_WARMUP=1``: the startup warm-up).
 
 Each run starts from a new checkpoint (the marker is rewound to -1 first, as a reset does) over the
 same input (``--events`` of the app's own generated records, ``--batch`` per micro-batch, so a
@@ -15,7 +16,7 @@ large ``--batch`` makes batch 0 a backlog's first batch). Printed: total seconds
 triggerExecution, min / median / max, and the ratio of the medians to the baseline.
 
     .venv/bin/python bench/driver_start.py [--runs 3] [--app user_activity] [--events 6000] \
-        [--batch 2500] [--baseline-rev REV]
+        [--batch 2500] [--baseline-rev REV [--this-env KEY=VALUE]]
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=6000)
     ap.add_argument("--batch", type=int, default=2500, help="records per micro-batch (maxOffsetsPerTrigger)")
     ap.add_argument("--baseline-rev", default="", help="compare this tree with the driver of this revision")
+    ap.add_argument("--this-env", action="append", default=[], metavar="KEY=VALUE",
+                    help="set for this tree's drivers only (with --baseline-rev), e.g. STREAMOPS_STARTUP_WARMUP=1")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="streamops-bench-") as tmp, \
             baseline_tree(args.baseline_rev, Path(tmp) / "baseline") as checkout:
@@ -83,7 +86,7 @@ def main() -> None:
                 sides = {baseline: ({**base_env, "PYTHONPATH": str(checkout), "STREAMOPS_REPO": str(checkout),
                                      "STREAMOPS_JARS_DIR": os.environ.get("STREAMOPS_JARS_DIR", str(REPO / ".jars"))},
                                     checkout),
-                         "this tree": (base_env, None)}
+                         "this tree": ({**base_env, **dict(kv.split("=", 1) for kv in args.this_env)}, None)}
             else:
                 baseline = "source (baseline)"
                 sides = {baseline: ({**base_env, "PYTHONPYCACHEPREFIX": str(empty)}, None), "bytecode": (base_env, None)}

@@ -30,6 +30,7 @@ from streamops.checkpoints import layout
 from streamops.checkpoints.lineage import CheckpointMismatchError
 from streamops.kafka.config import KafkaConfig
 from streamops.settings import Settings
+from streamops.spark.driver import startup_warmup
 from streamops.spark.driver.idle import IdleWake
 from streamops.spark.driver.live import (
     ActiveQuery,
@@ -102,8 +103,8 @@ def run_app(
     (the app's: its spec's overrides over the platform's defaults). ``encode_spec(partitions)``:
     what the tasks need to make the records (``JobQuery.encode_spec``; ``commit_on: executors``).
     ``worker_modules``: what the query's Python workers import beyond ``WARM_MODULES``
-    (``JobQuery.worker_modules``), imported on every task slot before the first batch
-    (``startup_warmup``).
+    (``JobQuery.worker_modules``), imported on every task slot before the first batch when
+    ``STREAMOPS_STARTUP_WARMUP=1`` (``startup_warmup``).
     """
     from streamops.host.locks import LockHeld
     from streamops.spark.session import build_session
@@ -131,7 +132,8 @@ def run_app(
             if not driver.stand_by():
                 return 0
             lock = _lock_checkpoint(spec, settings, wait_s=60.0)
-        return driver.run(warm_modules=None if is_standby else (*WARM_MODULES, spec.job, *worker_modules))
+        warm = not is_standby and startup_warmup.enabled()
+        return driver.run(warm_modules=(*WARM_MODULES, spec.job, *worker_modules) if warm else None)
     finally:
         driver.close()
         if lock is not None:

@@ -77,3 +77,12 @@ def test_cancel_after_the_warm_up_ended_does_nothing() -> None:
     w.thread.join(10)
     w.cancel()
     assert spark.sparkContext.cancelled == []
+
+
+def test_the_warm_up_is_off_unless_asked_for(monkeypatch) -> None:
+    monkeypatch.delenv(startup_warmup.ENABLE_ENV, raising=False)
+    assert not startup_warmup.enabled()
+    monkeypatch.setenv(startup_warmup.ENABLE_ENV, "1")
+    assert startup_warmup.enabled()
+    monkeypatch.setenv(startup_warmup.ENABLE_ENV, "yes")
+    assert not startup_warmup.enabled()
