@@ -64,14 +64,22 @@ def sql_parse(cols, stage: str):
         g = lambda name: F.regexp_extract(text, pattern, group[name])
         uid, kind, ts = g("uid"), g("et"), g("ts").cast("long")
         amount = F.concat(g("ai"), F.lit("."), F.rpad(g("af"), 3, "0")).cast("decimal(15,3)")
-    purchase = kind == "purchase"
+    fields = contributed(uid, kind, ts, amount)
     if stage == "sql-regexp+udf":
-        return with_python_rest(cols, text.rlike(pattern), uid, kind, ts, amount)
-    return cols.where(text.rlike(pattern)).select(
-        uid.alias("user_id"), F.when(kind == "login", ts).alias("last_login_ts"),
-        F.when(purchase, F.lit(1)).otherwise(0).cast("long").alias("purchases"),
-        F.when(purchase, F.round(amount * 100, 0).cast("long")).otherwise(0).alias("total_cents"),
-        F.lit(1).cast("long").alias("events"), "topic", "partition", "offset")
+        return with_python_rest(cols, text.rlike(pattern), fields)
+    return cols.where(text.rlike(pattern)).select(*(c.alias(n) for n, c in fields.items()),
+                                                 "topic", "partition", "offset")
+
+
+def contributed(uid, kind, ts, amount) -> dict:
+    """``user_activity``'s contributed fields (``contribute``) as Spark SQL columns, by name."""
+    from pyspark.sql import functions as F
+
+    purchase = kind == "purchase"
+    return {"user_id": uid, "last_login_ts": F.when(kind == "login", ts),
+            "purchases": F.when(purchase, F.lit(1)).otherwise(0).cast("long"),
+            "total_cents": F.when(purchase, F.round(amount * 100, 0).cast("long")).otherwise(0),
+            "events": F.lit(1).cast("long")}
 
 
 def python_rest(values, keys, topics, parts, offsets):
@@ -103,7 +111,7 @@ def python_rest(values, keys, topics, parts, offsets):
                                      ("events", pa.int64()), ("reason", pa.string())]))
 
 
-def with_python_rest(cols, ok, uid, kind, ts, amount):
+def with_python_rest(cols, ok, fast: dict):
     """Every record's parsed row: the JVM's for those matching the pattern, an Arrow UDF's (the job's
     Python parse) for the rest, which alone reach Python (the UDF's inputs are null elsewhere)."""
     from pyspark.sql import functions as F
@@ -111,11 +119,6 @@ def with_python_rest(cols, ok, uid, kind, ts, amount):
     udf = F.arrow_udf(python_rest, "user_id string, last_login_ts long, purchases long, total_cents long, "
                                    "events long, reason string")
     rest = udf(*(F.when(~ok, F.col(c)) for c in ("value", "key", "topic", "partition", "offset")))
-    purchase = kind == "purchase"
-    fast = {"user_id": uid, "last_login_ts": F.when(kind == "login", ts),
-            "purchases": F.when(purchase, F.lit(1)).otherwise(0).cast("long"),
-            "total_cents": F.when(purchase, F.round(amount * 100, 0).cast("long")).otherwise(0),
-            "events": F.lit(1).cast("long")}
     step = cols.select("*", ok.alias("ok"), rest.alias("rest"))
     reason = F.col("rest.reason")
     return step.select(*(F.when(F.col("ok"), c).otherwise(F.col(f"rest.{n}")).alias(n) for n, c in fast.items()),

@@ -50,7 +50,6 @@ from streamops.spark.driver.report import (
 )
 from streamops.spark.driver.sink import BatchSink
 from streamops.spark.driver.standby import QueryRehearsal, Standby
-from streamops.spark.driver.startup_warmup import StartupWarmup
 from streamops.spark.driver.warmup import AppWarmup, ExecutorWarmup, use_query_pool
 from streamops.spec import AppSpec
 
@@ -192,7 +191,7 @@ class AppDriver:
         self.scaler: ExecutorScaler | None = None
         self.control: LiveControl | None = None
         self.settled = False  # settle_executors ran
-        self.startup_warmup: StartupWarmup | None = None  # ``run``'s, while the query starts
+        self.startup_warmup: startup_warmup.StartupWarmup | None = None  # ``run``'s, while the query starts
         if supports_live(spark.sparkContext.master):
             # new executors: a pinned batch over the newest records (reads, parse), then one batch of
             # the streaming query with its state stores pinned to the executor (the stateful path)
@@ -230,7 +229,7 @@ class AppDriver:
             from streamops.spark.session import ROCKSDB_PROVIDER
 
             provider = self.spark.sparkContext.getConf().get("spark.sql.streaming.stateStore.providerClass")
-            self.startup_warmup = StartupWarmup(self.spark, tuple(dict.fromkeys(warm_modules)),
+            self.startup_warmup = startup_warmup.StartupWarmup(self.spark, tuple(dict.fromkeys(warm_modules)),
                                                 rocksdb=provider == ROCKSDB_PROVIDER).start()
         self.spark.streams.addListener(progress_listener(self.dir, reporter, spec.name, extra=self.facts))
         failures = 0
