@@ -42,13 +42,17 @@ def driver_module(checkout: Path | None) -> str:
 
 
 @contextlib.contextmanager
-def baseline_tree(rev: str, into: Path) -> Iterator[Path | None]:
-    """A git worktree of ``rev`` at ``into`` for the block (removed after it); None for ``rev`` ''."""
+def baseline_tree(rev: str, into: Path, *, jars: bool = False) -> Iterator[Path | None]:
+    """A git worktree of ``rev`` at ``into`` for the block (removed after it); None for ``rev`` ''.
+    ``jars``: with this checkout's ``.jars`` linked in (the pinned jars: the same files), for a
+    driver that finds its jars by its own checkout."""
     if not rev:
         yield None
         return
     repo = Path(__file__).resolve().parent.parent
     subprocess.run(["git", "-C", str(repo), "worktree", "add", "--detach", "-q", str(into), rev], check=True)
+    if jars:
+        (into / ".jars").symlink_to(repo / ".jars")
     try:
         yield into
     finally:

@@ -40,7 +40,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from bench._common import driver_module, isolated_settings, summary, table
+from bench._common import baseline_tree, driver_module, isolated_settings, summary, table
 from streamops.platform import manager
 from streamops.settings import Settings
 
@@ -120,11 +120,6 @@ def run_fold(settings: Settings, app: str) -> dict:
     return {"rate": len(records) / (time.monotonic() - t0), "keys": len(folded.states)}
 
 
-def baseline_checkout(rev: str, into: Path) -> Path:
-    subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "-q", str(into), rev], check=True)
-    return into
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=3)
@@ -142,41 +137,37 @@ def main() -> None:
     events = {k: int(v) for k, v in (kv.split("=") for kv in args.events.split(","))}
 
     results: dict[str, dict[str, list[float]]] = {a: {} for a in events}
-    with tempfile.TemporaryDirectory(prefix="streamops-bench-apps-") as tmp:
-        checkout = baseline_checkout(args.baseline_rev, Path(tmp) / "baseline") if args.baseline_rev else None
-        try:
-            for run in range(args.runs):
-                for app, n in events.items():
-                    # an app the baseline revision does not have is measured without it
-                    known = checkout is not None and (checkout / "jobs" / f"{app}.py").exists()
-                    sides = [f"api:{m}" for m in modes] + ["fold"] + (["baseline"] if known else [])
-                    if run % 2:
-                        sides.reverse()
-                    for side in sides:
-                        settings = isolated_settings(Path(tmp) / f"run-{run}-{app}-{side}")
-                        try:
-                            manager.up(settings, only=["kafka"])
-                            produce_input(settings, app, n, seed=run)
-                            if side == "fold":
-                                r = run_fold(settings, app)
-                                results[app].setdefault("python fold", []).append(r["rate"])
-                                print(f"run {run + 1} {app} python fold: {r['rate']:,.0f} rec/s ({r['keys']} keys)",
-                                      flush=True)
-                            else:
-                                mode = side.partition(":")[2] or None
-                                r = run_driver(settings, app, n, min(args.batch, n // 5), args.master,
-                                               checkout if side == "baseline" else None, commit_on=mode)
-                                name = f"spark, {args.baseline_rev}" if side == "baseline" else \
-                                    "spark, this revision" + (f", commit on {mode}" if mode else "")
-                                results[app].setdefault(name, []).append(r["steady"])
-                                print(f"run {run + 1} {app} {name}: steady {r['steady']:,.0f} rec/s, all {r['all']:,.0f}, "
-                                      f"wall {r['wall']:,.0f} ({r['batches']} batches)", flush=True)
-                        finally:
-                            manager.down(settings)
-                            shutil.rmtree(settings.state_dir, ignore_errors=True)
-        finally:
-            if checkout is not None:
-                subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(checkout)], check=False)
+    with tempfile.TemporaryDirectory(prefix="streamops-bench-apps-") as tmp, \
+            baseline_tree(args.baseline_rev, Path(tmp) / "baseline") as checkout:
+        for run in range(args.runs):
+            for app, n in events.items():
+                # an app the baseline revision does not have is measured without it
+                known = checkout is not None and (checkout / "jobs" / f"{app}.py").exists()
+                sides = [f"api:{m}" for m in modes] + ["fold"] + (["baseline"] if known else [])
+                if run % 2:
+                    sides.reverse()
+                for side in sides:
+                    settings = isolated_settings(Path(tmp) / f"run-{run}-{app}-{side}")
+                    try:
+                        manager.up(settings, only=["kafka"])
+                        produce_input(settings, app, n, seed=run)
+                        if side == "fold":
+                            r = run_fold(settings, app)
+                            results[app].setdefault("python fold", []).append(r["rate"])
+                            print(f"run {run + 1} {app} python fold: {r['rate']:,.0f} rec/s ({r['keys']} keys)",
+                                  flush=True)
+                        else:
+                            mode = side.partition(":")[2] or None
+                            r = run_driver(settings, app, n, min(args.batch, n // 5), args.master,
+                                           checkout if side == "baseline" else None, commit_on=mode)
+                            name = f"spark, {args.baseline_rev}" if side == "baseline" else \
+                                "spark, this revision" + (f", commit on {mode}" if mode else "")
+                            results[app].setdefault(name, []).append(r["steady"])
+                            print(f"run {run + 1} {app} {name}: steady {r['steady']:,.0f} rec/s, all {r['all']:,.0f}, "
+                                  f"wall {r['wall']:,.0f} ({r['batches']} batches)", flush=True)
+                    finally:
+                        manager.down(settings)
+                        shutil.rmtree(settings.state_dir, ignore_errors=True)
 
     ref = args.baseline_rev or (f"commit on {modes[0]}" if modes[0] else "baseline")
     print(f"\nsteady records/s (batches 2..n), {args.runs} runs, {args.batch:,} per batch, master {args.master}\n")

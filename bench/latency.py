@@ -34,7 +34,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from bench._common import driver_module, isolated_settings, table
+from bench._common import baseline_tree, driver_module, isolated_settings, table
 from streamops.platform import manager
 from streamops.settings import Settings
 
@@ -199,13 +199,8 @@ def main() -> None:
     args = ap.parse_args()
     rates = [int(r) for r in args.rates.split(",")]
     rows = []
-    with tempfile.TemporaryDirectory(prefix="streamops-bench-latency-") as tmp:
-        checkout = None
-        if args.baseline_rev:
-            checkout = Path(tmp) / "baseline"
-            subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "-q", str(checkout),
-                            args.baseline_rev], check=True)
-            (checkout / ".jars").symlink_to(REPO / ".jars")  # the pinned jars: the same files
+    with tempfile.TemporaryDirectory(prefix="streamops-bench-latency-") as tmp, \
+            baseline_tree(args.baseline_rev, Path(tmp) / "baseline", jars=True) as checkout:
         triggers = [t.strip() for t in args.triggers.split(",") if t.strip()]
         # each trigger for this revision, and for the baseline right after it (the ratio's reference)
         sides: list[tuple[str, Path | None, str | None]] = []
@@ -214,23 +209,19 @@ def main() -> None:
             sides.append((f"this revision{when}", None, t))
             if checkout:
                 sides.append((f"{args.baseline_rev}{when}", checkout, t))
-        try:
-            results: dict[tuple[int, str], dict] = {}
-            for rate in rates:
-                for name, tree, trigger in sides:
-                    settings = isolated_settings(Path(tmp) / f"{rate}-{re.sub(r'[^A-Za-z0-9]+', '-', name)}")  # no comma: log.dirs
-                    try:
-                        manager.up(settings, only=["kafka"])
-                        r = measure(settings, rate, args.seconds, args.warmup, args.master, tree, trigger)
-                    finally:
-                        manager.down(settings)
-                        shutil.rmtree(settings.state_dir, ignore_errors=True)
-                    results[(rate, name)] = r
-                    print(f"{rate}/s {name}: p50 {r['p50']:.2f}s p99 {r['p99']:.2f}s max {r['max']:.2f}s "
-                          f"({r['probes']} probes, {r['lost']} lost)", file=sys.stderr, flush=True)
-        finally:
-            if checkout is not None:
-                subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(checkout)], check=False)
+        results: dict[tuple[int, str], dict] = {}
+        for rate in rates:
+            for name, tree, trigger in sides:
+                settings = isolated_settings(Path(tmp) / f"{rate}-{re.sub(r'[^A-Za-z0-9]+', '-', name)}")  # no comma: log.dirs
+                try:
+                    manager.up(settings, only=["kafka"])
+                    r = measure(settings, rate, args.seconds, args.warmup, args.master, tree, trigger)
+                finally:
+                    manager.down(settings)
+                    shutil.rmtree(settings.state_dir, ignore_errors=True)
+                results[(rate, name)] = r
+                print(f"{rate}/s {name}: p50 {r['p50']:.2f}s p99 {r['p99']:.2f}s max {r['max']:.2f}s "
+                      f"({r['probes']} probes, {r['lost']} lost)", file=sys.stderr, flush=True)
     for rate in rates:
         for name, _tree, trigger in sides:
             ref = next((n for n, tree, t in sides if tree is not None and t == trigger), sides[-1][0])

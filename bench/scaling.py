@@ -46,7 +46,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from bench._common import isolated_settings, summary, table
+from bench._common import baseline_tree, isolated_settings, summary, table
 from streamops.platform import manager
 from streamops.settings import Settings
 
@@ -315,29 +315,20 @@ def main(argv: list[str] | None = None) -> int:
              for m in (args.commit_on.split(",") if args.commit_on else [""])}
     revs = [*modes, *([args.baseline_rev] if args.baseline_rev else [])]
     sides: dict[tuple[str, int], list[Side]] = {(r, p): [] for p in levels for r in revs}
-    with tempfile.TemporaryDirectory(prefix="streamops-bench-scaling-") as tmp:
-        checkouts: dict[str, Path | None] = dict.fromkeys(modes)
-        if args.baseline_rev:
-            checkouts[args.baseline_rev] = Path(tmp) / "baseline"
-            subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "-q", str(checkouts[args.baseline_rev]),
-                            args.baseline_rev], check=True)
-            (checkouts[args.baseline_rev] / ".jars").symlink_to(REPO / ".jars")
-        try:
-            for run in range(args.runs):
-                order = [(r, p) for p in levels for r in revs]
-                for rev, p in (order if run % 2 == 0 else list(reversed(order))):
-                    s = run_side(Path(tmp) / f"run-{run}-p{p}-{len(sides[(rev, p)])}-{revs.index(rev)}", spec, p,
-                                 args.events, args.batch, args.partitions, seed=run, checkout=checkouts[rev],
-                                 commit_on=modes.get(rev))
-                    sides[(rev, p)].append(s)
-                    print(f"run {run + 1} {rev} parallelism {p}: {s.steady_rate:,.0f} rec/s steady ({s.rate:,.0f} all), "
-                          f"{s.steady_batches} steady batches, driver CPU {s.per_batch(s.driver_py_cpu):.3f} s (Python) + "
-                          f"{s.per_batch(s.driver_jvm_cpu):.3f} s (JVM) per batch, executors "
-                          f"{s.per_million(s.executor_cpu):.1f} CPU s per million records", flush=True)
-        finally:
-            if args.baseline_rev:
-                subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force",
-                                str(checkouts[args.baseline_rev])], check=False)
+    with tempfile.TemporaryDirectory(prefix="streamops-bench-scaling-") as tmp, \
+            baseline_tree(args.baseline_rev, Path(tmp) / "baseline", jars=True) as baseline:
+        checkouts: dict[str, Path | None] = {**dict.fromkeys(modes), **({args.baseline_rev: baseline} if baseline else {})}
+        for run in range(args.runs):
+            order = [(r, p) for p in levels for r in revs]
+            for rev, p in (order if run % 2 == 0 else list(reversed(order))):
+                s = run_side(Path(tmp) / f"run-{run}-p{p}-{len(sides[(rev, p)])}-{revs.index(rev)}", spec, p,
+                             args.events, args.batch, args.partitions, seed=run, checkout=checkouts[rev],
+                             commit_on=modes.get(rev))
+                sides[(rev, p)].append(s)
+                print(f"run {run + 1} {rev} parallelism {p}: {s.steady_rate:,.0f} rec/s steady ({s.rate:,.0f} all), "
+                      f"{s.steady_batches} steady batches, driver CPU {s.per_batch(s.driver_py_cpu):.3f} s (Python) + "
+                      f"{s.per_batch(s.driver_jvm_cpu):.3f} s (JVM) per batch, executors "
+                      f"{s.per_million(s.executor_cpu):.1f} CPU s per million records", flush=True)
     print(f"\n{args.app}: {args.events:,} records, {args.partitions} partitions, {args.batch:,} per trigger, "
           f"Spark standalone (2 workers), {args.runs} runs\n")
     print(report(sides))

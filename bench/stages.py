@@ -56,7 +56,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from bench._common import driver_module, isolated_settings, summary, table
+from bench._common import baseline_tree, driver_module, isolated_settings, summary, table
 
 APPS = ("user_activity", "orders", "page_stats", "sessions", "enriched_orders", "recent_pages")
 DEFAULT_EVENTS = {"user_activity": 300_000}
@@ -560,46 +560,42 @@ def main() -> None:
             runs = [profile(load_kept(r)) for r in sorted(app_dir.glob("run-*")) if (r / "eventlog.jsonl").exists()]
             report(app_dir.name, runs, f"kept in {args.from_logs}")
         return
-    from bench.apps import baseline_checkout, produce_input
+    from bench.apps import produce_input
     from streamops.platform import manager
 
     apps = [a for a in args.apps.split(",") if a]
     events = parse_events(args.events, apps)
-    with tempfile.TemporaryDirectory(prefix="streamops-bench-stages-") as tmp:
-        checkout = baseline_checkout(args.baseline_rev, Path(tmp) / "baseline") if args.baseline_rev else None
+    with tempfile.TemporaryDirectory(prefix="streamops-bench-stages-") as tmp, \
+            baseline_tree(args.baseline_rev, Path(tmp) / "baseline") as checkout:
         # the sides of each run, in turn: this tree, then the baseline (same seed, a fresh broker each)
         sides: dict[str, Path | None] = {"this tree": None, **({args.baseline_rev: checkout} if checkout else {})}
-        try:
-            for app in apps:
-                batch = min(args.batch, events[app] // 5)
-                runs: dict[str, list[list[BatchProfile]]] = {side: [] for side in sides}
-                for run in range(args.runs):
-                    for side, tree in sides.items():
-                        label = f"run-{run}" if tree is None else f"baseline-{args.baseline_rev}-run-{run}"
-                        settings = isolated_settings(Path(tmp) / f"{app}-{label}")
-                        try:
-                            manager.up(settings, only=["kafka"])
-                            produce_input(settings, app, events[app], seed=run)
-                            data = run_driver(settings, app, batch, args.master, Path(tmp) / f"{app}-{label}-eventlog",
-                                              tree, commit_on=args.commit_on or None)
-                            if args.keep:
-                                keep(data, args.keep / app / label)
-                            runs[side].append(profile(data))
-                            print(f"run {run + 1} {app} ({side}): {len(runs[side][-1])} batches with input", flush=True)
-                        finally:
-                            manager.down(settings)
-                            if args.keep and (settings.state_dir / "bench-job.log").exists():  # the driver's output
-                                (args.keep / app / label).mkdir(parents=True, exist_ok=True)
-                                shutil.copy(settings.state_dir / "bench-job.log", args.keep / app / label / "driver.log")
-                            shutil.rmtree(settings.state_dir, ignore_errors=True)
-                for side, got in runs.items():
-                    report(app, got, f"{events[app]:,} records, {batch:,} per batch, master {args.master}, "
-                                     f"{args.runs} runs" + ("" if side == "this tree" else f", {side}"))
-                if checkout is not None:
-                    compare(app, runs, args.baseline_rev)
-        finally:
+        for app in apps:
+            batch = min(args.batch, events[app] // 5)
+            runs: dict[str, list[list[BatchProfile]]] = {side: [] for side in sides}
+            for run in range(args.runs):
+                for side, tree in sides.items():
+                    label = f"run-{run}" if tree is None else f"baseline-{args.baseline_rev}-run-{run}"
+                    settings = isolated_settings(Path(tmp) / f"{app}-{label}")
+                    try:
+                        manager.up(settings, only=["kafka"])
+                        produce_input(settings, app, events[app], seed=run)
+                        data = run_driver(settings, app, batch, args.master, Path(tmp) / f"{app}-{label}-eventlog",
+                                          tree, commit_on=args.commit_on or None)
+                        if args.keep:
+                            keep(data, args.keep / app / label)
+                        runs[side].append(profile(data))
+                        print(f"run {run + 1} {app} ({side}): {len(runs[side][-1])} batches with input", flush=True)
+                    finally:
+                        manager.down(settings)
+                        if args.keep and (settings.state_dir / "bench-job.log").exists():  # the driver's output
+                            (args.keep / app / label).mkdir(parents=True, exist_ok=True)
+                            shutil.copy(settings.state_dir / "bench-job.log", args.keep / app / label / "driver.log")
+                        shutil.rmtree(settings.state_dir, ignore_errors=True)
+            for side, got in runs.items():
+                report(app, got, f"{events[app]:,} records, {batch:,} per batch, master {args.master}, "
+                                 f"{args.runs} runs" + ("" if side == "this tree" else f", {side}"))
             if checkout is not None:
-                subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(checkout)], check=False)
+                compare(app, runs, args.baseline_rev)
 
 
 if __name__ == "__main__":

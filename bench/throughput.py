@@ -35,7 +35,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from bench._common import driver_module, isolated_settings, summary, table
+from bench._common import baseline_tree, driver_module, isolated_settings, summary, table
 from jobs.demo import contract as c
 from jobs.demo.generator import generate_records
 from streamops.app.topics import H_REASON
@@ -187,12 +187,8 @@ def main() -> None:
 
     spark_rates, steady_rates, wall_rates, plain_rates = [], [], [], []
     base: dict[str, list[float]] = {"rate": [], "steady_rate": [], "wall_rate": []}
-    with tempfile.TemporaryDirectory(prefix="streamops-bench-throughput-") as tmp:
-        checkout = None
-        if args.baseline_rev:
-            checkout = Path(tmp) / "baseline"
-            subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "-q", str(checkout),
-                            args.baseline_rev], check=True)
+    with tempfile.TemporaryDirectory(prefix="streamops-bench-throughput-") as tmp, \
+            baseline_tree(args.baseline_rev, Path(tmp) / "baseline") as checkout:
         for run in range(args.runs):
             if checkout is not None:
                 settings = isolated_settings(Path(tmp) / f"run-{run}-baseline")
@@ -223,8 +219,6 @@ def main() -> None:
                       f"plain {plain_rates[-1]:,.0f} rec/s", flush=True)
             finally:
                 manager.down(settings)
-        if checkout is not None:
-            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(checkout)], check=False)
         lat = None
         if args.latency_seconds > 0:
             settings = isolated_settings(Path(tmp) / "latency")
