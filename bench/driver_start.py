@@ -8,20 +8,25 @@ Every deploy, restart resize, restore, reset and test run pays it. Two sides sid
   Python workers) compiles its imports from source;
 - with ``--baseline-rev REV``, this tree against the driver of REV (a git worktree of it, run
   with this venv and this checkout's jars); ``--this-env KEY=VALUE`` sets a variable for this
-  tree's drivers only (``STREAMOPS_STARTUP_WARMUP=1``: the startup warm-up).
+  tree's drivers only (``STREAMOPS_STARTUP_WARMUP=0``: no startup warm-up).
 
 Each run starts from a new checkpoint (the marker is rewound to -1 first, as a reset does) over the
 same input (``--events`` of the app's own generated records, ``--batch`` per micro-batch, so a
 large ``--batch`` makes batch 0 a backlog's first batch). Printed: total seconds and batch 0's
 triggerExecution, min / median / max, and the ratio of the medians to the baseline.
 
+``--busy N`` runs N CPU-bound processes beside the drivers for the whole bench (the contention of
+the suite's three workers on two cores, where the startup warm-up was first seen to hold the first
+batch back).
+
     .venv/bin/python bench/driver_start.py [--runs 3] [--app user_activity] [--events 6000] \
-        [--batch 2500] [--baseline-rev REV [--this-env KEY=VALUE]]
+        [--batch 2500] [--baseline-rev REV [--this-env KEY=VALUE]] [--busy N]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -29,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -59,6 +65,18 @@ def one_run(settings, spec, env: dict[str, str], batch: int, checkout: Path | No
     return total, first["duration_ms"]["triggerExecution"] / 1000
 
 
+@contextlib.contextmanager
+def busy(processes: int) -> Iterator[None]:
+    """``processes`` Python processes spinning on a core each for the block (killed after it)."""
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(processes)]
+    try:
+        yield
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=3)
@@ -67,7 +85,8 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=2500, help="records per micro-batch (maxOffsetsPerTrigger)")
     ap.add_argument("--baseline-rev", default="", help="compare this tree with the driver of this revision")
     ap.add_argument("--this-env", action="append", default=[], metavar="KEY=VALUE",
-                    help="set for this tree's drivers only (with --baseline-rev), e.g. STREAMOPS_STARTUP_WARMUP=1")
+                    help="set for this tree's drivers only (with --baseline-rev), e.g. STREAMOPS_STARTUP_WARMUP=0")
+    ap.add_argument("--busy", type=int, default=0, help="CPU-bound processes running beside the drivers")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="streamops-bench-") as tmp, \
             baseline_tree(args.baseline_rev, Path(tmp) / "baseline") as checkout:
@@ -91,12 +110,8 @@ def main() -> None:
                 baseline = "source (baseline)"
                 sides = {baseline: ({**base_env, "PYTHONPYCACHEPREFIX": str(empty)}, None), "bytecode": (base_env, None)}
             results: dict[str, list[tuple[float, float]]] = {v: [] for v in sides}
-            for i in range(args.runs):  # alternate, so drift hits both alike
-                for name, (env, tree) in (sides.items() if i % 2 == 0 else reversed(sides.items())):
-                    empty.mkdir(exist_ok=True)
-                    results[name].append(one_run(settings, spec, env, args.batch, tree))
-                    print(f"run {i + 1} {name}: {results[name][-1][0]:.1f} s, batch 0 {results[name][-1][1]:.1f} s",
-                          file=sys.stderr)
+            with busy(args.busy):
+                run_all(args, settings, spec, sides, results, empty)
         finally:
             manager.down(settings)
     base_total = summary([t for t, _ in results[baseline]])[1]
@@ -107,8 +122,17 @@ def main() -> None:
         rows.append([name, " / ".join(f"{x:.1f}" for x in tot), f"{tot[1] / base_total:.2f}",
                      " / ".join(f"{x:.1f}" for x in b0), f"{b0[1] / base_b0:.2f}"])
     print(f"driver start, {args.app}, {args.events:,} events, {args.batch:,} per batch, local[2], {args.runs} runs "
-          "each (min / median / max s)")
+          f"each{f', {args.busy} busy processes beside them' if args.busy else ''} (min / median / max s)")
     print(table(["variant", "start to exit", "ratio", "batch 0", "ratio"], rows))
+
+
+def run_all(args, settings, spec, sides: dict, results: dict, empty: Path) -> None:
+    for i in range(args.runs):  # alternate, so drift hits both alike
+        for name, (env, tree) in (sides.items() if i % 2 == 0 else reversed(sides.items())):
+            empty.mkdir(exist_ok=True)
+            results[name].append(one_run(settings, spec, env, args.batch, tree))
+            print(f"run {i + 1} {name}: {results[name][-1][0]:.1f} s, batch 0 {results[name][-1][1]:.1f} s",
+                  file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -102,8 +102,8 @@ def run_app(
     (the app's: its spec's overrides over the platform's defaults). ``encode_spec(partitions)``:
     what the tasks need to make the records (``JobQuery.encode_spec``; ``commit_on: executors``).
     ``worker_modules``: what the query's Python workers import beyond ``WARM_MODULES``
-    (``JobQuery.worker_modules``), imported on every task slot before the first batch when
-    ``STREAMOPS_STARTUP_WARMUP=1`` (``startup_warmup``).
+    (``JobQuery.worker_modules``), imported on every task slot before the first batch unless
+    ``STREAMOPS_STARTUP_WARMUP=0`` (``startup_warmup``).
     """
     from streamops.host.locks import LockHeld
     from streamops.spark.session import build_session

@@ -79,10 +79,10 @@ def test_cancel_after_the_warm_up_ended_does_nothing() -> None:
     assert spark.sparkContext.cancelled == []
 
 
-def test_the_warm_up_is_off_unless_asked_for(monkeypatch) -> None:
+def test_the_warm_up_is_on_unless_turned_off(monkeypatch) -> None:
     monkeypatch.delenv(startup_warmup.ENABLE_ENV, raising=False)
-    assert not startup_warmup.enabled()
+    assert startup_warmup.enabled()
     monkeypatch.setenv(startup_warmup.ENABLE_ENV, "1")
     assert startup_warmup.enabled()
-    monkeypatch.setenv(startup_warmup.ENABLE_ENV, "yes")
+    monkeypatch.setenv(startup_warmup.ENABLE_ENV, "0")
     assert not startup_warmup.enabled()
