@@ -111,7 +111,12 @@ def main() -> None:
                 sides = {baseline: ({**base_env, "PYTHONPYCACHEPREFIX": str(empty)}, None), "bytecode": (base_env, None)}
             results: dict[str, list[tuple[float, float]]] = {v: [] for v in sides}
             with busy(args.busy):
-                run_all(args, settings, spec, sides, results, empty)
+                for i in range(args.runs):  # alternate, so drift hits both alike
+                    for name, (env, tree) in (sides.items() if i % 2 == 0 else reversed(sides.items())):
+                        empty.mkdir(exist_ok=True)
+                        results[name].append(one_run(settings, spec, env, args.batch, tree))
+                        print(f"run {i + 1} {name}: {results[name][-1][0]:.1f} s, batch 0 {results[name][-1][1]:.1f} s",
+                              file=sys.stderr)
         finally:
             manager.down(settings)
     base_total = summary([t for t, _ in results[baseline]])[1]
@@ -124,15 +129,6 @@ def main() -> None:
     print(f"driver start, {args.app}, {args.events:,} events, {args.batch:,} per batch, local[2], {args.runs} runs "
           f"each{f', {args.busy} busy processes beside them' if args.busy else ''} (min / median / max s)")
     print(table(["variant", "start to exit", "ratio", "batch 0", "ratio"], rows))
-
-
-def run_all(args, settings, spec, sides: dict, results: dict, empty: Path) -> None:
-    for i in range(args.runs):  # alternate, so drift hits both alike
-        for name, (env, tree) in (sides.items() if i % 2 == 0 else reversed(sides.items())):
-            empty.mkdir(exist_ok=True)
-            results[name].append(one_run(settings, spec, env, args.batch, tree))
-            print(f"run {i + 1} {name}: {results[name][-1][0]:.1f} s, batch 0 {results[name][-1][1]:.1f} s",
-                  file=sys.stderr)
 
 
 if __name__ == "__main__":
