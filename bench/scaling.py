@@ -2,7 +2,8 @@
 and the driver's CPU per batch and per million records (issue 39, item 6).
 
     .venv/bin/python bench/scaling.py [--parallelism 1,2] [--runs 2] [--events 300000] \
-        [--batch 50000] [--users 10000] [--partitions 6] [--app user_activity] [--commit-on driver,executors]
+        [--batch 50000] [--users 10000] [--partitions 6] [--app user_activity] [--commit-on driver,executors] \
+        [--threads]
 
 For each run and parallelism (alternating the order per run), a fresh platform in a temporary
 state dir on free ports (the broker, a Spark standalone master and its 2 workers; stopped in
@@ -23,6 +24,12 @@ driver's processes (its Python process and its JVM) and of the executors (the wo
   JVM (planning, the offsets and commit logs, the tasks' results); ``executor CPU`` per million
   records (all executors: their JVMs and their Python workers), and the broker's per million records.
 
+``--threads`` also reads each JVM thread's CPU (``/proc/PID/task/TID/stat``, by the thread's name with
+its number dropped) of the driver's JVM and of the executors': one table of CPU per steady batch by
+thread kind (the JIT's compiler threads, GC, the query's thread, the scheduler, the tasks), and one
+of the run in windows of batches (1-9, 10-29, 30-99, ...) with the JIT apart from the rest, which
+shows when the JIT settles.
+
 With ``--commit-on driver,executors`` this tree runs once per value (the spec's ``commit_on``) at each
 parallelism. Ratios are to the first side's median (the first revision at parallelism 1). This machine has 2 cores for the broker, the driver and the
 executors together: a second executor can only use what the rest leaves.
@@ -35,6 +42,7 @@ import dataclasses
 import itertools
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -96,6 +104,30 @@ def descendants(procs: dict[int, tuple[int, float, str]], root: int) -> set[int]
     return found
 
 
+def thread_group(name: str) -> str:
+    """A JVM thread's kind from its Linux name (15 characters at most): the trailing number goes, so
+    ``GC Thread#0`` and ``GC Thread#1`` add up, as do a pool's threads."""
+    if name.startswith("Executor task"):  # a task's thread, renamed per task ("... launch worker", "... i...")
+        return "Executor task"
+    return re.sub(r"[#\-]*\d+$", "", name).strip() or name
+
+
+def thread_cpus(pid: int) -> dict[int, tuple[str, float]]:
+    """tid -> (its name, CPU-seconds) of every thread of ``pid`` readable now."""
+    out: dict[int, tuple[str, float]] = {}
+    try:
+        tasks = list(os.scandir(f"/proc/{pid}/task"))
+    except OSError:
+        return out
+    for entry in tasks:
+        try:
+            stat = Path(entry.path, "stat").read_text()
+        except OSError:
+            continue
+        out[int(entry.name)] = (stat[stat.index("(") + 1:stat.rindex(")")], proc_cpu(stat))
+    return out
+
+
 @dataclass(frozen=True)
 class CpuSample:
     at: float  # wall clock, s
@@ -112,7 +144,10 @@ class CpuSampler:
     A process that exited keeps the last CPU time read from it."""
 
     driver_pid: int
+    threads: bool = False  # also the driver's and executors' JVM threads, by kind (``thread_samples``)
     samples: list[CpuSample] = field(default_factory=list)
+    thread_samples: list[tuple[float, dict[str, float]]] = field(default_factory=list)  # (at, kind -> CPU so far)
+    _thread_last: dict[tuple[int, int], tuple[str, float]] = field(default_factory=dict)
     _last: dict[int, float] = field(default_factory=dict)  # pid -> its CPU when last read
     _kinds: dict[int, str] = field(default_factory=dict)  # pid -> "py", "jvm" or "exec"
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -134,6 +169,14 @@ class CpuSampler:
         s = CpuSample(time.time(), total["py"], total["jvm"], total["exec"] + total["exec_py"], total["exec_py"],
                       total["broker"])
         self.samples.append(s)
+        if self.threads:
+            for pid, where in [*((p, "driver") for p in jvm), *((p, "executor") for p in execs)]:
+                for tid, (name, cpu) in thread_cpus(pid).items():
+                    self._thread_last[(pid, tid)] = (f"{where}: {thread_group(name)}", cpu)
+            kinds: dict[str, float] = {}
+            for kind, cpu in self._thread_last.values():
+                kinds[kind] = kinds.get(kind, 0.0) + cpu
+            self.thread_samples.append((s.at, kinds))
         return s
 
     def run(self) -> None:
@@ -164,6 +207,57 @@ def cpu_at(samples: list[CpuSample], at: float) -> CpuSample:
     return samples[-1]
 
 
+def threads_between(samples: list[tuple[float, dict[str, float]]], start: float, end: float) -> dict[str, float]:
+    """CPU-seconds per thread kind from the last sample at or before ``start`` to the first at or
+    after ``end`` (no interpolation: a kind may appear between the two)."""
+    if not samples:
+        return {}
+    a = max((s for s in samples if s[0] <= start), key=lambda s: s[0], default=samples[0])[1]
+    z = min((s for s in samples if s[0] >= end), key=lambda s: s[0], default=samples[-1])[1]
+    return {k: v - a.get(k, 0.0) for k, v in z.items() if v - a.get(k, 0.0) > 0}
+
+
+#: batch windows (by index among the batches with input; 0, the first, is left out) of ``windows_of``
+WINDOWS = ((1, 10), (10, 30), (30, 100), (100, 300), (300, 1000), (1000, 10**9))
+JIT = ("C1 CompilerThre", "C2 CompilerThre")  # HotSpot's compiler threads, by their Linux names
+
+
+@dataclass(frozen=True)
+class Window:
+    """Batches ``first``..``last`` of a run: their median trigger time and per batch the JIT's and the
+    rest's CPU in the driver's and the executors' JVMs (does the JIT settle, and when?)."""
+
+    first: int
+    last: int
+    trigger_ms: float
+    driver_jit: float
+    driver_rest: float
+    executor_jit: float
+    executor_rest: float
+
+
+def cpu_per_batch(cpu: dict[str, float], where: str, batches: int) -> tuple[float, float]:
+    """(the JIT's, the rest's) CPU-seconds per batch of one side's JVMs ("driver" or "executor")."""
+    jit = sum(v for k, v in cpu.items() if k in {f"{where}: {j}" for j in JIT})
+    every = sum(v for k, v in cpu.items() if k.startswith(f"{where}: "))
+    return jit / batches, (every - jit) / batches
+
+
+def windows_of(bs: list[dict], thread_samples: list[tuple[float, dict[str, float]]]) -> list[Window]:
+    out = []
+    for lo, hi in WINDOWS:
+        part = bs[lo:min(hi, len(bs))]
+        if not part:
+            break
+        start = _ms(part[0]["timestamp"]) / 1000
+        end = max(_ms(b["timestamp"]) + b["duration_ms"]["triggerExecution"] for b in part) / 1000
+        cpu = threads_between(thread_samples, start, end)
+        out.append(Window(lo, lo + len(part) - 1,
+                          statistics.median(b["duration_ms"]["triggerExecution"] for b in part),
+                          *cpu_per_batch(cpu, "driver", len(part)), *cpu_per_batch(cpu, "executor", len(part))))
+    return out
+
+
 # -- one side ---------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Side:
@@ -179,6 +273,9 @@ class Side:
     executor_cpu: float
     executor_py_cpu: float = 0.0  # of executor_cpu: the executors' Python workers
     broker_cpu: float = 0.0
+    #: "driver: KIND" / "executor: KIND" -> CPU-seconds of those JVM threads over the steady batches
+    jvm_threads: dict[str, float] = field(default_factory=dict)
+    windows: list[Window] = field(default_factory=list)  # with thread samples: the run in windows of batches
 
     @property
     def per_executor(self) -> float:
@@ -197,7 +294,8 @@ def _ms(iso: str) -> float:
     return datetime.fromisoformat(iso).timestamp() * 1000
 
 
-def side_of(parallelism: int, progress: list[dict], samples: list[CpuSample]) -> Side:
+def side_of(parallelism: int, progress: list[dict], samples: list[CpuSample],
+            thread_samples: list[tuple[float, dict[str, float]]] | None = None) -> Side:
     """A side's rates and CPU from its progress lines (batches with input) and CPU samples."""
     bs = [b for b in progress if b.get("input_rows", 0) > 0]
     if len(bs) < 2:
@@ -214,7 +312,9 @@ def side_of(parallelism: int, progress: list[dict], samples: list[CpuSample]) ->
                 steady_records=steady_records, steady_batches=len(rest),
                 driver_py_cpu=z.driver_py - a.driver_py, driver_jvm_cpu=z.driver_jvm - a.driver_jvm,
                 executor_cpu=z.executors - a.executors, executor_py_cpu=z.executors_py - a.executors_py,
-                broker_cpu=z.broker - a.broker)
+                broker_cpu=z.broker - a.broker,
+                jvm_threads=threads_between(thread_samples or [], steady_start / 1000, max(ends) / 1000),
+                windows=windows_of(bs, thread_samples) if thread_samples else [])
 
 
 def produce_input(settings: Settings, spec, events: int, partitions: int, seed: int) -> None:
@@ -229,7 +329,7 @@ def produce_input(settings: Settings, spec, events: int, partitions: int, seed: 
 
 
 def run_side(home: Path, spec, parallelism: int, events: int, batch: int, partitions: int, seed: int,
-             checkout: Path | None = None, commit_on: str | None = None) -> Side:
+             checkout: Path | None = None, commit_on: str | None = None, threads: bool = False) -> Side:
     """One side on a fresh platform; ``checkout``: another revision's tree, run with this venv (the
     baseline); ``commit_on``: where this tree's driver commits (the spec's ``commit_on``)."""
     settings = isolated_settings(home)
@@ -247,7 +347,7 @@ def run_side(home: Path, spec, parallelism: int, events: int, batch: int, partit
                  "--max-offsets-per-trigger", str(batch), "--trigger-interval", "0 seconds",
                  *(["--commit-on", commit_on] if commit_on else [])],
                 env=env, stdout=out, stderr=subprocess.STDOUT, cwd=checkout or settings.state_dir)
-            sampler = CpuSampler(proc.pid)
+            sampler = CpuSampler(proc.pid, threads=threads)
             sampler.start()
             try:
                 rc = proc.wait(timeout=1800)
@@ -259,7 +359,7 @@ def run_side(home: Path, spec, parallelism: int, events: int, batch: int, partit
             raise SystemExit(f"driver exited {rc}; log: {log}\n" + log.read_text()[-3000:])
         path = settings.state_dir / "apps" / spec.name / "batches.jsonl"
         progress = [json.loads(line) for line in path.read_text().splitlines()]
-        return side_of(parallelism, progress, sampler.samples)
+        return side_of(parallelism, progress, sampler.samples, sampler.thread_samples)
     finally:
         manager.down(settings)
 
@@ -294,6 +394,44 @@ def report(sides: dict[tuple[str, int], list[Side]]) -> str:
                          f"ratio to {rev0} x{p0} (median)"], rows)
 
 
+def thread_report(sides: dict[tuple[str, int], list[Side]], top: int = 10) -> str:
+    """The driver's and the executors' JVM CPU per steady batch by thread kind, the largest first
+    (``top`` of each); the rest of each in one row."""
+    rows = []
+    for where in ("driver", "executor"):
+        kinds: dict[str, float] = {}
+        for runs in sides.values():
+            for s in runs:
+                for k, v in s.jvm_threads.items():
+                    if k.startswith(f"{where}: "):
+                        kinds[k] = kinds.get(k, 0.0) + v
+        shown = sorted(kinds, key=kinds.get, reverse=True)[:top]
+        for (rev, p), runs in sides.items():
+            mine = [{k: v for k, v in s.jvm_threads.items() if k.startswith(f"{where}: ")} for s in runs]
+            total = statistics.median([s.per_batch(sum(m.values())) for s, m in zip(runs, mine)]) or 1.0
+            for k in [*shown, f"{where}: (other)"]:
+                vals = [s.per_batch(sum(v for n, v in m.items() if n not in shown) if k not in shown else m.get(k, 0.0))
+                        for s, m in zip(runs, mine)]
+                lo, med, hi = summary(vals)
+                rows.append([k, rev, p, f"{lo:.3f}", f"{med:.3f}", f"{hi:.3f}", f"{med / total:.0%}"])
+    return table(["JVM thread (kind)", "revision", "parallelism", "CPU s per batch min", "median", "max",
+                  "share of that JVM side's"], rows)
+
+
+def window_report(sides: dict[tuple[str, int], list[Side]]) -> str:
+    """Per window of batches, medians over the runs: the trigger time and the JVMs' CPU per batch."""
+    rows = []
+    for (rev, p), runs in sides.items():
+        for i, w in enumerate(runs[0].windows):
+            ws = [s.windows[i] for s in runs if len(s.windows) > i and s.windows[i].first == w.first]
+            meds = [statistics.median(getattr(x, f) for x in ws)
+                    for f in ("trigger_ms", "driver_jit", "driver_rest", "executor_jit", "executor_rest")]
+            rows.append([rev, p, f"{w.first}-{max(x.last for x in ws)}", f"{meds[0]:,.0f}",
+                         *(f"{m:.3f}" for m in meds[1:])])
+    return table(["revision", "parallelism", "batches", "trigger ms (median)", "driver JVM: JIT CPU s per batch",
+                  "driver JVM: the rest", "executor JVMs: JIT", "executor JVMs: the rest"], rows)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--app", default="user_activity")
@@ -306,6 +444,8 @@ def main(argv: list[str] | None = None) -> int:
                     "worktree, this venv) on the same records, alternating with this tree")
     ap.add_argument("--commit-on", default="", help="this tree once per value, e.g. driver,executors (the spec's "
                     "commit_on; default: the spec's)")
+    ap.add_argument("--threads", action="store_true", help="also the driver's and executors' JVM CPU per batch "
+                    "by thread kind (from /proc/PID/task: the JIT, GC, the scheduler, the query's thread, the tasks)")
     args = ap.parse_args(argv)
     from streamops.spec import default_spec_path, get_app, load_specs
 
@@ -323,7 +463,7 @@ def main(argv: list[str] | None = None) -> int:
             for rev, p in (order if run % 2 == 0 else list(reversed(order))):
                 s = run_side(Path(tmp) / f"run-{run}-p{p}-{len(sides[(rev, p)])}-{revs.index(rev)}", spec, p,
                              args.events, args.batch, args.partitions, seed=run, checkout=checkouts[rev],
-                             commit_on=modes.get(rev))
+                             commit_on=modes.get(rev), threads=args.threads)
                 sides[(rev, p)].append(s)
                 print(f"run {run + 1} {rev} parallelism {p}: {s.steady_rate:,.0f} rec/s steady ({s.rate:,.0f} all), "
                       f"{s.steady_batches} steady batches, driver CPU {s.per_batch(s.driver_py_cpu):.3f} s (Python) + "
@@ -332,6 +472,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{args.app}: {args.events:,} records, {args.partitions} partitions, {args.batch:,} per trigger, "
           f"Spark standalone (2 workers), {args.runs} runs\n")
     print(report(sides))
+    if args.threads:
+        print("\n" + thread_report(sides))
+        print("\nThe JIT over the run (C1 and C2 compiler threads; batch 0 left out):\n\n" + window_report(sides))
     return 0
 
 

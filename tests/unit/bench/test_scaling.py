@@ -64,3 +64,68 @@ def test_a_side_with_one_batch_has_no_steady_part() -> None:
     progress = [{"timestamp": _iso(1.0), "input_rows": 5, "duration_ms": {"triggerExecution": 10}}]
     with pytest.raises(SystemExit, match="1 batch"):
         side_of(1, progress, [CpuSample(0.0, 0.0, 0.0, 0.0)])
+
+
+def test_thread_kinds_drop_the_trailing_number_only() -> None:
+    from bench.scaling import thread_group
+
+    assert thread_group("GC Thread#1") == thread_group("GC Thread#0") == "GC Thread"
+    assert thread_group("C2 CompilerThre") == "C2 CompilerThre"
+    assert thread_group("pool-3-thread-12") == "pool-3-thread"
+    assert thread_group("12") == "12"  # nothing but a number keeps it
+    assert thread_group("Executor task l") == thread_group("Executor task i") == "Executor task"
+
+
+def test_thread_cpu_between_two_moments_takes_the_samples_around_them() -> None:
+    from bench.scaling import threads_between
+
+    samples = [(10.0, {"GC Thread": 1.0}), (11.0, {"GC Thread": 1.5, "VM Thread": 0.2}),
+               (13.0, {"GC Thread": 2.5, "VM Thread": 0.7, "stream executio": 3.0})]
+    assert threads_between(samples, 10.5, 12.0) == pytest.approx(
+        {"GC Thread": 1.5, "VM Thread": 0.7, "stream executio": 3.0})
+    assert threads_between(samples, 11.0, 11.0) == {}  # nothing spent between: left out
+    assert threads_between(samples, 5.0, 10.5) == pytest.approx({"GC Thread": 0.5, "VM Thread": 0.2})
+    assert threads_between([], 0.0, 1.0) == {}
+
+
+def test_this_process_threads_are_read_by_name() -> None:
+    import os
+    import threading
+
+    from bench.scaling import thread_cpus
+
+    ready, done = threading.Event(), threading.Event()
+
+    def spin() -> None:
+        ready.set()
+        done.wait()
+
+    t = threading.Thread(target=spin, name="named-thread")
+    t.start()
+    ready.wait()
+    try:
+        threads = thread_cpus(os.getpid())
+        assert threading.get_native_id() in threads and t.native_id in threads
+        assert all(cpu >= 0.0 for _name, cpu in threads.values())
+    finally:
+        done.set()
+        t.join()
+    assert thread_cpus(-1) == {}
+
+
+def test_a_run_in_windows_splits_the_jit_from_the_rest_per_batch() -> None:
+    from bench.scaling import windows_of
+
+    t0 = 1_000_000.0
+    bs = [{"timestamp": _iso(t0 + i), "input_rows": 10, "duration_ms": {"triggerExecution": 500 + i}} for i in range(12)]
+    # CPU so far by thread kind: the driver's C2 and query thread, an executor's C1 and tasks
+    at = lambda t, c2, q, c1, tasks: (t, {"driver: C2 CompilerThre": c2, "driver: stream executio": q,
+                                          "executor: C1 CompilerThre": c1, "executor: Executor task": tasks})
+    samples = [at(t0 + 0.9, 0.0, 0.0, 0.0, 0.0), at(t0 + 9.6, 9.0, 4.5, 1.8, 9.0), at(t0 + 11.6, 10.0, 5.5, 2.0, 11.0)]
+    first, second = windows_of(bs, samples)
+    assert (first.first, first.last, second.first, second.last) == (1, 9, 10, 11)
+    assert first.trigger_ms == 505  # the median of batches 1..9's 501..509
+    assert (first.driver_jit, first.driver_rest, first.executor_jit, first.executor_rest) == pytest.approx(
+        (1.0, 0.5, 0.2, 1.0))
+    assert (second.driver_jit, second.driver_rest, second.executor_jit, second.executor_rest) == pytest.approx(
+        (0.5, 0.5, 0.1, 1.0))
