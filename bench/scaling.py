@@ -147,7 +147,7 @@ class CpuSampler:
     threads: bool = False  # also the driver's and executors' JVM threads, by kind (``thread_samples``)
     samples: list[CpuSample] = field(default_factory=list)
     thread_samples: list[tuple[float, dict[str, float]]] = field(default_factory=list)  # (at, kind -> CPU so far)
-    _thread_last: dict[tuple[int, int], tuple[str, float]] = field(default_factory=dict)
+    _thread_last: dict[tuple[int, int], tuple[str, float]] = field(default_factory=dict)  # (pid, tid) -> (kind, CPU)
     _last: dict[int, float] = field(default_factory=dict)  # pid -> its CPU when last read
     _kinds: dict[int, str] = field(default_factory=dict)  # pid -> "py", "jvm" or "exec"
     _stop: threading.Event = field(default_factory=threading.Event)

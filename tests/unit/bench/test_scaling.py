@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from bench.scaling import CLK_TCK, CpuSample, cpu_at, descendants, proc_cpu, proc_ppid, side_of
+from bench.scaling import CLK_TCK, CpuSample, Side, cpu_at, descendants, proc_cpu, proc_ppid, side_of
 
 
 def stat_line(pid: int, comm: str, ppid: int, utime: int, stime: int) -> str:
@@ -129,3 +129,25 @@ def test_a_run_in_windows_splits_the_jit_from_the_rest_per_batch() -> None:
         (1.0, 0.5, 0.2, 1.0))
     assert (second.driver_jit, second.driver_rest, second.executor_jit, second.executor_rest) == pytest.approx(
         (0.5, 0.5, 0.1, 1.0))
+
+
+def _side(threads: dict[str, float], batches: int = 2) -> Side:
+    return Side(1, 100, batches + 1, 10.0, 10.0, 100, batches, 0.0, sum(threads.values()), 0.0, jvm_threads=threads)
+
+
+def test_the_thread_table_keeps_the_largest_kinds_of_each_side_and_adds_up_the_rest() -> None:
+    from bench.scaling import thread_report
+
+    runs = [_side({"driver: C2 CompilerThre": 2.0, "driver: stream executio": 1.0, "driver: VM Thread": 0.5,
+                   "executor: Executor task": 4.0}),
+            _side({"driver: C2 CompilerThre": 4.0, "driver: stream executio": 1.0, "driver: VM Thread": 0.3,
+                   "executor: Executor task": 2.0})]
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in thread_report({("this tree", 1): runs},
+                                                                                        top=2).splitlines()[2:]]
+    by_kind = {r[0]: r[3:] for r in rows}
+    assert list(by_kind) == ["driver: C2 CompilerThre", "driver: stream executio", "driver: (other)",
+                             "executor: Executor task", "executor: (other)"]
+    assert by_kind["driver: C2 CompilerThre"] == ["1.000", "1.500", "2.000", "68%"]  # per batch; of 2.2 s median
+    assert by_kind["driver: (other)"] == ["0.150", "0.200", "0.250", "9%"]  # VM Thread, the third kind
+    assert by_kind["executor: Executor task"][:3] == ["1.000", "1.500", "2.000"]
+    assert by_kind["executor: (other)"][:3] == ["0.000", "0.000", "0.000"]
