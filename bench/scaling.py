@@ -236,11 +236,16 @@ class Window:
     executor_rest: float
 
 
+def on_side(cpu: dict[str, float], where: str) -> dict[str, float]:
+    """The thread kinds of one side's JVMs ("driver" or "executor") of a kind -> CPU map."""
+    return {k: v for k, v in cpu.items() if k.startswith(f"{where}: ")}
+
+
 def cpu_per_batch(cpu: dict[str, float], where: str, batches: int) -> tuple[float, float]:
-    """(the JIT's, the rest's) CPU-seconds per batch of one side's JVMs ("driver" or "executor")."""
-    jit = sum(v for k, v in cpu.items() if k in {f"{where}: {j}" for j in JIT})
-    every = sum(v for k, v in cpu.items() if k.startswith(f"{where}: "))
-    return jit / batches, (every - jit) / batches
+    """(the JIT's, the rest's) CPU-seconds per batch of one side's JVMs."""
+    mine = on_side(cpu, where)
+    jit = sum(mine.get(f"{where}: {j}", 0.0) for j in JIT)
+    return jit / batches, (sum(mine.values()) - jit) / batches
 
 
 def windows_of(bs: list[dict], thread_samples: list[tuple[float, dict[str, float]]]) -> list[Window]:
@@ -400,19 +405,16 @@ def thread_report(sides: dict[tuple[str, int], list[Side]], top: int = 10) -> st
     rows = []
     for where in ("driver", "executor"):
         kinds: dict[str, float] = {}
-        for runs in sides.values():
-            for s in runs:
-                for k, v in s.jvm_threads.items():
-                    if k.startswith(f"{where}: "):
-                        kinds[k] = kinds.get(k, 0.0) + v
+        for s in (s for runs in sides.values() for s in runs):
+            for k, v in on_side(s.jvm_threads, where).items():
+                kinds[k] = kinds.get(k, 0.0) + v
         shown = sorted(kinds, key=kinds.get, reverse=True)[:top]
         for (rev, p), runs in sides.items():
-            mine = [{k: v for k, v in s.jvm_threads.items() if k.startswith(f"{where}: ")} for s in runs]
+            mine = [on_side(s.jvm_threads, where) for s in runs]
             total = statistics.median([s.per_batch(sum(m.values())) for s, m in zip(runs, mine)]) or 1.0
             for k in [*shown, f"{where}: (other)"]:
-                vals = [s.per_batch(sum(v for n, v in m.items() if n not in shown) if k not in shown else m.get(k, 0.0))
-                        for s, m in zip(runs, mine)]
-                lo, med, hi = summary(vals)
+                spent = [m.get(k, 0.0) if k in shown else sum(v for n, v in m.items() if n not in shown) for m in mine]
+                lo, med, hi = summary([s.per_batch(c) for s, c in zip(runs, spent)])
                 rows.append([k, rev, p, f"{lo:.3f}", f"{med:.3f}", f"{hi:.3f}", f"{med / total:.0%}"])
     return table(["JVM thread (kind)", "revision", "parallelism", "CPU s per batch min", "median", "max",
                   "share of that JVM side's"], rows)
