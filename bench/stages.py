@@ -452,7 +452,9 @@ def run_driver(settings, app: str, batch: int, master: str, log_dir: Path, check
                                  "--trigger-interval", "0 seconds", *(["--commit-on", commit_on] if commit_on else [])],
                                 env=env, stdout=out, stderr=subprocess.STDOUT, cwd=checkout or settings.state_dir)
         last = None
-        while proc.poll() is None:
+
+        def snapshot() -> None:
+            nonlocal last
             try:
                 text = (app_dir / "driver.json").read_text()
             except OSError:
@@ -463,7 +465,11 @@ def run_driver(settings, app: str, batch: int, master: str, log_dir: Path, check
                     heartbeats.append(json.loads(text))
                 except ValueError:
                     pass
+
+        while proc.poll() is None:
+            snapshot()
             time.sleep(0.02)
+        snapshot()  # the last batch's heartbeat, written just before the driver exited
     if proc.returncode != 0:
         raise SystemExit(f"{app} exited {proc.returncode}; log: {out_path}\n" + out_path.read_text()[-3000:])
     progress = [json.loads(line) for line in (app_dir / "batches.jsonl").read_text().splitlines() if line.strip()]
