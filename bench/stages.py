@@ -57,6 +57,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 from bench._common import baseline_tree, driver_module, isolated_settings, summary, table
+from streamops.host.files import read_json
 
 APPS = ("user_activity", "orders", "page_stats", "sessions", "enriched_orders", "recent_pages")
 DEFAULT_EVENTS = {"user_activity": 300_000}
@@ -451,20 +452,11 @@ def run_driver(settings, app: str, batch: int, master: str, log_dir: Path, check
                                  "--exit-at-end", "--max-offsets-per-trigger", str(batch),
                                  "--trigger-interval", "0 seconds", *(["--commit-on", commit_on] if commit_on else [])],
                                 env=env, stdout=out, stderr=subprocess.STDOUT, cwd=checkout or settings.state_dir)
-        last = None
 
         def snapshot() -> None:
-            nonlocal last
-            try:
-                text = (app_dir / "driver.json").read_text()
-            except OSError:
-                text = None
-            if text and text != last:
-                last = text
-                try:
-                    heartbeats.append(json.loads(text))
-                except ValueError:
-                    pass
+            hb = read_json(app_dir / "driver.json")
+            if hb is not None and (not heartbeats or hb != heartbeats[-1]):
+                heartbeats.append(hb)
 
         while proc.poll() is None:
             snapshot()
