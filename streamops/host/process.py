@@ -24,15 +24,24 @@ from streamops.host.files import write_json
 _CHILDREN: dict[int, subprocess.Popen] = {}
 
 
-def _stat(pid: int) -> tuple[str, int] | None:
-    """(state letter, start ticks) from ``/proc/PID/stat``; None if there is no such process."""
+def _stat(pid: int) -> tuple[str, int, int] | None:
+    """(state letter, start ticks, threads) from ``/proc/PID/stat``; None if there is no such process."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read()
         fields = stat[stat.rindex(b")") + 2:].split()
-        return fields[0].decode(), int(fields[19])
+        return fields[0].decode(), int(fields[19]), int(fields[17])
     except (OSError, ValueError, IndexError):
         return None
+
+
+def _exited(state: str, threads: int) -> bool:
+    """A zombie with no thread left: gone but for its exit status.
+
+    A multi-threaded process's leader turns zombie ("Z") as soon as its own thread exits, while
+    the others may still be exiting and still hold the process's files: a SIGKILLed JVM looked
+    gone while its listening socket was open, and the broker's restart found its port in use."""
+    return state == "Z" and threads <= 1
 
 
 def start_ticks(pid: int) -> int | None:
@@ -72,7 +81,7 @@ class Tracked:
             except psutil.Error:
                 return False
         st = _stat(self.pid)
-        return st is not None and st[0] != "Z" and (self.ticks is None or st[1] == self.ticks)
+        return st is not None and not _exited(st[0], st[2]) and (self.ticks is None or st[1] == self.ticks)
 
     def signal(self, sig: int) -> None:
         if self.running():
@@ -104,6 +113,9 @@ class PidRecord:
             proc = psutil.Process(self.pid)
             if not self._same_start(proc):
                 return None
+            st = _stat(proc.pid) if _HAVE_PROC else None
+            if st is not None:
+                return None if _exited(st[0], st[2]) else proc
             if proc.status() == psutil.STATUS_ZOMBIE:
                 return None
             return proc

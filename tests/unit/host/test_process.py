@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import socket
 import sys
 import time
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import psutil
 
-from streamops.host.process import PidRecord, port_in_use, read_pid, shown, spawn, tail, terminate
+from streamops.host.process import PidRecord, kill, port_in_use, read_pid, shown, spawn, tail, terminate
 
 
 def _env() -> dict[str, str]:
@@ -90,6 +91,40 @@ def test_port_in_use_sees_listeners_only() -> None:
         port = s.getsockname()[1]
         s.listen()
         assert port_in_use("127.0.0.1", port)
+    assert not port_in_use("127.0.0.1", port)
+
+
+#: a process whose main thread exits on its own (the ``exit`` system call, not ``exit_group``) while
+#: another thread goes on holding a listening socket: its leader is a zombie, the process is not
+_LEADER_EXITS_FIRST = """
+import ctypes, socket, sys, threading, time
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen()
+threading.Thread(target=time.sleep, args=(3600,)).start()
+print(s.getsockname()[1], flush=True)
+ctypes.CDLL(None).syscall({"x86_64": 60, "aarch64": 93}[sys.argv[1]], 0)
+"""
+
+
+def test_a_process_whose_leader_thread_exited_first_is_running_until_its_last_thread_ends(tmp_path: Path) -> None:
+    """A SIGKILLed JVM's leader thread turns zombie before its other threads have exited and closed
+    its sockets: taken for gone, the broker's crash test restarted it onto its own port, still in
+    use (a CI failure). Here the leader exits first on purpose and the other thread stays."""
+    log = tmp_path / "z.log"
+    rec = spawn([sys.executable, "-c", _LEADER_EXITS_FIRST, platform.machine()], env=_env(),
+                log_path=log, pid_path=tmp_path / "z.pid")
+    deadline = time.time() + 30
+    while not (lines := [x for x in tail(log).splitlines() if x.isdigit()]) and time.time() < deadline:
+        time.sleep(0.05)
+    port = int(lines[0])
+    while psutil.Process(rec.pid).status() != psutil.STATUS_ZOMBIE and time.time() < deadline:
+        time.sleep(0.05)
+    assert psutil.Process(rec.pid).status() == psutil.STATUS_ZOMBIE  # the leader thread is gone
+    assert port_in_use("127.0.0.1", port)
+    assert rec.alive
+    assert kill(rec) is True
+    assert not rec.alive
     assert not port_in_use("127.0.0.1", port)
 
 
