@@ -11,7 +11,7 @@ run: bootstrap
 
 # three xdist workers on two cores (the end-to-end tests wait on JVMs, triggers and Airflow's
 # loops as much as they compute): the Airflow tests on one, the rest spread (tests/conftest.py);
-# four were faster still but not yet run clean (docs/architecture.md#tests)
+# four ran clean but slower once the machine is busy all the time (docs/architecture.md#tests)
 PYTEST_WORKERS ?= 3
 XDIST := -n $(PYTEST_WORKERS) --dist loadgroup
 
