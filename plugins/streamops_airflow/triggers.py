@@ -213,15 +213,18 @@ class DlqRecordsTrigger(_Serialized, BaseEventTrigger):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         from streamops.observe.dlq import new_records
+        from streamops.specfile import open_spec_file
         from streamops_airflow.hooks import StreamopsHook
 
         settings = StreamopsHook().settings
+        spec_file = await asyncio.to_thread(open_spec_file, settings.repo, settings.state_dir)
         fired: dict[int, int] = {}  # partition -> end offset an event was fired for
         last_event = 0.0
         while True:
             await asyncio.sleep(self.poll_interval)
             try:
-                news = await asyncio.to_thread(new_records, settings, self.app)
+                await asyncio.to_thread(spec_file.refresh)  # re-read only when the file changed
+                news = await asyncio.to_thread(new_records, settings, spec_file.specs.get(self.app))
             except Exception as exc:  # noqa: BLE001 - keep watching (a broker restarting)
                 self.log.warning("%s: could not read its DLQ's offsets (%s); retrying", self.app, exc)
                 continue

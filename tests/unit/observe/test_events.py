@@ -115,3 +115,45 @@ def test_the_dlq_trigger_fires_for_records_beyond_those_it_fired_for(monkeypatch
     got = asyncio.run(watch())
     assert [e["ends"]["0"] for e in got] == [3, 5, 6]
     assert got[0] == {"app": "app1", "topic": "d", "records": 3, "ends": {"0": 3}}  # the event: the news' document
+
+
+def test_the_dlq_trigger_reads_the_spec_file_only_when_it_changed(tmp_path, monkeypatch) -> None:
+    """Each app's DLQ watcher polls every 2 s for as long as Airflow runs: parsing the spec file on
+    every poll made each poll cost 28.6 ms of the triggerer's CPU instead of 3.7 (bench/dlq_poll.py).
+    It parses it once, and again only after the file changed (a renamed DLQ topic is then the one
+    it asks about)."""
+    pytest.importorskip("airflow")
+    from streamops_airflow.triggers import DlqRecordsTrigger
+
+    import streamops.kafka.admin
+    import streamops.specfile
+
+    spec_path = tmp_path / "include" / "streams.yaml"
+    spec_path.parent.mkdir()
+    spec = "apps:\n  app1:\n    job: jobs.orders\n    input_topics: [in]\n    output_topic: out\n    dlq_topic: {}\n"
+    spec_path.write_text(spec.format("dead-1"))
+    monkeypatch.setenv("STREAMOPS_REPO", str(tmp_path))
+    monkeypatch.setenv("STREAMOPS_HOME", str(tmp_path / "home"))
+    parsed: list[str] = []
+    parse = streamops.specfile.parse_specs
+    monkeypatch.setattr(streamops.specfile, "parse_specs", lambda text, path: parsed.append(text) or parse(text, path))
+    asked: list[str] = []
+
+    def end_offsets(_kafka, topic: str, **_kw) -> dict[int, tuple[int, int]]:
+        asked.append(topic)
+        if len(asked) == 4:  # the file changes between two polls
+            spec_path.write_text(spec.format("dead-2"))
+        return {0: (0, len(asked))}
+
+    monkeypatch.setattr(streamops.kafka.admin, "end_offsets", end_offsets)
+
+    async def watch() -> list[dict]:
+        run = DlqRecordsTrigger(app="app1", poll_interval=0.01, every_s=0).run()
+        got = [(await anext(run)).payload for _ in range(7)]
+        await run.aclose()
+        return got
+
+    got = asyncio.run(watch())
+    assert [e["topic"] for e in got] == ["dead-1"] * 4 + ["dead-2"] * 3
+    assert asked == ["dead-1"] * 4 + ["dead-2"] * 3
+    assert len(parsed) == 2 and "dead-2" in parsed[1]  # once at the start, once after the change
