@@ -76,8 +76,9 @@ def main() -> None:
                     got[name].append(_cpu_ms_per_poll(poll, args.polls))
         finally:
             manager.down(settings)
-    base = summary(got[next(iter(ways))])[1]
-    rows = [[name, *(f"{x:.1f}" for x in summary(v)), f"{summary(v)[1] / base:.2f}"] for name, v in got.items()]
+    stats = {name: summary(v) for name, v in got.items()}
+    base = next(iter(stats.values()))[1]
+    rows = [[name, *(f"{x:.1f}" for x in st), f"{st[1] / base:.2f}"] for name, st in stats.items()]
     print(f"{args.app}: CPU ms per DLQ poll, {args.polls} polls x {args.runs} runs, side by side")
     print(table(["way", "min ms", "median ms", "max ms", "ratio"], rows))
 

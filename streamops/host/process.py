@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import psutil
 
@@ -24,24 +25,30 @@ from streamops.host.files import write_json
 _CHILDREN: dict[int, subprocess.Popen] = {}
 
 
-def _stat(pid: int) -> tuple[str, int, int] | None:
-    """(state letter, start ticks, threads) from ``/proc/PID/stat``; None if there is no such process."""
+class _ProcStat(NamedTuple):
+    state: str  # the state letter ("Z": zombie)
+    ticks: int  # start time in clock ticks since boot
+    threads: int
+
+    @property
+    def exited(self) -> bool:
+        """A zombie with no thread left: gone but for its exit status.
+
+        A multi-threaded process's leader turns zombie as soon as its own thread exits, while the
+        others may still be exiting and still hold the process's files: a SIGKILLed JVM looked
+        gone while its listening socket was open, and the broker's restart found its port in use."""
+        return self.state == "Z" and self.threads <= 1
+
+
+def _stat(pid: int) -> _ProcStat | None:
+    """``/proc/PID/stat``'s state, start ticks and threads; None if there is no such process."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read()
         fields = stat[stat.rindex(b")") + 2:].split()
-        return fields[0].decode(), int(fields[19]), int(fields[17])
+        return _ProcStat(fields[0].decode(), int(fields[19]), int(fields[17]))
     except (OSError, ValueError, IndexError):
         return None
-
-
-def _exited(state: str, threads: int) -> bool:
-    """A zombie with no thread left: gone but for its exit status.
-
-    A multi-threaded process's leader turns zombie ("Z") as soon as its own thread exits, while
-    the others may still be exiting and still hold the process's files: a SIGKILLed JVM looked
-    gone while its listening socket was open, and the broker's restart found its port in use."""
-    return state == "Z" and threads <= 1
 
 
 def start_ticks(pid: int) -> int | None:
@@ -52,7 +59,7 @@ def start_ticks(pid: int) -> int | None:
     process exactly.
     """
     st = _stat(pid)
-    return st[1] if st else None
+    return st.ticks if st else None
 
 
 _HAVE_PROC = Path("/proc/self/stat").exists()
@@ -81,7 +88,7 @@ class Tracked:
             except psutil.Error:
                 return False
         st = _stat(self.pid)
-        return st is not None and not _exited(st[0], st[2]) and (self.ticks is None or st[1] == self.ticks)
+        return st is not None and not st.exited and (self.ticks is None or st.ticks == self.ticks)
 
     def signal(self, sig: int) -> None:
         if self.running():
@@ -115,7 +122,7 @@ class PidRecord:
                 return None
             st = _stat(proc.pid) if _HAVE_PROC else None
             if st is not None:
-                return None if _exited(st[0], st[2]) else proc
+                return None if st.exited else proc
             if proc.status() == psutil.STATUS_ZOMBIE:
                 return None
             return proc

@@ -95,24 +95,30 @@ def test_the_batch_trigger_fires_once_per_interval_with_every_batch_since(tmp_pa
     assert events.cursor(s, "app1") == ms(T0 + timedelta(seconds=3))  # the cursor moves after each event
 
 
+def _dlq_events(n: int) -> list[dict]:
+    """The first ``n`` events' payloads of app1's ``DlqRecordsTrigger``, polling every 10 ms."""
+    from streamops_airflow.triggers import DlqRecordsTrigger
+
+    async def watch() -> list[dict]:
+        run = DlqRecordsTrigger(app="app1", poll_interval=0.01, every_s=0).run()
+        got = [(await anext(run)).payload for _ in range(n)]
+        await run.aclose()
+        return got
+
+    return asyncio.run(watch())
+
+
 def test_the_dlq_trigger_fires_for_records_beyond_those_it_fired_for(monkeypatch) -> None:
     """``DlqRecordsTrigger`` over a scripted ``new_records`` (the topic's end offsets against the
     digest's cursor): once per new records, again only for records beyond, and after a digest."""
     pytest.importorskip("airflow")
-    from streamops_airflow.triggers import DlqRecordsTrigger
 
     polls = iter([None, *(dlq.DlqNews("app1", "d", n, {"0": n}) for n in (3, 3, 5)), None,
                   dlq.DlqNews("app1", "d", 6, {"0": 6})])
-    monkeypatch.setattr(dlq, "new_records", lambda _s, app: next(polls))
-
-    async def watch() -> list[dict]:
-        run = DlqRecordsTrigger(app="app1", poll_interval=0.01, every_s=0).run()
-        got = [(await anext(run)).payload for _ in range(3)]
-        await run.aclose()
-        return got
+    monkeypatch.setattr(dlq, "new_records", lambda _s, _spec: next(polls))
 
     # 3 records: one event; the same 3 again: none; 5: one; a digest counted them (None); 6: one
-    got = asyncio.run(watch())
+    got = _dlq_events(3)
     assert [e["ends"]["0"] for e in got] == [3, 5, 6]
     assert got[0] == {"app": "app1", "topic": "d", "records": 3, "ends": {"0": 3}}  # the event: the news' document
 
@@ -123,7 +129,6 @@ def test_the_dlq_trigger_reads_the_spec_file_only_when_it_changed(tmp_path, monk
     It parses it once, and again only after the file changed (a renamed DLQ topic is then the one
     it asks about)."""
     pytest.importorskip("airflow")
-    from streamops_airflow.triggers import DlqRecordsTrigger
 
     import streamops.kafka.admin
     import streamops.specfile
@@ -147,13 +152,7 @@ def test_the_dlq_trigger_reads_the_spec_file_only_when_it_changed(tmp_path, monk
 
     monkeypatch.setattr(streamops.kafka.admin, "end_offsets", end_offsets)
 
-    async def watch() -> list[dict]:
-        run = DlqRecordsTrigger(app="app1", poll_interval=0.01, every_s=0).run()
-        got = [(await anext(run)).payload for _ in range(7)]
-        await run.aclose()
-        return got
-
-    got = asyncio.run(watch())
+    got = _dlq_events(7)
     assert [e["topic"] for e in got] == ["dead-1"] * 4 + ["dead-2"] * 3
     assert asked == ["dead-1"] * 4 + ["dead-2"] * 3
     assert len(parsed) == 2 and "dead-2" in parsed[1]  # once at the start, once after the change
