@@ -19,8 +19,10 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     from streamops.lifecycle.operations import deploy
 
     spec, out = run_operation(args, deploy, parallelism=args.parallelism, timeout=args.timeout)
-    emit(args, out, f"{spec.name}: running x{out.parallelism} (operation #{out.operation_id}, "
-                    f"batch {out.after['batch']}, {out.seconds} s)")
+    batch = out.after["batch"]
+    where = "no batch yet: nothing to read" if batch is None else f"batch {batch}"
+    emit(args, out, f"{spec.name}: running x{out.parallelism} (operation #{out.operation_id}, {where}, "
+                    f"{out.seconds} s)")
     return 0
 
 
@@ -29,8 +31,8 @@ def cmd_stop(args: argparse.Namespace) -> int:
 
     # stopping must work while the spec file is broken: on the last good one then
     spec, out = run_operation(args, stop, last_good_ok=True, now=args.now, timeout=args.timeout)
-    emit(args, out, f"{spec.name}: stopped at batch {out.after['batch']} (operation #{out.operation_id}, "
-                    f"{out.seconds} s)")
+    where = "before its first batch" if out.after["batch"] is None else f"at batch {out.after['batch']}"
+    emit(args, out, f"{spec.name}: stopped {where} (operation #{out.operation_id}, {out.seconds} s)")
     return 0
 
 

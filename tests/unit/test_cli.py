@@ -129,3 +129,22 @@ def test_a_second_supervisor_for_the_same_state_dir_is_refused(tmp_path: Path) -
     r = subprocess.run([*STREAMOPS, "supervise", "--once"], check=False, env=env, capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == 0, r.stderr  # released with its holder
+
+
+@pytest.mark.parametrize(("batch", "deployed", "stopped"), [
+    (None, "running x2 (operation #7, no batch yet: nothing to read, 3.5 s)", "stopped before its first batch (operation #7, 3.5 s)"),
+    (4, "running x2 (operation #7, batch 4, 3.5 s)", "stopped at batch 4 (operation #7, 3.5 s)"),
+])
+def test_deploy_and_stop_say_where_the_app_stands_also_before_its_first_batch(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], batch: int | None, deployed: str,
+        stopped: str) -> None:
+    """An app deployed before any input has committed no batch: "batch None" told a person nothing."""
+    from types import SimpleNamespace
+
+    from streamops.cli import apps
+
+    out = SimpleNamespace(parallelism=2, operation_id=7, after={"batch": batch}, seconds=3.5)
+    monkeypatch.setattr(apps, "run_operation", lambda *_a, **_k: (SimpleNamespace(name="app1"), out))
+    assert apps.cmd_deploy(SimpleNamespace(parallelism=None, timeout=60, json=False)) == 0
+    assert apps.cmd_stop(SimpleNamespace(now=False, timeout=60, json=False)) == 0
+    assert capsys.readouterr().out.splitlines() == [f"app1: {deployed}", f"app1: {stopped}"]
