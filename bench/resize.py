@@ -1,7 +1,7 @@
 """Resize and savepoint costs while events arrive at a steady rate.
 
     .venv/bin/python bench/resize.py [--strategies restart,live] [--runs 3] [--rate 2000] \
-        [--savepoint-keys 100000] [--savepoint-runs 3] [--idle-runs 3]
+        [--savepoint-keys 100000] [--savepoint-runs 3] [--idle-runs 3] [--timeline]
 
 One platform (broker, Spark standalone master with 2 workers, supervisor) in a temporary state
 dir on free ports, stopped in ``finally``. The demo app is deployed at parallelism 1 while a
@@ -17,6 +17,10 @@ the batch commits):
 
 After each live scale-out the driver's REST API tells which executors ran the stateful stages
 (one task per state partition), to show the new executor really took state over.
+
+``--timeline`` prints, after each resize, the batch commits, the driver's timed log lines and every
+task of the stages since the request (executor, FAIR pool, locality level, seconds), in seconds from
+the request: where a pause goes.
 
 At the end the app is stopped and ``check`` compares state, changelog, output and DLQ with the
 fold of every input event: ``lost`` / ``duplicated`` count keys missing or different, and DLQ
@@ -108,6 +112,53 @@ def _warmup_tasks(settings: Settings, spec, after_stage: int) -> dict[str, tuple
     return ui.pool_tasks(*where, {warmup_plugin.POOL}, after_stage) if where else {}
 
 
+def log_time(line: str) -> float | None:
+    """The epoch seconds a driver log line starts with (ours: ``2026-12-07 17:31:02,123``, Spark's:
+    ``26/12/07 17:31:02``; both in the machine's zone, UTC here), None for a line without one."""
+    import datetime as dt
+
+    try:
+        stamp = (dt.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f") if line[:2] == "20"
+                 else dt.datetime.strptime(line[:17], "%y/%m/%d %H:%M:%S"))
+    except ValueError:
+        return None
+    return stamp.astimezone().timestamp()
+
+
+def task_row(stage: dict, task: dict) -> tuple[float, str]:
+    """One task of Spark's REST API (``stages/ID/ATTEMPT/taskList``) as (launch epoch s, line)."""
+    import datetime as dt
+
+    launched = dt.datetime.strptime(task["launchTime"][:23], "%Y-%m-%dT%H:%M:%S.%f").replace(tzinfo=dt.UTC)
+    line = (f"task {stage['stageId']}.{task['index']} on executor {task.get('executorId')} "
+            f"({stage.get('schedulingPool')}, {task.get('taskLocality')}) {task.get('duration', 0) / 1000:.2f} s: "
+            f"{stage['name'][:60]}")
+    return launched.timestamp(), line
+
+
+def timeline(t0: float, commits: list[tuple[int, float]], log_lines: list[str],
+             tasks: list[tuple[float, str]], before: float = 5.0) -> list[tuple[float, str]]:
+    """Batch commits, timed log lines and tasks from ``before`` s before ``t0`` on, in seconds
+    from ``t0``, in time order."""
+    rows = [(t, f"batch {b} committed") for b, t in commits]
+    rows += [(at, line[:200]) for line in log_lines if (at := log_time(line)) is not None]
+    rows += tasks
+    return sorted((round(t - t0, 2), what) for t, what in rows if t > t0 - before)
+
+
+def _print_timeline(settings: Settings, spec, ckpt: Path, t0: float, after_stage: int) -> None:
+    """``--timeline``: what happened around a resize requested at ``t0`` (the tasks of the stages
+    after ``after_stage``, from the driver's REST API)."""
+    from streamops.app.dir import AppDir
+    from streamops.spark import ui
+
+    where = _driver_ui(settings, spec)
+    tasks = [task_row(st, t) for st, t in ui.stage_tasks(*where, after_stage)] if where else []
+    lines = AppDir.of(settings, spec.name).log.read_text(errors="replace").splitlines()
+    for at, what in timeline(t0, commit_times(ckpt), lines, tasks):
+        print(f"  {at:+7.2f} {what}", flush=True)
+
+
 class Feeder(threading.Thread):
     """Writes events at a steady rate until stopped; counts what it wrote."""
 
@@ -140,6 +191,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--users", type=int, default=5000)
     ap.add_argument("--savepoint-keys", type=int, default=100_000)
     ap.add_argument("--savepoint-runs", type=int, default=3)
+    ap.add_argument("--timeline", action="store_true",
+                    help="after each resize: batch commits and the driver's log lines, in seconds from the request")
     ap.add_argument("--idle-runs", type=int, default=3, help="live resizes each way with no input arriving")
     args = ap.parse_args(argv)
     strategies = [s for s in args.strategies.split(",") if s]
@@ -196,6 +249,8 @@ def main(argv: list[str] | None = None) -> int:
                     results.setdefault((strategy, f"{3 - n}->{n}"), []).append((pause, res.seconds))
                     print(f"{strategy} run {run} {3 - n}->{n}: pause {pause:.1f} s, to new size {res.seconds} s",
                           flush=True)
+                    if args.timeline:
+                        _print_timeline(settings, spec, ckpt, t0, first_stage)
                     if strategy == "live" and n == 2:
                         used = _stateful_executors(settings, spec, first_stage)
                         spread.append(f"run {run}: {used}")

@@ -80,17 +80,22 @@ def first_job_on(ui_url: str, app_id: str, executor_id: str, after_stage: int = 
     return job_of_stage[first[1]].get("description") or job_of_stage[first[1]].get("name")
 
 
+def stage_tasks(ui_url: str, app_id: str, after_stage: int = -1) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(stage, task) of every task of the stages newer than ``after_stage``, as the REST API has them."""
+    out = []
+    for st in _get(ui_url, f"applications/{app_id}/stages"):
+        if st["stageId"] > after_stage:
+            out += [(st, t) for t in _get(ui_url, f"applications/{app_id}/stages/{st['stageId']}/{st['attemptId']}"
+                                                  "/taskList?length=1000")]
+    return out
+
+
 def pool_tasks(ui_url: str, app_id: str, pools: set[str], after_stage: int = -1) -> dict[str, tuple[int, float]]:
     """Tasks of stages in the FAIR ``pools`` newer than ``after_stage``: executor id ->
     (tasks, seconds they ran). After a live scale-out: where the warm-up work ran."""
     out: dict[str, tuple[int, float]] = {}
-    for st in _get(ui_url, f"applications/{app_id}/stages"):
-        if st["stageId"] <= after_stage or st.get("schedulingPool") not in pools:
-            continue
-        tasks = _get(ui_url, f"applications/{app_id}/stages/{st['stageId']}/{st['attemptId']}/taskList"
-                             "?length=1000")
-        for t in tasks:
-            if "executorId" in t:
-                n, secs = out.get(t["executorId"], (0, 0.0))
-                out[t["executorId"]] = (n + 1, secs + t.get("duration", 0) / 1000)
+    for st, t in stage_tasks(ui_url, app_id, after_stage):
+        if st.get("schedulingPool") in pools and "executorId" in t:
+            n, secs = out.get(t["executorId"], (0, 0.0))
+            out[t["executorId"]] = (n + 1, secs + t.get("duration", 0) / 1000)
     return out
