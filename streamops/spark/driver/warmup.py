@@ -10,7 +10,9 @@ before active tasks move to it. Here:
    (``plugin/WarmupPlugin.java``) holds each executor that registers in its ``init()``, before
    it tells the driver it is launched, so Spark offers it nothing yet.
 2. The driver queues a warm-up job pinned to that executor (its partitions prefer exactly that
-   executor id, the process-locality wait is long while the job is planned) in a FAIR pool that
+   executor id, the process-locality wait is long from before the job is planned until its first
+   task runs: only then, since the query's task sets of those moments get the long wait too and
+   the Kafka source has some partitions' read tasks prefer the new executor) in a FAIR pool that
    sorts before the query's while none of its tasks runs, then releases the executor: its
    first tasks are the warm-up's. While a warm-up task runs the query's pool goes first, so the
    executors already there run warm-up tasks only when the query leaves a core idle.
@@ -150,13 +152,12 @@ class ExecutorWarmup:
     def _warm(self, eid: str) -> None:
         t0 = time.monotonic()
         group = f"streamops-warmup-{eid}"
-        pinned = False
+        unpin = self._once(lambda: self.pin_locality(False))
         with self.lock:
             released_event = self.released.setdefault(eid, threading.Event())
         try:
             self._await_known(eid)
             self.pin_locality(True)
-            pinned = True
             self.sc.setLocalProperty("spark.scheduler.pool", POOL)
             self.sc.setJobGroup(group, f"streamops warm-up of executor {eid}", interruptOnCancel=True)
             released = [False]
@@ -164,7 +165,7 @@ class ExecutorWarmup:
             def pin(data: list[str]):
                 frame = self._pinned_frame(eid, data)
                 if not released[0]:  # the first job is queued: let the executor start
-                    threading.Thread(target=self._release_when_queued, args=(eid, group, released),
+                    threading.Thread(target=self._release_when_queued, args=(eid, group, released, unpin),
                                      daemon=True).start()
                 return frame
 
@@ -182,17 +183,32 @@ class ExecutorWarmup:
             if self.plugin is not None:
                 self.plugin.release(eid)
                 self.plugin.warmed(eid)  # its priority comes back now (see WarmupAgent)
-            if pinned:
-                self.pin_locality(False)
+            unpin()
             self.sc.setLocalProperty("spark.scheduler.pool", None)
             self.sc.setLocalProperty("spark.jobGroup.id", None)
             with self.lock:
                 self.warming.pop(eid, None)
                 self.took[eid] = round(time.monotonic() - t0, 2)
 
+    @staticmethod
+    def _once(action: Callable[[], None]) -> Callable[[], None]:
+        """``action`` run by the first of several callers (threads) only."""
+        gate = threading.Lock()
+        done = [False]
+
+        def run() -> None:
+            with gate:
+                if done[0]:
+                    return
+                done[0] = True
+            action()
+
+        return run
+
     def pin_locality(self, on: bool) -> None:
-        """Hold the process-locality wait at PINNED_WAIT while any warm-up job is planned (task
-        sets read it when created); the value from before the first comes back after the last."""
+        """Hold the process-locality wait at PINNED_WAIT while any warm-up's pinned job is planned
+        and its first task not yet running (task sets read it when created); the value from
+        before the first comes back after the last."""
         conf = self.jsc.conf()
         with self.lock:
             if on:
@@ -226,15 +242,21 @@ class ExecutorWarmup:
             backend.reviveOffers()
             time.sleep(0.05)
 
-    def _release_when_queued(self, eid: str, group: str, released: list[bool]) -> None:
-        """Release the held executor once the pinned job's stage is submitted (queued first)."""
+    def _release_when_queued(self, eid: str, group: str, released: list[bool], unpin: Callable[[], None]) -> None:
+        """Release the held executor once the pinned job's stage is submitted (queued first);
+        ``unpin`` once its first task runs there: task sets read the locality wait when they are
+        made, so the pinned one keeps PINNED_WAIT, and the query's task sets made after it get
+        the usual wait again instead of waiting for the warming executor (the Kafka source has
+        some of its partitions' tasks prefer every registered executor, this one included)."""
         tracker = self.sc.statusTracker()
         deadline = time.monotonic() + 10.0
-        while time.monotonic() < deadline:
-            jobs = tracker.getJobIdsForGroup(group)
-            if any((info := tracker.getJobInfo(j)) is not None and info.stageIds and
-                   any(tracker.getStageInfo(s) is not None for s in info.stageIds) for j in jobs):
-                break
+
+        def stages() -> list:
+            infos = [tracker.getJobInfo(j) for j in tracker.getJobIdsForGroup(group)]
+            return [st for info in infos if info is not None for s in info.stageIds
+                    if (st := tracker.getStageInfo(s)) is not None]
+
+        while time.monotonic() < deadline and not stages():
             time.sleep(0.02)
         released[0] = True
         if self.plugin is not None:
@@ -242,6 +264,10 @@ class ExecutorWarmup:
         with self.lock:
             self.released.setdefault(eid, threading.Event()).set()
         log.info("executor %s released: its warm-up job is queued", eid)
+        while time.monotonic() < deadline + WARMUP_BUDGET_S and not any(
+                st.numActiveTasks() + st.numCompletedTasks() + st.numFailedTasks() for st in stages()):
+            time.sleep(0.05)
+        unpin()
 
     def _pinned_frame(self, eid: str, data: list[str]):
         """A DataFrame (one row, ``value`` = ``data`` joined by newlines) in one partition that prefers

@@ -235,3 +235,67 @@ def test_an_idle_query_counts_a_new_executor_once_its_warm_up_is_queued(tmp_path
     if not idle:
         assert ctl.tick()["parallelism"] == 2
     assert w.cold({"0", "3"}) == set() and reports == [{"parallelism": 2, "executors": 2}]
+
+
+class FakeStage:
+    def __init__(self) -> None:
+        self.active = 0
+
+    def numActiveTasks(self) -> int:
+        return self.active
+
+    def numCompletedTasks(self) -> int:
+        return 0
+
+    def numFailedTasks(self) -> int:
+        return 0
+
+
+class FakeTracker:
+    """SparkContext.statusTracker() for one warm-up job group: no job, then a job whose stage is
+    submitted, then its first task running (after ``queued_after`` and ``running_after`` polls)."""
+
+    def __init__(self, group: str, queued_after: int, running_after: int) -> None:
+        self.group, self.polls, self.queued_after, self.running_after = group, 0, queued_after, running_after
+        self.stage = FakeStage()
+
+    def getJobIdsForGroup(self, group: str) -> list[int]:
+        assert group == self.group
+        self.polls += 1
+        if self.polls > self.running_after:
+            self.stage.active = 1
+        return [7] if self.polls > self.queued_after else []
+
+    def getJobInfo(self, job: int):
+        return SimpleNamespace(stageIds=[3])
+
+    def getStageInfo(self, stage: int):
+        return self.stage
+
+
+def test_the_locality_pin_ends_once_the_pinned_task_runs_not_at_the_end_of_the_warm_up() -> None:
+    """Task sets read the locality wait when they are made: a pin held for the whole warm-up made
+    the query's own task sets of those seconds wait for the warming executor (the Kafka source has
+    some partitions' tasks prefer it), and batches stalled until the warm-up ended."""
+    plugin = FakePlugin()
+    w = warmup.ExecutorWarmup(fake_spark(plugin), work=lambda eid, pin: None)
+    tracker = FakeTracker("g", queued_after=2, running_after=5)
+    w.sc.statusTracker = lambda: tracker
+    events: list[tuple[str, int, bool]] = []
+    released = [False]
+    w._release_when_queued("3", "g", released,
+                           unpin=lambda: events.append(("unpin", tracker.stage.active, w.released["3"].is_set())))
+    assert released == [True] and plugin.released == ["3"]
+    assert events == [("unpin", 1, True)]  # after the release, once the pinned task runs
+
+
+def test_the_pin_is_undone_once_whoever_gets_there_first() -> None:
+    calls: list[int] = []
+    unpin = warmup.ExecutorWarmup._once(lambda: calls.append(1))
+    threads = [threading.Thread(target=unpin) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    unpin()
+    assert calls == [1]
