@@ -192,7 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--savepoint-keys", type=int, default=100_000)
     ap.add_argument("--savepoint-runs", type=int, default=3)
     ap.add_argument("--timeline", action="store_true",
-                    help="after each resize: batch commits and the driver's log lines, in seconds from the request")
+                    help="after each resize: batch commits, the driver's log lines and the tasks since the "
+                         "request, in seconds from it")
     ap.add_argument("--idle-runs", type=int, default=3, help="live resizes each way with no input arriving")
     args = ap.parse_args(argv)
     strategies = [s for s in args.strategies.split(",") if s]

@@ -264,9 +264,9 @@ class ExecutorWarmup:
         with self.lock:
             self.released.setdefault(eid, threading.Event()).set()
         log.info("executor %s released: its warm-up job is queued", eid)
-        while time.monotonic() < deadline + WARMUP_BUDGET_S and not any(
+        while time.monotonic() < deadline + WARMUP_BUDGET_S and eid in self.warming and not any(
                 st.numActiveTasks() + st.numCompletedTasks() + st.numFailedTasks() for st in stages()):
-            time.sleep(0.05)
+            time.sleep(0.05)  # (a warm-up that ended first has unpinned already)
         unpin()
 
     def _pinned_frame(self, eid: str, data: list[str]):

@@ -281,6 +281,7 @@ def test_the_locality_pin_ends_once_the_pinned_task_runs_not_at_the_end_of_the_w
     w = warmup.ExecutorWarmup(fake_spark(plugin), work=lambda eid, pin: None)
     tracker = FakeTracker("g", queued_after=2, running_after=5)
     w.sc.statusTracker = lambda: tracker
+    w.warming["3"] = threading.current_thread()  # as ``poll`` records a warm-up under way
     events: list[tuple[str, int, bool]] = []
     released = [False]
     w._release_when_queued("3", "g", released,
