@@ -342,13 +342,20 @@ def overview(settings: Settings, specs: Iterable[AppSpec], ledger: Ledger, *, no
     return [stream_row(settings, spec, ledger, now=now) for spec in sorted(specs, key=lambda s: s.name)]
 
 
+def _to_the_second(at: Any) -> str:
+    """A time for a person to read: to the second (the ledger keeps microseconds)."""
+    if isinstance(at, datetime):
+        return str(at.replace(microsecond=0))
+    return str(at) if at else "-"
+
+
 def render(st: dict[str, Any]) -> str:
     """``streamops status``'s text, from ``AppStatus.cli_dict`` (so the text and --json agree)."""
     d, o, b = st["desired"] or {}, st["observed"] or {}, st["last_batch"] or {}
     lines = [(f"{st['app']}: desired {d.get('status', '-')} x{d.get('parallelism', '-')}, "
               f"observed {o.get('status', 'never seen')} x{o.get('parallelism') or '-'} "
               f"(executors {o.get('executors') if o.get('executors') is not None else '-'}, "
-              f"pid {o.get('pid') or '-'}, heartbeat {o.get('heartbeat_at') or '-'})")]
+              f"pid {o.get('pid') or '-'}, heartbeat {_to_the_second(o.get('heartbeat_at'))})")]
     lines.append(f"  last committed batch {st['checkpoint']['last_committed_batch']}, "
                  f"lag {st['total_lag'] if st['total_lag'] is not None else '?'}")
     if st["lag"]:

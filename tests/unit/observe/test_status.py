@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -91,6 +92,8 @@ def test_status_reads_ledger_and_progress(tmp_path) -> None:
     assert st["last_batch"]["batch_id"] == 2  # the torn last line is skipped
     text = render(st)
     assert "app1: desired running x2, observed running x2 (executors 2, pid 42" in text
+    # the heartbeat to the second (the ledger keeps microseconds)
+    assert re.search(r"pid 42, heartbeat \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\+00:00\)$", text.splitlines()[0]), text
     assert f"operation resize #{op.id} running since" in text and "asked by airflow:resize/run-9" in text
     assert "batch 2: 20 rows" in text
     ledger.close()
