@@ -80,11 +80,13 @@ def first_job_on(ui_url: str, app_id: str, executor_id: str, after_stage: int = 
     return job_of_stage[first[1]].get("description") or job_of_stage[first[1]].get("name")
 
 
-def stage_tasks(ui_url: str, app_id: str, after_stage: int = -1) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """(stage, task) of every task of the stages newer than ``after_stage``, as the REST API has them."""
+def stage_tasks(ui_url: str, app_id: str, after_stage: int = -1,
+                pools: set[str] | None = None) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(stage, task) of every task of the stages newer than ``after_stage`` (in the FAIR ``pools``
+    only, when given: the others' task lists are not read), as the REST API has them."""
     out = []
     for st in _get(ui_url, f"applications/{app_id}/stages"):
-        if st["stageId"] > after_stage:
+        if st["stageId"] > after_stage and (pools is None or st.get("schedulingPool") in pools):
             out += [(st, t) for t in _get(ui_url, f"applications/{app_id}/stages/{st['stageId']}/{st['attemptId']}"
                                                   "/taskList?length=1000")]
     return out
@@ -94,8 +96,8 @@ def pool_tasks(ui_url: str, app_id: str, pools: set[str], after_stage: int = -1)
     """Tasks of stages in the FAIR ``pools`` newer than ``after_stage``: executor id ->
     (tasks, seconds they ran). After a live scale-out: where the warm-up work ran."""
     out: dict[str, tuple[int, float]] = {}
-    for st, t in stage_tasks(ui_url, app_id, after_stage):
-        if st.get("schedulingPool") in pools and "executorId" in t:
+    for _st, t in stage_tasks(ui_url, app_id, after_stage, pools):
+        if "executorId" in t:
             n, secs = out.get(t["executorId"], (0, 0.0))
             out[t["executorId"]] = (n + 1, secs + t.get("duration", 0) / 1000)
     return out

@@ -74,3 +74,27 @@ def test_a_driver_that_never_answers_fails_after_the_attempts() -> None:
 
 def _short(get):
     return lambda url, path, **kw: get(url, path, timeout=0.5, attempts=3)
+
+
+def test_the_task_readers_read_only_the_stages_they_report(monkeypatch) -> None:
+    stages = [{"stageId": 3, "attemptId": 0, "schedulingPool": "query"},
+              {"stageId": 4, "attemptId": 0, "schedulingPool": "warmup"},
+              {"stageId": 5, "attemptId": 1, "schedulingPool": "query"}]
+    tasks = {3: [{"executorId": "0", "duration": 100}],
+             4: [{"executorId": "1", "duration": 1500}, {"executorId": "1", "duration": 500}, {"index": 2}],
+             5: [{"executorId": "0", "duration": 200}]}
+    read: list[str] = []
+
+    def get(_url: str, path: str):
+        read.append(path)
+        if path.endswith("/stages"):
+            return stages
+        return tasks[int(path.split("/stages/")[1].split("/")[0])]
+
+    monkeypatch.setattr(ui, "_get", get)
+    assert [(st["stageId"], t.get("executorId")) for st, t in ui.stage_tasks("u", "a", after_stage=3)] == \
+        [(4, "1"), (4, "1"), (4, None), (5, "0")]
+    assert "applications/a/stages/5/1/taskList?length=1000" in read
+    read.clear()
+    assert ui.pool_tasks("u", "a", {"warmup"}) == {"1": (2, 2.0)}
+    assert read == ["applications/a/stages", "applications/a/stages/4/0/taskList?length=1000"]
