@@ -370,7 +370,7 @@ def render(st: dict[str, Any]) -> str:
         lines += render_watermark(st["watermark"])
     if st["lease"]:
         le = st["lease"]
-        lines.append(f"  operation {le['kind']} #{le['operation_id']} running since {le['acquired_at']}, "
+        lines.append(f"  operation {le['kind']} #{le['operation_id']} running since {_to_the_second(le['acquired_at'])}, "
                      f"asked by {le['holder']}")
     for op in st["operations"]:
         lines.append(f"  #{op['id']} {op['kind']} {op['outcome']} {op['started_at']:%Y-%m-%d %H:%M:%S} "

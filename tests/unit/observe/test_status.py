@@ -94,7 +94,8 @@ def test_status_reads_ledger_and_progress(tmp_path) -> None:
     assert "app1: desired running x2, observed running x2 (executors 2, pid 42" in text
     # the heartbeat to the second (the ledger keeps microseconds)
     assert re.search(r"pid 42, heartbeat \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\+00:00\)$", text.splitlines()[0]), text
-    assert f"operation resize #{op.id} running since" in text and "asked by airflow:resize/run-9" in text
+    assert re.search(rf"operation resize #{op.id} running since \d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d\+00:00, "
+                     r"asked by airflow:resize/run-9$", text, re.MULTILINE), text
     assert "batch 2: 20 rows" in text
     ledger.close()
 
