@@ -27,6 +27,7 @@ from streamops.exceptions import StreamopsError
 from streamops.host import jars
 from streamops.settings import Settings
 from streamops.spark import pydaemon
+from streamops.spark.local_log import quiet_console_conf
 from streamops.spec import AppSpec, load_job
 
 if TYPE_CHECKING:
@@ -325,6 +326,7 @@ def _local_spark(settings: Settings):
              .config("spark.ui.showConsoleProgress", "false")
              .config(map=jars.spark_conf())
              .config(map=pydaemon.conf())
+             .config(map=quiet_console_conf())
              .getOrCreate())
     _ = spark.streams.active  # creates the StateStoreCoordinator the state reader talks to
     return spark

@@ -31,6 +31,7 @@ from streamops.exceptions import StreamopsError
 from streamops.host import jars
 from streamops.settings import Settings
 from streamops.spark import pydaemon
+from streamops.spark.local_log import quiet_console_conf
 
 #: the seed query's version: Spark's first batch (0) commits state version 1
 SEED_VERSION = 1
@@ -67,6 +68,7 @@ def seed_session(settings: Settings, *, name: str = "streamops-seed"):
              .config("spark.driver.memory", "2g")
              .config(map=seeding_conf())
              .config(map=pydaemon.conf())
+             .config(map=quiet_console_conf())
              .config(map=jars.spark_conf())  # app lint reads the input with Spark's Kafka connector
              .config("spark.sql.adaptive.enabled", "false")
              .getOrCreate())

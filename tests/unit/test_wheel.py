@@ -13,7 +13,7 @@ import pytest
 
 from streamops.ledger import store
 from streamops.platform import kafka_broker
-from streamops.spark import kafka_writer, warmup_plugin
+from streamops.spark import kafka_writer, local_log, warmup_plugin
 
 pytestmark = pytest.mark.unit
 
@@ -37,7 +37,7 @@ def _package_files(root: Path) -> set[str]:
 def _runtime_files() -> set[Path]:
     """What the runtime opens from its own folder, as the modules name it."""
     return {warmup_plugin.POOL_FILE, warmup_plugin.PLUGIN_SOURCE, *warmup_plugin.PLUGIN_SOURCE.parent.glob("*.java"),
-            kafka_writer.WRITER_SOURCE,
+            kafka_writer.WRITER_SOURCE, local_log.LOG4J2_CONFIG,
             Path(kafka_broker.__file__).with_name("kafka_tools_log4j2.properties"),
             store.MIGRATIONS / "script.py.mako", store.MIGRATIONS / "env.py"}
 

@@ -100,6 +100,9 @@ def test_clean_app_passes_through_the_cli(app: AppHarness) -> None:
     html = Path(report["report_html"])
     assert html.is_file() and html.is_relative_to(app.settings.state_dir / "reports" / "verify" / APP)
     assert "verifying user_activity as of batch" in err and "%" in err  # progress on stderr under --json
+    # its local Spark's start-up lines and warnings stay off the terminal (spark.local_log)
+    assert not [line for line in err.splitlines()
+                if any(s in line for s in ("log4j", "Setting default log level", " WARN "))], err[-3000:]
     # recorded without a lease, with the counts and the report path
     ledger = Ledger.open(app.settings.ledger_db_url)
     try:
