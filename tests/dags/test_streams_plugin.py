@@ -192,3 +192,38 @@ def test_at_1400_px_the_streams_table_scrolls_in_its_frame_and_the_page_does_not
                          "idle: product-prices[0]"], lines
     assert lines[0] == page.evaluate("(ms) => new Date(ms).toLocaleString()", STUB_ROW["watermark"]["watermark_ms"])
     assert page.locator('#streams tr[data-app="user_activity"] [data-field=watermark]').inner_text() == "–"
+
+
+def test_an_apps_page_sums_it_up_in_one_line(plugin, client, chromium) -> None:
+    """In Chromium, an app's page (the plugin's own data, from the ledger and a progress file):
+    its summary names the last batch and its age apart ("last batch 1 41 s ago" read as one
+    number), and an app without a batch says so instead of "last batch – – ago"."""
+    settings = Settings.from_env()
+    ledger = Ledger.open(settings.ledger_db_url)
+    try:
+        for app in ("page_stats", "sessions"):
+            ledger.set_desired(app, status="running", parallelism=1, who="t")
+            ledger.report_observed(app, status="running", parallelism=1, executors=1)
+    finally:
+        ledger.close()
+    AppDir.of(settings, "page_stats").append_progress({
+        "batch_id": 1820, "timestamp": datetime.now(UTC).isoformat(), "input_rows": 3, "input_rows_per_s": 1.0,
+        "processed_rows_per_s": 10.0, "duration_ms": {"triggerExecution": 120},
+        "end_offsets": ['{"page-views":{"0":5}}'], "start_offsets": ['{"page-views":{"0":4}}'],
+        "latest_offsets": ['{"page-views":{"0":5}}'], "state_rows": 2, "state_bytes": 100, "executors": 1})
+    base = "http://streamops.test/streamops"
+
+    def serve(route) -> None:
+        r = client.get(route.request.url.removeprefix(base))  # the plugin's pages, assets and data
+        route.fulfill(status=r.status_code, body=r.content, content_type=r.headers.get("content-type"))
+
+    page = chromium.new_page(viewport={"width": 1400, "height": 900})
+    page.route(f"{base}/**", serve)
+    summaries = {}
+    for app in ("page_stats", "sessions"):
+        page.goto(f"{base}/apps/{app}")
+        page.wait_for_function("() => document.getElementById('summary').textContent.includes('output')",
+                               timeout=30_000)
+        summaries[app] = " ".join(page.locator("#summary").inner_text().split())
+    assert re.search(r", last batch 1,820, \d+ s ago, output page-stats$", summaries["page_stats"]), summaries
+    assert re.search(r", no batch yet, output \S+$", summaries["sessions"]), summaries
