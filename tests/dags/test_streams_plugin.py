@@ -47,6 +47,14 @@ def client():
     return TestClient(create_app(dependencies=[]))
 
 
+def _progress(settings: Settings, app: str, batch_id: int, *, start: str, end: str, latest: str) -> None:
+    """One batch's line in the app's progress file, committed now (offsets as Spark writes them)."""
+    AppDir.of(settings, app).append_progress({
+        "batch_id": batch_id, "timestamp": datetime.now(UTC).isoformat(), "input_rows": 3, "input_rows_per_s": 1.0,
+        "processed_rows_per_s": 10.0, "duration_ms": {"triggerExecution": 120}, "end_offsets": [end],
+        "start_offsets": [start], "latest_offsets": [latest], "state_rows": 2, "state_bytes": 100, "executors": 1})
+
+
 def test_the_view_answers_from_the_ledger_and_the_progress_files(plugin, client) -> None:
     settings = Settings.from_env()
     ledger = Ledger.open(settings.ledger_db_url)
@@ -56,12 +64,8 @@ def test_the_view_answers_from_the_ledger_and_the_progress_files(plugin, client)
         ledger.record("orders", "resize", {"parallelism": 2}, who="t", outcome="succeeded")
     finally:
         ledger.close()
-    now = datetime.now(UTC)
-    AppDir.of(settings, "orders").append_progress({
-        "batch_id": 4, "timestamp": now.isoformat(), "input_rows": 3, "input_rows_per_s": 1.0,
-        "processed_rows_per_s": 10.0, "duration_ms": {"triggerExecution": 120},
-        "end_offsets": ['{"orders":{"0":5,"1":7}}'], "start_offsets": ['{"orders":{"0":4,"1":5}}'],
-        "latest_offsets": ['{"orders":{"0":9,"1":7}}'], "state_rows": 2, "state_bytes": 100, "executors": 1})
+    _progress(settings, "orders", 4, start='{"orders":{"0":4,"1":5}}', end='{"orders":{"0":5,"1":7}}',
+              latest='{"orders":{"0":9,"1":7}}')
 
     streams = client.get("/api/streams").json()["streams"]
     row = next(r for r in streams if r["app"] == "orders")
@@ -206,11 +210,8 @@ def test_an_apps_page_sums_it_up_in_one_line(plugin, client, chromium) -> None:
             ledger.report_observed(app, status="running", parallelism=1, executors=1)
     finally:
         ledger.close()
-    AppDir.of(settings, "page_stats").append_progress({
-        "batch_id": 1820, "timestamp": datetime.now(UTC).isoformat(), "input_rows": 3, "input_rows_per_s": 1.0,
-        "processed_rows_per_s": 10.0, "duration_ms": {"triggerExecution": 120},
-        "end_offsets": ['{"page-views":{"0":5}}'], "start_offsets": ['{"page-views":{"0":4}}'],
-        "latest_offsets": ['{"page-views":{"0":5}}'], "state_rows": 2, "state_bytes": 100, "executors": 1})
+    _progress(settings, "page_stats", 1820, start='{"page-views":{"0":4}}', end='{"page-views":{"0":5}}',
+              latest='{"page-views":{"0":5}}')
     base = "http://streamops.test/streamops"
 
     def serve(route) -> None:
