@@ -352,12 +352,15 @@ def _to_the_second(at: Any) -> str:
 def render(st: dict[str, Any]) -> str:
     """``streamops status``'s text, from ``AppStatus.cli_dict`` (so the text and --json agree)."""
     d, o, b = st["desired"] or {}, st["observed"] or {}, st["last_batch"] or {}
-    lines = [(f"{st['app']}: desired {d.get('status', '-')} x{d.get('parallelism', '-')}, "
-              f"observed {o.get('status', 'never seen')} x{o.get('parallelism') or '-'} "
-              f"(executors {o.get('executors') if o.get('executors') is not None else '-'}, "
-              f"pid {o.get('pid') or '-'}, heartbeat {_to_the_second(o.get('heartbeat_at'))})")]
-    lines.append(f"  last committed batch {st['checkpoint']['last_committed_batch']}, "
-                 f"lag {st['total_lag'] if st['total_lag'] is not None else '?'}")
+    desired = f"desired {d.get('status') or '-'} x{d.get('parallelism') or '-'}" if d else "not deployed"
+    observed = (f"observed {o.get('status') or '-'} x{o.get('parallelism') or '-'} "
+                f"(executors {o.get('executors') if o.get('executors') is not None else '-'}, "
+                f"pid {o.get('pid') or '-'}, heartbeat {_to_the_second(o.get('heartbeat_at'))})"
+                if o else "never seen running")
+    batch = st["checkpoint"]["last_committed_batch"]
+    committed = "no committed batch yet" if batch is None else f"last committed batch {batch}"
+    lines = [f"{st['app']}: {desired}, {observed}",
+             f"  {committed}, lag {st['total_lag'] if st['total_lag'] is not None else '?'}"]
     if st["lag"]:
         for topic, parts in st["lag"].items():
             lines.append(f"    {topic}: " + " ".join(f"p{p}={n}" for p, n in parts.items()))

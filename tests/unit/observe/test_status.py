@@ -105,7 +105,7 @@ def test_status_of_a_never_deployed_app(tmp_path) -> None:
     ledger = Ledger.open(settings.ledger_db_url)
     st = app_status(settings, SPEC, ledger, detail=True, kafka_lag=False).cli_dict()
     assert (st["desired"], st["observed"], st["operations"]) == (None, None, [])
-    assert render(st).startswith("app1: desired - x-, observed never seen")
+    assert render(st).splitlines()[:2] == ["app1: not deployed, never seen running", "  no committed batch yet, lag ?"]
     assert AppDir(tmp_path / "nothing").last_progress() is None
     ledger.close()
 
@@ -227,8 +227,8 @@ def test_the_cli_json_of_an_unknown_app_with_the_broker_down(tmp_path, monkeypat
                 "lag": None, "total_lag": None, "last_batch": None, "operations": [],
                 "notes": ["lag unknown: broker down: no route"]}
     assert got == expected and _printed(got, capsys) == _printed(expected, capsys)
-    assert render(got) == ("app1: desired - x-, observed never seen x- (executors -, pid -, heartbeat -)\n"
-                           "  last committed batch None, lag ?\n  note: lag unknown: broker down: no route")
+    assert render(got) == ("app1: not deployed, never seen running\n"
+                           "  no committed batch yet, lag ?\n  note: lag unknown: broker down: no route")
 
 
 def test_the_row_needs_no_detail_and_the_cli_dict_does(tmp_path) -> None:
