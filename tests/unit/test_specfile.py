@@ -123,7 +123,7 @@ def test_status_and_stop_work_on_the_last_good_file_while_the_file_is_broken(tmp
     _write(spec_path, TWO.replace("output_topic: out-b", "output_topic: out-b\n    trigger_interval: soon"))
     r = cli("status", "--no-lag")
     assert r.returncode == 0, r.stderr
-    assert "b: desired" in r.stdout and "the spec file is refused, shown on the last good one" in r.stdout
+    assert "b: not deployed" in r.stdout and "the spec file is refused, shown on the last good one" in r.stdout
     assert "line 12: apps.b.trigger_interval" in r.stdout
     r = cli("check", "b")  # commands that would act on the file name its error
     assert r.returncode == 2 and "line 12: apps.b.trigger_interval" in r.stderr
